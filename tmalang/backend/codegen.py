@@ -1,0 +1,270 @@
+"""Final IR → LLVM IR (llvmlite). The backend is a table: one emitter per op class.
+
+Variables become allocas (LLVM's mem2reg turns them into registers); async instructions are
+inline PTX from ptx_asm.py; the kernel signature (tensor maps as __grid_constant__ byval
+parameters, dims, scalars) follows the manifest's `ptx_params` order.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ir import exprs as ex
+from ..ir import ops
+from ..sema.dtypes import DTYPES
+from . import ptx_asm
+from .manifest import DimParam, ScalarParam, TensorMapParam
+from .tile_math import emit_tile_assign
+
+I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+VOID = ir.VoidType()
+SCALAR_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i32": I32, "u32": I32, "i64": I64, "u64": I64}
+
+
+class KernelCodegen:
+    def __init__(self, kernel: ops.KernelOp, params: list, module: ir.Module):
+        self.kernel, self.params, self.module = kernel, params, module
+        self.boxes = ops.decls(kernel, ops.BoxDecl)
+        self.buffers = ops.decls(kernel, ops.BufferDecl)
+        self.barriers = ops.decls(kernel, ops.MbarrierDecl)
+        self.roles = ops.roles(kernel)
+        self.vars: dict[str, ir.AllocaInstr] = {}
+        self.role: ops.RoleOp | None = None
+        arg_types = [ir.PointerType() if isinstance(p, TensorMapParam) else self._scalar_type(p) for p in params]
+        self.fn = ir.Function(module, ir.FunctionType(VOID, arg_types), kernel.symbol)
+        self.args = dict(zip((self._param_key(p) for p in params), self.fn.args))
+        self.entry = self.fn.append_basic_block("entry")
+        self.b = ir.IRBuilder(self.entry)
+
+    @staticmethod
+    def _param_key(p) -> str:
+        return p.box if isinstance(p, TensorMapParam) else (p.symbol if isinstance(p, DimParam) else p.name)
+
+    @staticmethod
+    def _scalar_type(p) -> ir.Type:
+        return I32 if isinstance(p, DimParam) else SCALAR_TYPES[p.dtype]
+
+    # ---- entry point
+    def emit(self) -> ir.Function:
+        self.tid = self._sreg("tid.x")
+        self.warp = self.b.lshr(self.tid, I32(5), name="warp")
+        self.smem_base = self._aligned_smem_base()
+        for o in self.kernel.body:
+            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync)):
+                self.op(o)
+        self.b.ret_void()
+        return self.fn
+
+    def _sreg(self, name: str) -> ir.Value:
+        fn = self.module.globals.get(f"llvm.nvvm.read.ptx.sreg.{name}")
+        if fn is None:
+            fn = ir.Function(self.module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{name}")
+        return self.b.call(fn, [], name=name.replace(".", "_"))
+
+    def _aligned_smem_base(self) -> ir.Value:
+        smem = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), "tmalang_smem", addrspace=3)
+        smem.linkage, smem.align = "external", 16
+        align = max([b.align for b in self.buffers.values()] + [16])
+        raw = self.b.trunc(self.b.ptrtoint(smem, I64), I32)
+        return self.b.and_(self.b.add(raw, I32(align - 1)), I32(-align & 0xFFFFFFFF), name="smem_base")
+
+    # ---- helpers
+    def alloca(self, name: str) -> ir.AllocaInstr:
+        """An i32 slot in the entry block, where mem2reg promotes it to a register."""
+        with self.b.goto_block(self.entry):
+            self.b.position_at_start(self.entry)
+            return self.b.alloca(I32, name=name)
+
+    def asm(self, template: str, constraints: str, args: list, ret: ir.Type = VOID) -> ir.Value:
+        clobber = "~{memory}"
+        constraints = f"{constraints},{clobber}" if constraints else clobber
+        fnty = ir.FunctionType(ret, [a.type for a in args])
+        return self.b.call(ir.InlineAsm(fnty, template, constraints, side_effect=True), args)
+
+    def if_then(self, cond: ir.Value, body) -> None:
+        with self.b.if_then(cond):
+            body()
+
+    def region(self, region: list[ops.Op]) -> None:
+        for o in region:
+            self.op(o)
+
+    def op(self, o: ops.Op) -> None:
+        EMITTERS[type(o)](self, o)
+
+    def address(self, ref: ex.BufferRef) -> ir.Value:
+        """The 32-bit shared address of stage `ref.index` of a buffer or mbarrier."""
+        decl = self.buffers.get(ref.name) or self.barriers[ref.name]
+        size = decl.bytes if isinstance(decl, ops.BufferDecl) else 8
+        stage = self.b.mul(self.expr(ref.index), I32(size))
+        return self.b.add(self.smem_base, self.b.add(stage, I32(decl.offset)))
+
+    def expr(self, e: ex.Expr) -> ir.Value:
+        """An integer expression (index math)."""
+        if isinstance(e, ex.Const):
+            return I32(int(e.value))
+        if isinstance(e, ex.Var):
+            return self.b.load(self.vars[e.name], name=e.name)
+        if isinstance(e, ex.Param):
+            value = self.args[e.name]
+            return value if value.type == I32 else self.b.trunc(value, I32)
+        if isinstance(e, ex.Neg):
+            return self.b.neg(self.expr(e.operand))
+        lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
+        return INT_BINARY[e.op](self.b, lhs, rhs)
+
+    def role_threads(self) -> int:
+        return 32 * (self.role.last_warp - self.role.first_warp + 1)
+
+    def tensor_map(self, box: str) -> ir.Value:
+        return self.b.ptrtoint(self.args[box], I64)
+
+    def element_coords(self, box: ops.BoxDecl, coords: list[ex.Expr]) -> list[ir.Value]:
+        """Tile indices (outermost first) → element coordinates, innermost first as TMA wants."""
+        values = [self.b.mul(self.expr(c), I32(extent)) for c, extent in zip(coords, box.shape)]
+        return values[::-1]
+
+
+INT_BINARY = {
+    "+": lambda b, x, y: b.add(x, y), "-": lambda b, x, y: b.sub(x, y), "*": lambda b, x, y: b.mul(x, y),
+    "/": lambda b, x, y: b.sdiv(x, y), "%": lambda b, x, y: b.srem(x, y), "&": lambda b, x, y: b.and_(x, y),
+    "^": lambda b, x, y: b.xor(x, y),
+    "max": lambda b, x, y: b.select(b.icmp_signed(">", x, y), x, y),
+    "min": lambda b, x, y: b.select(b.icmp_signed("<", x, y), x, y),
+}
+
+
+# ---- emitters: one per op ----------------------------------------------------------------------
+
+
+def _role(g: KernelCodegen, o: ops.RoleOp) -> None:
+    in_role = g.b.and_(g.b.icmp_unsigned(">=", g.warp, I32(o.first_warp)),
+                       g.b.icmp_unsigned("<=", g.warp, I32(o.last_warp)))
+    g.role = o
+
+    def body():
+        g.region(o.body)
+    g.if_then(in_role, body)
+    g.role = None
+
+
+def _elect(g: KernelCodegen, o: ops.Elect) -> None:
+    first = 0 if o.scope == "block" else 32 * g.role.first_warp
+    g.if_then(g.b.icmp_unsigned("==", g.tid, I32(first)), lambda: g.region(o.body))
+
+
+def _let(g: KernelCodegen, o: ops.Let) -> None:
+    value = g.expr(o.value)
+    if o.var not in g.vars:
+        g.vars[o.var] = g.alloca(o.var)
+    g.b.store(value, g.vars[o.var])
+
+
+def _for_tiles(g: KernelCodegen, o: ops.ForTiles) -> None:
+    box = g.boxes[o.box]
+    tensor = ops.decls(g.kernel, ops.TensorDecl)[box.tensor]
+    counts = [g.b.udiv(g.b.add(_dim(g, d), I32(e - 1)), I32(e)) for d, e in zip(tensor.shape, box.shape)]
+    total = counts[0]
+    for c in counts[1:]:
+        total = g.b.mul(total, c)
+    _let(g, ops.Let(o.index, ex.Const(0)))
+    g.vars[f"{o.index}.tile"] = g.alloca(f"{o.index}.tile")
+    g.b.store(g._sreg("ctaid.x"), g.vars[f"{o.index}.tile"])
+    cond_bb, body_bb, exit_bb = (g.fn.append_basic_block(f"{o.index}.{n}") for n in ("cond", "body", "exit"))
+    g.b.branch(cond_bb)
+    g.b.position_at_end(cond_bb)
+    t = g.b.load(g.vars[f"{o.index}.tile"])
+    g.b.cbranch(g.b.icmp_unsigned("<", t, total), body_bb, exit_bb)
+    g.b.position_at_end(body_bb)
+    rest = g.b.load(g.vars[f"{o.index}.tile"])
+    for name, count in reversed(list(zip(o.vars, counts))):
+        g.vars.setdefault(name, g.alloca(name))
+        g.b.store(g.b.urem(rest, count), g.vars[name])
+        rest = g.b.udiv(rest, count)
+    g.region(o.body)
+    step = g.b.add(g.b.load(g.vars[f"{o.index}.tile"]), g._sreg("nctaid.x"))
+    g.b.store(step, g.vars[f"{o.index}.tile"])
+    g.b.store(g.b.add(g.b.load(g.vars[o.index]), I32(1)), g.vars[o.index])
+    g.b.branch(cond_bb)
+    g.b.position_at_end(exit_bb)
+
+
+def _dim(g: KernelCodegen, dim: str | int) -> ir.Value:
+    return I32(dim) if isinstance(dim, int) else g.args[dim]
+
+
+def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
+    box = g.boxes[o.box]
+    coords = g.element_coords(box, o.coords)
+    rank = len(coords)
+    args = [g.address(o.dest), g.tensor_map(o.box), *coords, g.address(o.barrier)]
+    g.asm(ptx_asm.tma_load(rank), ",".join(["r", "l"] + ["r"] * rank + ["r"]), args)
+
+
+def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
+    box = g.boxes[o.box]
+    coords = g.element_coords(box, o.coords)
+    args = [g.tensor_map(o.box), *coords, g.address(o.source)]
+    g.asm(ptx_asm.tma_store(len(coords)), ",".join(["l"] + ["r"] * len(coords) + ["r"]), args)
+
+
+def _mbar_wait(g: KernelCodegen, o: ops.MbarWait) -> None:
+    addr, parity = g.address(o.barrier), g.expr(o.parity)
+    probe_bb, done_bb = g.fn.append_basic_block("wait"), g.fn.append_basic_block("waited")
+    g.b.branch(probe_bb)
+    g.b.position_at_end(probe_bb)
+    ready = g.asm(ptx_asm.PTX["mbar_try_wait"], "=r,r,r", [addr, parity], ret=I32)
+    g.b.cbranch(g.b.icmp_unsigned("!=", ready, I32(0)), done_bb, probe_bb)
+    g.b.position_at_end(done_bb)
+
+
+def _sync(g: KernelCodegen, o: ops.Sync) -> None:
+    if o.scope == "block":
+        g.asm(ptx_asm.PTX["sync_block"], "", [])
+    elif g.role_threads() == 32:
+        g.asm(ptx_asm.PTX["sync_warp"], "", [])
+    else:
+        barrier_id = 1 + g.roles.index(g.role)
+        g.asm(ptx_asm.PTX["sync_named"], "n,n", [I32(barrier_id), I32(g.role_threads())])
+
+
+EMITTERS = {
+    ops.RoleOp: _role,
+    ops.Elect: _elect,
+    ops.Let: _let,
+    ops.ForTiles: _for_tiles,
+    ops.TmaLoad: _tma_load,
+    ops.TmaStore: _tma_store,
+    ops.TileAssign: lambda g, o: emit_tile_assign(g, o),
+    ops.MbarWait: _mbar_wait,
+    ops.Sync: _sync,
+    ops.MbarInit: lambda g, o: g.asm(ptx_asm.PTX["mbar_init"], "r,n", [g.address(o.barrier), I32(o.count)]),
+    ops.MbarExpectTx: lambda g, o: g.asm(ptx_asm.PTX["mbar_expect_tx"], "r,r", [g.address(o.barrier), g.expr(o.bytes)]),
+    ops.MbarArrive: lambda g, o: g.asm(ptx_asm.PTX["mbar_arrive"], "r", [g.address(o.barrier)]),
+    ops.MbarArriveExpectTx: lambda g, o: g.asm(ptx_asm.PTX["mbar_arrive_expect_tx"], "r,r",
+                                               [g.address(o.barrier), g.expr(o.bytes)]),
+    ops.Fence: lambda g, o: g.asm(ptx_asm.PTX[f"fence_{o.kind}"], "", []),
+    ops.BulkCommit: lambda g, o: g.asm(ptx_asm.PTX["bulk_commit"], "", []),
+    ops.BulkWait: lambda g, o: g.asm(ptx_asm.PTX["bulk_wait_read" if o.read else "bulk_wait"], "n", [I32(o.pending)]),
+    ops.SetMaxNReg: lambda g, o: g.asm(ptx_asm.PTX[f"setmaxnreg_{o.action}"], "n", [I32(o.regs)]),
+}
+
+
+def ptx_params(kernel: ops.KernelOp) -> list:
+    """Kernel parameters in PTX order: tensor maps, then symbolic dims, then scalars."""
+    tensors = ops.decls(kernel, ops.TensorDecl)
+    params: list = []
+    for box in ops.decls(kernel, ops.BoxDecl).values():
+        params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, tuple(box.shape), tuple(box.strides),
+                                     box.swizzle, box.oob, box.l2))
+    symbols = dict.fromkeys(d for t in tensors.values() for d in t.shape if isinstance(d, str))
+    params += [DimParam(s) for s in symbols]
+    params += [ScalarParam(s.symbol, s.dtype) for s in ops.decls(kernel, ops.ScalarDecl).values()]
+    return params
+
+
+def scalar_llvm_type(dtype: str) -> ir.Type:
+    return SCALAR_TYPES.get(dtype) or {"f16": ir.HalfType(), "bf16": ir.IntType(16)}.get(dtype, I32)
+
+
+__all__ = ["KernelCodegen", "ptx_params", "DTYPES", "scalar_llvm_type"]

@@ -1,0 +1,116 @@
+"""The launch manifest: everything the runtime needs to know about a compiled kernel.
+
+The compiler derives it from the final IR; the runtime reads it to validate arrays, encode
+tensor maps, bind symbolic dimensions and size the grid. It is plain data (JSON-able) so that
+C++ hosts can use the same description (see the generated launch header).
+
+PTX parameter order is exactly `Manifest.ptx_params`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    """A user-visible tensor parameter, in kernel signature order."""
+
+    name: str
+    dtype: str                      # tmalang dtype name: f32, f16, bf16, ...
+    shape: tuple[str | int, ...]    # outermost first; str = symbolic dim bound at launch
+    written: bool                   # the kernel stores to it (NumPy inputs are copied back)
+    read: bool
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    """A user-visible scalar parameter, in kernel signature order."""
+
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class TensorMapParam:
+    """A CUtensorMap passed as a __grid_constant__ kernel parameter (128 B, align 64)."""
+
+    box: str                        # box name in the source
+    tensor: str                     # TensorArg.name it describes
+    dtype: str
+    box_shape: tuple[int, ...]      # outermost first, like the tensor shape
+    element_strides: tuple[int, ...]  # outermost first
+    swizzle: str                    # "none" | "32B" | "64B" | "128B"
+    oob_fill: str                   # "zero" | "nan"
+    l2_promotion: str = "none"      # "none" | "64B" | "128B" | "256B"
+
+
+@dataclass(frozen=True)
+class DimParam:
+    """A symbolic dimension passed as a .u32 parameter."""
+
+    symbol: str
+
+
+@dataclass(frozen=True)
+class ScalarParam:
+    """A scalar argument passed by value."""
+
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class GridSpec:
+    """How many CTAs to launch.
+
+    tiles = prod(ceil(dim / box) for dim, box in tile_dims), dims taken from the bound symbols
+    (or literal ints). kind "tiles": one CTA per tile. kind "persistent": min(tiles,
+    multiprocessors x resident CTAs per multiprocessor), each CTA strides over the tiles.
+    """
+
+    kind: str                       # "tiles" | "persistent"
+    tile_dims: tuple[tuple[str | int, int], ...]
+
+
+@dataclass(frozen=True)
+class Manifest:
+    kernel: str                     # entry name in the PTX
+    arch: str                       # e.g. "sm_90a"
+    args: tuple[TensorArg | ScalarArg, ...]
+    ptx_params: tuple[TensorMapParam | DimParam | ScalarParam, ...]
+    block_threads: int
+    smem_bytes: int                 # dynamic shared memory, including alignment slack
+    grid: GridSpec
+    cluster: tuple[int, int, int] = (1, 1, 1)
+    extra: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["ptx_params"] = [
+            {"kind": type(p).__name__, **asdict(p)} for p in self.ptx_params
+        ]
+        data["args"] = [{"kind": type(a).__name__, **asdict(a)} for a in self.args]
+        return data
+
+    @staticmethod
+    def from_json(data: dict) -> "Manifest":
+        kinds = {c.__name__: c for c in (TensorArg, ScalarArg, TensorMapParam, DimParam, ScalarParam)}
+
+        def build(entry: dict):
+            entry = dict(entry)
+            cls = kinds[entry.pop("kind")]
+            return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in entry.items()})
+
+        grid = data["grid"]
+        return Manifest(
+            kernel=data["kernel"],
+            arch=data["arch"],
+            args=tuple(build(a) for a in data["args"]),
+            ptx_params=tuple(build(p) for p in data["ptx_params"]),
+            block_threads=data["block_threads"],
+            smem_bytes=data["smem_bytes"],
+            grid=GridSpec(grid["kind"], tuple(tuple(d) for d in grid["tile_dims"])),
+            cluster=tuple(data.get("cluster", (1, 1, 1))),
+            extra=data.get("extra", {}),
+        )

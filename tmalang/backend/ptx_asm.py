@@ -1,0 +1,43 @@
+"""The PTX text of every asynchronous instruction the backend emits, in one table.
+
+LLVM's NVPTX intrinsics for TMA and mbarriers change between LLVM releases; inline PTX does not,
+so the async machinery is emitted as `asm volatile` with a memory clobber (the compiler must not
+move smem loads/stores across a wait, fence or copy), and everything else — control flow, index
+math, tile math — stays ordinary LLVM IR that the optimizer can improve.
+
+Operand conventions: `$N` are LLVM inline-asm operands; shared addresses are 32-bit ("r"),
+tensor-map addresses are 64-bit generic addresses of __grid_constant__ parameters ("l").
+"""
+
+from __future__ import annotations
+
+
+def tma_load(rank: int) -> str:
+    coords = ", ".join(f"${i + 2}" for i in range(rank))
+    return (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+            f"[$0], [$1, {{{coords}}}], [${rank + 2}];")
+
+
+def tma_store(rank: int) -> str:
+    coords = ", ".join(f"${i + 1}" for i in range(rank))
+    return f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group [$0, {{{coords}}}], [${rank + 1}];"
+
+
+PTX = {
+    "bulk_commit": "cp.async.bulk.commit_group;",
+    "bulk_wait": "cp.async.bulk.wait_group $0;",
+    "bulk_wait_read": "cp.async.bulk.wait_group.read $0;",
+    "mbar_init": "mbarrier.init.shared::cta.b64 [$0], $1;",
+    "mbar_expect_tx": "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;",
+    "mbar_arrive": "mbarrier.arrive.shared::cta.b64 _, [$0];",
+    "mbar_arrive_expect_tx": "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+    # one probe; the loop around it is LLVM IR, so no labels need to be unique
+    "mbar_try_wait": "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.b32 $0, 1, 0, p; }",
+    "fence_proxy_async": "fence.proxy.async.shared::cta;",
+    "fence_mbarrier_init": "fence.mbarrier_init.release.cluster;",
+    "sync_block": "bar.sync 0;",
+    "sync_named": "bar.sync $0, $1;",
+    "sync_warp": "bar.warp.sync -1;",
+    "setmaxnreg_inc": "setmaxnreg.inc.sync.aligned.u32 $0;",
+    "setmaxnreg_dec": "setmaxnreg.dec.sync.aligned.u32 $0;",
+}

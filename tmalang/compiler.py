@@ -1,0 +1,142 @@
+"""The stage order, visible in one place (like Triton's make_ttir → make_ttgir → make_llir → make_ptx).
+
+    make_ast      text → AST                       syntax/
+    make_checked  AST → KernelInfo                 sema/
+    make_ir       KernelInfo → high-level IR       ir/lower.py
+    make_final_ir high-level IR → explicit IR      passes/ (PIPELINE, verified after each pass)
+    make_llir     explicit IR → LLVM IR            backend/codegen.py
+    make_ptx      LLVM IR → PTX                    backend/llvm_to_ptx.py
+    make_cubin    PTX → cubin                      backend/ptxas.py
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from llvmlite import ir as llir
+
+from .backend import codegen, llvm_to_ptx, ptxas
+from .backend.manifest import GridSpec, Manifest, ScalarArg, TensorArg
+from .diagnostics import error
+from .ir import ops
+from .ir.lower import lower_kernel
+from .passes import PassLog, run_passes
+from .passes.dispatch_roles import entry_registers
+from .sema import check
+from .sema.declarations import KernelInfo
+from .syntax import ast
+from .syntax.parser import parse
+
+ARCHS = ("sm_90a", "sm_100a")
+
+
+@dataclass
+class Options:
+    arch: str = "sm_90a"
+    kernel: str | None = None          # which kernel of a multi-kernel file
+    log: PassLog = field(default_factory=PassLog)
+
+
+@dataclass
+class Compilation:
+    """Every artifact of one kernel, filled stage by stage."""
+
+    options: Options
+    ast: ast.Program | None = None
+    info: KernelInfo | None = None
+    ir: ops.KernelOp | None = None
+    llvm_ir: str = ""
+    ptx: str = ""
+    manifest: Manifest | None = None
+    cubin: bytes = b""
+    stats: ptxas.PtxasStats | None = None
+
+
+def make_ast(text: str, name: str, c: Compilation) -> None:
+    c.ast = parse(text, name)
+
+
+def make_checked(c: Compilation) -> None:
+    infos = check(c.ast)
+    wanted = c.options.kernel
+    chosen = [i for i in infos if wanted is None or i.node.name == wanted]
+    if not chosen:
+        raise error("E005", f"no kernel named '{wanted}'", None, f"kernels: {', '.join(i.node.name for i in infos)}")
+    c.info = chosen[0]
+
+
+def make_ir(c: Compilation) -> None:
+    c.ir = lower_kernel(c.info)
+
+
+def make_final_ir(c: Compilation) -> None:
+    run_passes(c.ir, c.options.log)
+    c.manifest = build_manifest(c.ir, c.options.arch)
+
+
+def make_llir(c: Compilation) -> None:
+    module = llir.Module(name=c.ir.symbol)
+    module.triple = llvm_to_ptx.TRIPLE
+    params = list(c.manifest.ptx_params)
+    gen = codegen.KernelCodegen(c.ir, params, module)
+    gen.fn.calling_convention = "ptx_kernel"
+    for arg, p in zip(gen.fn.args, params):
+        arg.name = f"tm.{p.box}" if isinstance(p, codegen.TensorMapParam) else getattr(p, "symbol", None) or p.name
+    gen.emit()
+    budgeted = any(r.regs for r in ops.roles(c.ir))
+    c.llvm_ir = llvm_to_ptx.finish_kernel_text(
+        str(module), c.ir.symbol, [p.box for p in params if isinstance(p, codegen.TensorMapParam)],
+        c.ir.threads, entry_registers(c.ir.threads) if budgeted else 0,
+    )
+
+
+def make_ptx(c: Compilation) -> None:
+    c.llvm_ir, c.ptx = llvm_to_ptx.llvm_to_ptx(c.llvm_ir, c.options.arch)
+
+
+def make_cubin(c: Compilation) -> None:
+    c.cubin, c.stats = ptxas.assemble(c.ptx, c.options.arch)
+
+
+STAGES = {"ast": [make_checked], "ir": [make_checked, make_ir, make_final_ir]}
+
+
+def compile_source(text: str, name: str = "<string>", options: Options | None = None,
+                   until: str = "ptx") -> Compilation:
+    """Run the stages up to `until` (ast, ir, ll, ptx, cubin)."""
+    options = options or Options()
+    if options.arch not in ARCHS:
+        raise error("E006", f"unknown --arch '{options.arch}'", None, f"supported: {', '.join(ARCHS)}")
+    c = Compilation(options)
+    make_ast(text, name, c)
+    if until == "ast":
+        return c
+    make_checked(c)
+    make_ir(c)
+    make_final_ir(c)
+    if until == "ir":
+        return c
+    make_llir(c)
+    if until == "ll":
+        return c
+    make_ptx(c)
+    if until == "cubin":
+        make_cubin(c)
+    return c
+
+
+def build_manifest(kernel: ops.KernelOp, arch: str) -> Manifest:
+    boxes = ops.decls(kernel, ops.BoxDecl)
+    stored = {boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TmaStore)}
+    loaded = {boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TmaLoad)}
+    args = []
+    for o in kernel.body:
+        if isinstance(o, ops.TensorDecl):
+            args.append(TensorArg(o.symbol, o.dtype, tuple(o.shape), o.symbol in stored, o.symbol in loaded))
+        elif isinstance(o, ops.ScalarDecl):
+            args.append(ScalarArg(o.symbol, o.dtype))
+    loop = next(o for o in ops.walk(kernel.body) if isinstance(o, ops.ForTiles))
+    tensor = ops.decls(kernel, ops.TensorDecl)[loop.tensor]
+    grid = GridSpec(kernel.grid, tuple(zip(tensor.shape, boxes[loop.box].shape)))
+    return Manifest(kernel.symbol, arch, tuple(args), tuple(codegen.ptx_params(kernel)), kernel.threads,
+                    kernel.smem_bytes, grid)

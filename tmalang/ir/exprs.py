@@ -1,0 +1,120 @@
+"""IR expressions: integer index math and elementwise tile math share one small tree.
+
+Text form (fully parenthesised, so printing and parsing are trivially inverse):
+    %i            a local integer variable (loop index, stage counter)
+    $M            a value bound at launch (a symbolic dim or a scalar parameter)
+    @ring.xs[%s]  an element of a shared-memory buffer stage (tile math only)
+    7, 2.5        constants
+    (a + b)       binary: + - * / % & ^ max min
+    (-a)          negation
+    cvt.f16(a)    conversion to a dtype
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BINARY_OPS = ("+", "-", "*", "/", "%", "&", "^", "max", "min")
+
+
+@dataclass(frozen=True)
+class Const:
+    value: int | float
+
+    def __str__(self) -> str:
+        return repr(self.value) if isinstance(self.value, float) else str(self.value)
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+
+    def __str__(self) -> str:
+        return f"%{self.name}"
+
+
+@dataclass(frozen=True)
+class Param:
+    """A launch-bound value: symbolic dim or scalar kernel parameter."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"${self.name}"
+
+
+@dataclass(frozen=True)
+class BufferRef:
+    """Stage `index` of smem buffer (or mbarrier array) `name`."""
+
+    name: str
+    index: "Expr"
+
+    def __str__(self) -> str:
+        return f"@{self.name}[{self.index}]"
+
+
+@dataclass(frozen=True)
+class Bin:
+    op: str
+    lhs: "Expr"
+    rhs: "Expr"
+
+    def __str__(self) -> str:
+        if self.op in ("max", "min"):
+            return f"{self.op}({self.lhs}, {self.rhs})"
+        return f"({self.lhs} {self.op} {self.rhs})"
+
+
+@dataclass(frozen=True)
+class Neg:
+    operand: "Expr"
+
+    def __str__(self) -> str:
+        return f"(-{self.operand})"
+
+
+@dataclass(frozen=True)
+class Cast:
+    dtype: str
+    operand: "Expr"
+
+    def __str__(self) -> str:
+        return f"cvt.{self.dtype}({self.operand})"
+
+
+Expr = Const | Var | Param | BufferRef | Bin | Neg | Cast
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    if isinstance(expr, Bin):
+        return (expr.lhs, expr.rhs)
+    if isinstance(expr, (Neg, Cast)):
+        return (expr.operand,)
+    if isinstance(expr, BufferRef):
+        return (expr.index,)
+    return ()
+
+
+def walk(expr: Expr):
+    """Every node of an expression, parents first."""
+    yield expr
+    for child in children(expr):
+        yield from walk(child)
+
+
+def buffer_refs(expr: Expr) -> list[BufferRef]:
+    return [e for e in walk(expr) if isinstance(e, BufferRef)]
+
+
+def add(a: Expr, b: Expr) -> Expr:
+    return Bin("+", a, b)
+
+
+def parity_of(counter: Expr, stages: int) -> Expr:
+    """(counter / stages) & 1: which pass over the ring the counter is on."""
+    return Bin("&", Bin("/", counter, Const(stages)), Const(1))
+
+
+def stage_of(counter: Expr, stages: int) -> Expr:
+    return Bin("%", counter, Const(stages))

@@ -1,0 +1,154 @@
+"""AST + KernelInfo → high-level IR (pipelines and roles still implicit).
+
+Lowering is a direct translation: sema already resolved every name, so nothing here can fail on
+user input. Spans travel with every op.
+"""
+
+from __future__ import annotations
+
+from ..sema.declarations import Box, KernelInfo, Mbarrier, Pipeline, Scalar, SmemBuffer, Tensor
+from ..syntax import ast
+from . import exprs as ex
+from . import ops
+
+SMEM_TILE_ALIGN = {"none": 128, "32B": 256, "64B": 512, "128B": 1024}
+
+
+def lower_kernel(info: KernelInfo) -> ops.KernelOp:
+    body: list[ops.Op] = [_param(info.symbols[p.name]) for p in info.node.params]
+    for sym in info.symbols.values():
+        decl = _declaration(sym)
+        if decl is not None:
+            body.append(decl)
+    lowerer = _Statements(info)
+    for role in info.roles:
+        body.append(ops.RoleOp(role.name, role.first_warp, role.last_warp, role.regs or 0,
+                               lowerer.block(role.decl.body), span=role.decl.span))
+    return ops.KernelOp(info.node.name, info.grid, 0, 0, body, span=info.node.span)
+
+
+def _param(sym) -> ops.Op:
+    if isinstance(sym, Scalar):
+        return ops.ScalarDecl(sym.name, sym.dtype.name, span=sym.span)
+    return ops.TensorDecl(sym.name, sym.dtype.name, list(sym.shape), span=sym.span)
+
+
+def _declaration(sym) -> ops.Op | None:
+    if isinstance(sym, Box):
+        return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
+                           sym.swizzle, sym.oob, sym.l2, span=sym.span)
+    if isinstance(sym, Pipeline):
+        fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
+        return ops.PipelineDecl(sym.name, sym.stages, fields, span=sym.span)
+    if isinstance(sym, SmemBuffer):
+        return ops.BufferDecl(sym.name, sym.box.name, 1, sym.box.bytes, SMEM_TILE_ALIGN[sym.box.swizzle], -1,
+                              span=sym.span)
+    if isinstance(sym, Mbarrier):
+        return ops.MbarrierDecl(sym.name, 1, sym.count, 0, -1, span=sym.span)
+    return None
+
+
+class _Statements:
+    def __init__(self, info: KernelInfo):
+        self.info = info
+        self.slots: dict[str, str] = {}   # slot name -> pipeline name, inside produce/consume
+        self.loops = 0
+
+    def block(self, stmts: list) -> list[ops.Op]:
+        return [self.stmt(s) for s in stmts]
+
+    def stmt(self, s) -> ops.Op:
+        return getattr(self, "_" + type(s).__name__)(s)
+
+    def _ForTiles(self, s: ast.ForTiles):
+        self.loops += 1
+        index = s.index or f"tile{self.loops}"
+        box = self.info.box_for(s.box)
+        return ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, self.block(s.body), span=s.span)
+
+    def _pipeline_block(self, cls, s):
+        self.slots[s.slot] = s.pipeline.name
+        body = self.block(s.body)
+        del self.slots[s.slot]
+        return cls(s.pipeline.name, s.slot, body, span=s.span)
+
+    def _Produce(self, s):
+        return self._pipeline_block(ops.Produce, s)
+
+    def _Consume(self, s):
+        return self._pipeline_block(ops.Consume, s)
+
+    def _Load(self, s: ast.Load):
+        barrier = ex.BufferRef(s.barrier.name, ex.Const(0)) if s.barrier else None
+        return ops.TmaLoad(self.info.box_for(s.source).name, [self.int_expr(c) for c in s.coords],
+                           self.tile(s.dest), barrier, span=s.span)
+
+    def _Store(self, s: ast.Store):
+        return ops.TmaStore(self.info.box_for(s.target).name, [self.int_expr(c) for c in s.coords],
+                            self.tile(s.source), span=s.span)
+
+    def _Assign(self, s: ast.Assign):
+        return ops.TileAssign(self.tile(s.target), self.tile_expr(s.value), span=s.span)
+
+    def _Elect(self, s):
+        return ops.Elect("role", self.block(s.body), span=s.span)
+
+    def _ExpectTx(self, s):
+        return ops.MbarExpectTx(_single(s.barrier), self.int_expr(s.bytes), span=s.span)
+
+    def _Arrive(self, s):
+        return ops.MbarArrive(_single(s.barrier), span=s.span)
+
+    def _Wait(self, s):
+        return ops.MbarWait(_single(s.barrier), self.int_expr(s.parity), span=s.span)
+
+    def _Fence(self, s):
+        return ops.Fence(s.kind.name, span=s.span)
+
+    def _Sync(self, s):
+        return ops.Sync("role", span=s.span)
+
+    def _CommitGroup(self, s):
+        return ops.BulkCommit(span=s.span)
+
+    def _WaitGroup(self, s):
+        return ops.BulkWait(s.pending, s.read, span=s.span)
+
+    # ---- operands
+    def tile(self, ref: ast.Ref) -> ex.BufferRef:
+        if ref.field is not None:
+            return ex.BufferRef(f"{self.slots[ref.name]}.{ref.field}", ex.Var(ref.name))
+        return ex.BufferRef(ref.name, ex.Const(0))
+
+    def int_expr(self, e) -> ex.Expr:
+        if isinstance(e, ast.Number):
+            return ex.Const(e.value)
+        if isinstance(e, ast.Ref):
+            known = self.info.symbols.get(e.name)
+            return ex.Param(e.name) if known is not None or self._is_dim(e.name) else ex.Var(e.name)
+        if isinstance(e, ast.Neg):
+            inner = self.int_expr(e.operand)
+            return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)
+        return ex.Bin(e.op, self.int_expr(e.lhs), self.int_expr(e.rhs))
+
+    def _is_dim(self, name: str) -> bool:
+        return any(isinstance(t, Tensor) and name in t.shape for t in self.info.symbols.values())
+
+    def tile_expr(self, e) -> ex.Expr:
+        if isinstance(e, ast.Number):
+            return ex.Const(e.value)
+        if isinstance(e, ast.Ref):
+            if e.field is None and isinstance(self.info.symbols.get(e.name), Scalar):
+                return ex.Param(e.name)
+            return self.tile(e)
+        if isinstance(e, ast.Neg):
+            inner = self.tile_expr(e.operand)
+            return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)
+        if isinstance(e, ast.Call):
+            args = [self.tile_expr(a) for a in e.args]
+            return ex.Bin(e.func, *args) if e.func in ("max", "min") else ex.Cast(e.func, args[0])
+        return ex.Bin(e.op, self.tile_expr(e.lhs), self.tile_expr(e.rhs))
+
+
+def _single(ref: ast.Ref) -> ex.BufferRef:
+    return ex.BufferRef(ref.name, ex.Const(0))

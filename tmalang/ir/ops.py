@@ -1,0 +1,300 @@
+"""IR operations: one class per op, with named, typed operands.
+
+The IR is structured: ops nest in regions (`body`). Declarations (tensors, boxes, pipelines,
+buffers, barriers) sit at the top of a KernelOp; roles hold statements. Integer and tile
+operands are expression trees (ir/exprs.py). Each op keeps the source span it was lowered from,
+so a later pass can report an error on the user's line.
+
+Field annotations double as the text format's schema: the printer writes `name=value` for each
+field in declaration order and the parser coerces values back by the annotation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from ..diagnostics import Span
+from .exprs import BufferRef, Expr
+
+
+@dataclass
+class Op:
+    span: Span | None = field(default=None, kw_only=True, repr=False, compare=False)
+
+    name = "op"
+
+    @classmethod
+    def operand_fields(cls):
+        return [f for f in fields(cls) if f.name != "span"]
+
+    def regions(self) -> list[list["Op"]]:
+        return [getattr(self, f.name) for f in self.operand_fields() if f.type == "list[Op]"]
+
+
+OPS: dict[str, type[Op]] = {}
+
+
+def op(name: str):
+    def register(cls):
+        cls.name = name
+        OPS[name] = cls
+        return cls
+    return register
+
+
+# ---- kernel and declarations ---------------------------------------------------------------
+
+
+@op("kernel")
+@dataclass
+class KernelOp(Op):
+    symbol: str
+    grid: str                       # "tiles" | "persistent"
+    threads: int                    # 0 until dispatch_roles sizes the block
+    smem_bytes: int                 # 0 until plan_smem
+    body: list[Op]
+
+
+@op("tensor")
+@dataclass
+class TensorDecl(Op):
+    symbol: str
+    dtype: str
+    shape: list[str | int]
+
+
+@op("scalar")
+@dataclass
+class ScalarDecl(Op):
+    symbol: str
+    dtype: str
+
+
+@op("box")
+@dataclass
+class BoxDecl(Op):
+    symbol: str
+    tensor: str
+    dtype: str
+    shape: list[int]
+    strides: list[int]
+    swizzle: str
+    oob: str
+    l2: str
+
+    def bytes(self, itemsize: int) -> int:
+        total = itemsize
+        for extent, stride in zip(self.shape, self.strides):
+            total *= -(-extent // stride)
+        return total
+
+
+@op("pipeline")
+@dataclass
+class PipelineDecl(Op):
+    symbol: str
+    stages: int
+    fields: list[str]             # "field:box" pairs
+
+
+@op("buffer")
+@dataclass
+class BufferDecl(Op):
+    """`stages` copies of one box tile in shared memory."""
+
+    symbol: str
+    box: str
+    stages: int
+    bytes: int                      # one stage
+    align: int
+    offset: int                     # from the aligned smem base; -1 until plan_smem
+
+
+@op("mbarrier")
+@dataclass
+class MbarrierDecl(Op):
+    symbol: str
+    stages: int
+    count: int                      # arrivals per phase; -1 until schedule_barriers
+    tx_bytes: int                   # bytes expected per phase (0: none)
+    offset: int                     # -1 until plan_smem
+
+
+@op("role")
+@dataclass
+class RoleOp(Op):
+    symbol: str
+    first_warp: int
+    last_warp: int                  # inclusive
+    regs: int                       # 0: keep the launch budget
+    body: list[Op]
+
+
+# ---- control -------------------------------------------------------------------------------
+
+
+@op("for_tiles")
+@dataclass
+class ForTiles(Op):
+    """Loop over the tiles of `tensor` cut by `box`; persistent grids stride over them.
+
+    Binds `vars` (tile index per dim, outermost first) and `index` (this CTA's iteration).
+    """
+
+    vars: list[str]
+    tensor: str
+    box: str
+    index: str
+    body: list[Op]
+
+
+@op("let")
+@dataclass
+class Let(Op):
+    """Define or update an integer variable."""
+
+    var: str
+    value: Expr
+
+
+@op("elect")
+@dataclass
+class Elect(Op):
+    """Run `body` on one thread: the role's first thread, or thread 0 of the block."""
+
+    scope: str                      # "role" | "block"
+    body: list[Op]
+
+
+@op("produce")
+@dataclass
+class Produce(Op):
+    pipeline: str
+    slot: str
+    body: list[Op]
+
+
+@op("consume")
+@dataclass
+class Consume(Op):
+    pipeline: str
+    slot: str
+    body: list[Op]
+
+
+# ---- data movement and math ----------------------------------------------------------------
+
+
+@op("tma_load")
+@dataclass
+class TmaLoad(Op):
+    box: str
+    coords: list[Expr]            # tile indices, outermost first
+    dest: BufferRef
+    barrier: BufferRef | None
+
+
+@op("tma_store")
+@dataclass
+class TmaStore(Op):
+    box: str
+    coords: list[Expr]
+    source: BufferRef
+
+
+@op("tile_assign")
+@dataclass
+class TileAssign(Op):
+    """Elementwise math over whole tiles: dest[k] = value(k) for every element k."""
+
+    dest: BufferRef
+    value: Expr
+
+
+@op("bulk_commit")
+@dataclass
+class BulkCommit(Op):
+    pass
+
+
+@op("bulk_wait")
+@dataclass
+class BulkWait(Op):
+    """cp.async.bulk.wait_group[.read] pending."""
+
+    pending: int
+    read: bool
+
+
+# ---- synchronisation -----------------------------------------------------------------------
+
+
+@op("mbar_init")
+@dataclass
+class MbarInit(Op):
+    barrier: BufferRef
+    count: int
+
+
+@op("mbar_expect_tx")
+@dataclass
+class MbarExpectTx(Op):
+    barrier: BufferRef
+    bytes: Expr
+
+
+@op("mbar_arrive")
+@dataclass
+class MbarArrive(Op):
+    barrier: BufferRef
+
+
+@op("mbar_arrive_expect_tx")
+@dataclass
+class MbarArriveExpectTx(Op):
+    barrier: BufferRef
+    bytes: Expr
+
+
+@op("mbar_wait")
+@dataclass
+class MbarWait(Op):
+    barrier: BufferRef
+    parity: Expr
+
+
+@op("fence")
+@dataclass
+class Fence(Op):
+    kind: str                       # "proxy_async" | "mbarrier_init"
+
+
+@op("sync")
+@dataclass
+class Sync(Op):
+    """A barrier across the role's threads (scope role) or the whole block."""
+
+    scope: str
+
+
+@op("setmaxnreg")
+@dataclass
+class SetMaxNReg(Op):
+    action: str                     # "inc" | "dec"
+    regs: int
+
+
+def walk(ops: list[Op]):
+    """Every op in a region, parents before children."""
+    for o in ops:
+        yield o
+        for region in o.regions():
+            yield from walk(region)
+
+
+def decls(kernel: KernelOp, cls: type[Op]) -> dict[str, Op]:
+    return {d.symbol: d for d in kernel.body if isinstance(d, cls)}
+
+
+def roles(kernel: KernelOp) -> list[RoleOp]:
+    return [o for o in kernel.body if isinstance(o, RoleOp)]

@@ -1,0 +1,195 @@
+"""Text → IR, the inverse of printer.py (tests check print(parse(print(x))) == print(x)).
+
+A small hand-written reader: the text is machine-written and line-oriented, so a tokenizer and
+a recursive-descent reader for values are all it needs.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..diagnostics import Source, Span, error
+from . import exprs as ex
+from .ops import OPS, Op
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<sym>@[A-Za-z_][\w.]*)
+    | (?P<var>%[A-Za-z_][\w.]*)
+    | (?P<param>\$[A-Za-z_]\w*)
+    | (?P<num>-?\d+\.\d*(?:[eE][-+]?\d+)?|-?\d+(?:[eE][-+]?\d+)?)
+    | (?P<str>"(?:[^"\\]|\\.)*")
+    | (?P<word>[A-Za-z_][\w.:\-]*)
+    | (?P<punct>[\[\](){},=+\-*/%&^])
+    )""",
+    re.VERBOSE,
+)
+
+
+def _tokens(line: str, source: Source, lineno: int) -> list[tuple[str, str, int]]:
+    out, pos, line = [], 0, line.rstrip()
+    while pos < len(line):
+        m = _TOKEN.match(line, pos)
+        if not m or m.end() == pos:
+            col = pos + 1
+            raise error("E090", "cannot read IR text here", Span(source, lineno, col, lineno, col + 1))
+        kind = m.lastgroup
+        out.append((kind, m.group(kind), m.start(kind) + 1))
+        pos = m.end()
+    return out
+
+
+class _Line:
+    """Cursor over one line's tokens."""
+
+    def __init__(self, tokens, source: Source, lineno: int):
+        self.tokens, self.pos, self.source, self.lineno = tokens, 0, source, lineno
+
+    def peek(self, offset=0):
+        i = self.pos + offset
+        return self.tokens[i] if i < len(self.tokens) else ("end", "", 0)
+
+    def take(self, text: str | None = None):
+        tok = self.peek()
+        if text is not None and tok[1] != text:
+            self.fail(f"expected '{text}', found '{tok[1] or 'end of line'}'")
+        self.pos += 1
+        return tok
+
+    def fail(self, message: str):
+        col = self.peek()[2] or 1
+        raise error("E090", message, Span(self.source, self.lineno, col, self.lineno, col + 1))
+
+    # values -----------------------------------------------------------------------------
+    def value(self):
+        kind, text, _ = self.peek()
+        if text == "[":
+            self.take("[")
+            items = []
+            while self.peek()[1] != "]":
+                items.append(self.value())
+                if self.peek()[1] == ",":
+                    self.take(",")
+            self.take("]")
+            return items
+        if kind == "word" and self.peek(1)[1] != "(" and not text.startswith("cvt."):
+            self.take()
+            return {"true": True, "false": False, "none": None}.get(text, text)
+        if kind == "str":
+            self.take()
+            return text[1:-1].replace('\\"', '"')
+        return self.expr()
+
+    def expr(self) -> ex.Expr:
+        kind, text, _ = self.take()
+        if kind == "num":
+            return ex.Const(float(text) if any(c in text for c in ".eE") else int(text))
+        if kind == "var":
+            return ex.Var(text[1:])
+        if kind == "param":
+            return ex.Param(text[1:])
+        if kind == "sym":
+            self.take("[")
+            index = self.expr()
+            self.take("]")
+            return ex.BufferRef(text[1:], index)
+        if kind == "word" and text in ("max", "min"):
+            self.take("(")
+            lhs = self.expr()
+            self.take(",")
+            rhs = self.expr()
+            self.take(")")
+            return ex.Bin(text, lhs, rhs)
+        if kind == "word" and text.startswith("cvt."):
+            self.take("(")
+            operand = self.expr()
+            self.take(")")
+            return ex.Cast(text[4:], operand)
+        if text == "(":
+            if self.peek()[1] == "-":
+                self.take("-")
+                operand = self.expr()
+                self.take(")")
+                return ex.Neg(operand)
+            lhs = self.expr()
+            op = self.take()[1]
+            rhs = self.expr()
+            self.take(")")
+            return ex.Bin(op, lhs, rhs)
+        self.pos -= 1
+        self.fail(f"expected an expression, found '{text or 'end of line'}'")
+
+
+def _coerce(value, annotation: str, line: _Line):
+    """Turn a generic parsed value into what the op field's annotation asks for."""
+    if annotation == "int" or annotation == "bool":
+        want = bool if annotation == "bool" else int
+        if isinstance(value, ex.Const) and want is int:
+            return value.value
+        if isinstance(value, want):
+            return value
+    elif annotation == "str":
+        words = {None: "none", True: "true", False: "false"}
+        if isinstance(value, str) or value in words:
+            return value if isinstance(value, str) else words[value]
+    elif annotation in ("Expr",) and not isinstance(value, (list, str)):
+        return value
+    elif annotation.startswith("BufferRef"):
+        if isinstance(value, ex.BufferRef) or (value is None and "None" in annotation):
+            return value
+    elif annotation.startswith("list[") and isinstance(value, list):
+        inner = annotation[5:-1]
+        if inner == "str | int":
+            return [v.value if isinstance(v, ex.Const) else v for v in value]
+        return [_coerce(v, inner, line) for v in value]
+    line.fail(f"value {value!r} does not fit a field of type {annotation}")
+
+
+def parse_ir(text: str, name: str = "<ir>") -> list[Op]:
+    source = Source(text, name)
+    stack: list[tuple[Op | None, list[Op]]] = [(None, [])]
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip() or raw.strip().startswith("//"):
+            continue
+        line = _Line(_tokens(raw, source, lineno), source, lineno)
+        if line.peek()[1] == "}":
+            if len(stack) == 1:
+                line.fail("unbalanced '}'")
+            stack.pop()
+            continue
+        op, opens = _parse_op(line)
+        stack[-1][1].append(op)
+        if opens:
+            stack.append((op, op.regions()[0]))
+    if len(stack) != 1:
+        raise error("E090", "unterminated region at end of IR text", None)
+    return stack[0][1]
+
+
+def _parse_op(line: _Line) -> tuple[Op, bool]:
+    kind, opname, _ = line.take()
+    cls = OPS.get(opname)
+    if cls is None:
+        line.pos -= 1
+        line.fail(f"unknown op '{opname}'")
+    values = {}
+    annotations = {f.name: f.type for f in cls.operand_fields()}
+    if line.peek()[0] == "sym" and "symbol" in annotations:
+        values["symbol"] = line.take()[1][1:]
+    while line.peek()[0] == "word" and line.peek(1)[1] == "=":
+        key = line.take()[1]
+        line.take("=")
+        if key not in annotations:
+            line.fail(f"op '{opname}' has no field '{key}'")
+        values[key] = _coerce(line.value(), annotations[key], line)
+    opens = line.peek()[1] == "{"
+    if opens:
+        line.take("{")
+    if line.peek()[0] != "end":
+        line.fail(f"unexpected '{line.peek()[1]}'")
+    for fname, annotation in annotations.items():
+        if annotation == "list[Op]":
+            values[fname] = []
+        elif fname not in values:
+            line.fail(f"op '{opname}' needs field '{fname}'")
+    return cls(**values), opens

@@ -1,0 +1,57 @@
+"""IR → text. One op per line; `{` opens its region, `}` on its own line closes it.
+
+    mbar_wait barrier=@ring.full[(%ring.it % 4)] parity=((%ring.it / 4) & 1)
+
+An op whose first field is `symbol` prints it positionally as `@name`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from . import exprs
+from .ops import Op
+
+_BARE = re.compile(r"^[A-Za-z0-9_.:\-]+$")
+
+
+def format_value(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, str):
+        return value if _BARE.match(value) else '"' + value.replace('"', '\\"') + '"'
+    return str(value)
+
+
+def print_op(o: Op, indent: int = 0) -> list[str]:
+    pad = "  " * indent
+    parts = [o.name]
+    regions = []
+    for f in o.operand_fields():
+        value = getattr(o, f.name)
+        if f.type == "list[Op]":
+            regions.append(value)
+        elif f.name == "symbol":
+            parts.append(f"@{value}")
+        else:
+            parts.append(f"{f.name}={format_value(value)}")
+    if not regions:
+        return [pad + " ".join(parts)]
+    lines = [pad + " ".join(parts) + " {"]
+    for region in regions:
+        for child in region:
+            lines += print_op(child, indent + 1)
+    lines.append(pad + "}")
+    return lines
+
+
+def print_ir(ops: list[Op] | Op) -> str:
+    ops = [ops] if isinstance(ops, Op) else ops
+    return "\n".join(line for o in ops for line in print_op(o)) + "\n"
+
+
+__all__ = ["print_ir", "format_value", "exprs"]

@@ -1,0 +1,105 @@
+"""The IR verifier, run after lowering and after every pass.
+
+A failure here is a compiler bug, not a user error: it names the pass that broke the invariant.
+Structural rules hold at every stage (symbols resolve, variables are defined before use);
+stage rules say what each pass has established (see each pass's docstring).
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import error
+from . import exprs as ex
+from . import ops
+
+_DONE_AFTER = {
+    "expand_pipelines": "no pipeline, produce or consume remains",
+    "schedule_barriers": "every mbarrier has an arrival count",
+    "plan_smem": "every buffer and mbarrier has an offset",
+    "dispatch_roles": "the block size is known",
+}
+_ORDER = ["lower", "expand_pipelines", "fence_proxy_writes", "order_slot_release", "schedule_barriers",
+          "plan_smem", "dispatch_roles"]
+
+
+class _Verifier:
+    def __init__(self, kernel: ops.KernelOp, stage: str):
+        self.kernel, self.stage = kernel, stage
+        self.symbols: dict[str, ops.Op] = {}
+        self.reached = _ORDER.index(stage) if stage in _ORDER else len(_ORDER)
+
+    def fail(self, message: str, o: ops.Op | None = None):
+        raise error("E999", f"internal compiler error: IR invalid after '{self.stage}': {message}",
+                    o.span if o is not None else None, "please report this with the source file")
+
+    def after(self, pass_name: str) -> bool:
+        return self.reached >= _ORDER.index(pass_name)
+
+    def run(self) -> None:
+        for o in self.kernel.body:
+            symbol = getattr(o, "symbol", None)
+            if symbol is not None:
+                if symbol in self.symbols:
+                    self.fail(f"symbol '@{symbol}' declared twice", o)
+                self.symbols[symbol] = o
+        for o in self.kernel.body:
+            self.declaration(o)
+        for o in self.kernel.body:
+            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync)):
+                self.region([o], set())
+        if self.after("dispatch_roles") and self.kernel.threads <= 0:
+            self.fail(_DONE_AFTER["dispatch_roles"])
+
+    def declaration(self, o: ops.Op) -> None:
+        if isinstance(o, ops.BoxDecl) and not isinstance(self.symbols.get(o.tensor), ops.TensorDecl):
+            self.fail(f"box '@{o.symbol}' refers to unknown tensor '{o.tensor}'", o)
+        if isinstance(o, ops.BufferDecl) and not isinstance(self.symbols.get(o.box), ops.BoxDecl):
+            self.fail(f"buffer '@{o.symbol}' refers to unknown box '{o.box}'", o)
+        if isinstance(o, ops.PipelineDecl) and self.after("expand_pipelines"):
+            self.fail(_DONE_AFTER["expand_pipelines"], o)
+        if isinstance(o, ops.MbarrierDecl) and self.after("schedule_barriers") and o.count < 1:
+            self.fail(f"mbarrier '@{o.symbol}' has no count", o)
+        if isinstance(o, (ops.BufferDecl, ops.MbarrierDecl)) and self.after("plan_smem") and o.offset < 0:
+            self.fail(f"'@{o.symbol}' has no smem offset", o)
+
+    def region(self, region: list[ops.Op], defined: set[str]) -> None:
+        for o in region:
+            if isinstance(o, (ops.Produce, ops.Consume)) and self.after("expand_pipelines"):
+                self.fail(_DONE_AFTER["expand_pipelines"], o)
+            for value in self.operands(o):
+                self.expr(value, defined, o)
+            if isinstance(o, ops.Let):
+                defined.add(o.var)
+            inner = set(defined)
+            if isinstance(o, ops.ForTiles):
+                inner |= set(o.vars) | {o.index}
+            if isinstance(o, (ops.Produce, ops.Consume)):
+                inner.add(o.slot)
+            for r in o.regions():
+                self.region(r, inner)
+
+    @staticmethod
+    def operands(o: ops.Op):
+        for f in o.operand_fields():
+            value = getattr(o, f.name)
+            if f.type in ("Expr", "BufferRef", "BufferRef | None") and value is not None:
+                yield value
+            elif f.type == "list[Expr]":
+                yield from value
+
+    def expr(self, e: ex.Expr, defined: set[str], o: ops.Op) -> None:
+        for node in ex.walk(e):
+            if isinstance(node, ex.Var) and node.name not in defined:
+                self.fail(f"%{node.name} is used before it is defined", o)
+            if isinstance(node, ex.BufferRef) and not self.resolves(node.name):
+                self.fail(f"@{node.name} does not name a buffer or mbarrier", o)
+
+    def resolves(self, name: str) -> bool:
+        if isinstance(self.symbols.get(name), (ops.BufferDecl, ops.MbarrierDecl)):
+            return True
+        pipeline, _, field = name.partition(".")
+        decl = self.symbols.get(pipeline)
+        return isinstance(decl, ops.PipelineDecl) and any(f.split(":")[0] == field for f in decl.fields)
+
+
+def verify(kernel: ops.KernelOp, stage: str) -> None:
+    _Verifier(kernel, stage).run()

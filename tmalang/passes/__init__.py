@@ -1,0 +1,51 @@
+"""The default pass order, one line each with the reason for its place."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..ir import ops
+from ..ir.verifier import verify
+from . import (
+    dispatch_roles,
+    expand_pipelines,
+    fence_proxy_writes,
+    order_slot_release,
+    plan_smem,
+    schedule_barriers,
+)
+
+PIPELINE = [
+    ("expand_pipelines", expand_pipelines),      # first: makes every stage, phase and barrier explicit
+    ("fence_proxy_writes", fence_proxy_writes),  # needs explicit stores; before releases are ordered
+    ("order_slot_release", order_slot_release),  # needs fences/syncs in place to know what is ordered
+    ("schedule_barriers", schedule_barriers),    # counts arrivals once every arrive site exists
+    ("plan_smem", plan_smem),                    # lays out the buffers and barriers the passes above made
+    ("dispatch_roles", dispatch_roles),          # last: sizes the block and budgets registers
+]
+PASS_NAMES = [name for name, _ in PIPELINE]
+
+
+@dataclass
+class PassLog:
+    """What ran: IR snapshots for --print-ir-after, timings for --time-passes."""
+
+    print_after: set[str] = field(default_factory=set)
+    snapshots: list[tuple[str, str]] = field(default_factory=list)
+    timings: list[tuple[str, float]] = field(default_factory=list)
+
+
+def run_passes(kernel: ops.KernelOp, log: PassLog | None = None) -> ops.KernelOp:
+    from ..ir.printer import print_ir
+
+    log = log or PassLog()
+    verify(kernel, "lower")
+    for name, module in PIPELINE:
+        start = time.perf_counter()
+        module.run(kernel)
+        verify(kernel, name)
+        log.timings.append((name, time.perf_counter() - start))
+        if name in log.print_after or "all" in log.print_after:
+            log.snapshots.append((name, print_ir(kernel)))
+    return kernel

@@ -1,0 +1,92 @@
+"""expand_pipelines: produce/consume blocks become explicit stage, phase and barrier operations.
+
+Requires: high-level IR from lowering (pipelines declared, produce/consume blocks in roles).
+Guarantees: no `pipeline`, `produce` or `consume` op remains. Each pipeline P with S stages
+becomes one smem buffer per field (`@P.field`, S stages) and two mbarrier arrays, `@P.full` and
+`@P.empty`, with counts left for schedule_barriers. Each role that uses P counts its uses in
+`%P.it`; use i takes stage i mod S; consumers wait `full` on parity (i / S) & 1 and producers wait
+`empty` on the opposite parity, so their first pass over the ring does not block. The
+producer's single elected thread arms `full` with the bytes of all its loads and issues them;
+the consumer's elected thread issues its stores and then arrives on `empty`.
+"""
+
+from __future__ import annotations
+
+from ..ir import exprs as ex
+from ..ir import ops
+from ..ir.lower import SMEM_TILE_ALIGN
+from ..sema.dtypes import DTYPES
+
+
+def run(kernel: ops.KernelOp) -> None:
+    boxes = ops.decls(kernel, ops.BoxDecl)
+    body: list[ops.Op] = []
+    pipelines: dict[str, ops.PipelineDecl] = {}
+    for o in kernel.body:
+        if isinstance(o, ops.PipelineDecl):
+            pipelines[o.symbol] = o
+            body += _declare(o, boxes)
+        else:
+            body.append(o)
+    for role in ops.roles(kernel):
+        used = [p for p in pipelines if any(getattr(o, "pipeline", None) == p for o in ops.walk(role.body))]
+        counters = [ops.Let(f"{p}.it", ex.Const(0), span=pipelines[p].span) for p in used]
+        role.body = counters + _expand(role.body, pipelines, boxes)
+    kernel.body = body
+
+
+def _declare(p: ops.PipelineDecl, boxes) -> list[ops.Op]:
+    decls = []
+    for entry in p.fields:
+        name, box_name = entry.split(":")
+        box = boxes[box_name]
+        decls.append(ops.BufferDecl(f"{p.symbol}.{name}", box_name, p.stages, box.bytes(DTYPES[box.dtype].itemsize),
+                                    SMEM_TILE_ALIGN[box.swizzle], -1, span=p.span))
+    for role in ("full", "empty"):
+        decls.append(ops.MbarrierDecl(f"{p.symbol}.{role}", p.stages, -1, 0, -1, span=p.span))
+    return decls
+
+
+def _expand(region: list[ops.Op], pipelines, boxes) -> list[ops.Op]:
+    out: list[ops.Op] = []
+    for o in region:
+        if isinstance(o, ops.Produce):
+            out += _produce(o, pipelines[o.pipeline], boxes)
+        elif isinstance(o, ops.Consume):
+            out += _consume(o, pipelines[o.pipeline])
+        else:
+            for r in o.regions():
+                r[:] = _expand(r, pipelines, boxes)
+            out.append(o)
+    return out
+
+
+def _slot(o, p: ops.PipelineDecl) -> tuple[ex.Var, ops.Let]:
+    counter = ex.Var(f"{p.symbol}.it")
+    return counter, ops.Let(o.slot, ex.stage_of(counter, p.stages), span=o.span)
+
+
+def _advance(o, p: ops.PipelineDecl) -> ops.Let:
+    counter = ex.Var(f"{p.symbol}.it")
+    return ops.Let(counter.name, ex.add(counter, ex.Const(1)), span=o.span)
+
+
+def _produce(o: ops.Produce, p: ops.PipelineDecl, boxes) -> list[ops.Op]:
+    counter, slot = _slot(o, p)
+    stage = ex.Var(o.slot)
+    full = ex.BufferRef(f"{p.symbol}.full", stage)
+    empty = ex.BufferRef(f"{p.symbol}.empty", stage)
+    loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, span=l.span) for l in o.body]
+    nbytes = sum(boxes[l.box].bytes(DTYPES[boxes[l.box].dtype].itemsize) for l in loads)
+    free_parity = ex.Bin("^", ex.parity_of(counter, p.stages), ex.Const(1))
+    issue = ops.Elect("role", [ops.MbarArriveExpectTx(full, ex.Const(nbytes), span=o.span), *loads], span=o.span)
+    return [slot, ops.MbarWait(empty, free_parity, span=o.span), issue, _advance(o, p)]
+
+
+def _consume(o: ops.Consume, p: ops.PipelineDecl) -> list[ops.Op]:
+    counter, slot = _slot(o, p)
+    stage = ex.Var(o.slot)
+    body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TmaStore) else s for s in o.body]
+    release = ops.Elect("role", [ops.MbarArrive(ex.BufferRef(f"{p.symbol}.empty", stage), span=o.span)], span=o.span)
+    ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(counter, p.stages), span=o.span)
+    return [slot, ready, *body, release, _advance(o, p)]

@@ -1,0 +1,63 @@
+"""order_slot_release: a pipeline slot is released only when nothing can still read it.
+
+Requires: expanded pipelines, fenced proxy writes.
+Guarantees, for every elected arrive on a pipeline's `empty` barrier:
+  - the elected thread's TMA stores from the slot are committed as a bulk group right after they
+    are issued, and the release first waits `bulk_wait read=true pending=0`: the TMA engine has
+    finished reading the slot (the PTX rule for reusing a store's source);
+  - if the role's threads touched the slot with ordinary accesses since their last `sync`, a
+    `sync scope=role` precedes the release, so no thread still reads a slot the producer refills;
+and every role that issues TMA stores ends with `bulk_wait read=false pending=0`, so no copy is in
+flight when its CTA exits.
+"""
+
+from __future__ import annotations
+
+from ..ir import ops
+
+
+def run(kernel: ops.KernelOp) -> None:
+    for role in ops.roles(kernel):
+        role.body = _region(role.body)
+        if any(isinstance(o, ops.TmaStore) and _pipelined(o.source.name) for o in ops.walk(role.body)):
+            role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
+
+
+def _pipelined(buffer: str) -> bool:
+    return "." in buffer  # buffers made by expand_pipelines are named PIPELINE.FIELD
+
+
+def _region(region: list[ops.Op]) -> list[ops.Op]:
+    out: list[ops.Op] = []
+    stored: set[str] = set()
+    touched = False
+    for o in region:
+        if isinstance(o, ops.TileAssign):
+            touched = True
+        elif isinstance(o, ops.Sync):
+            touched = False
+        elif isinstance(o, ops.Elect):
+            stores = [s for s in o.body if isinstance(s, ops.TmaStore) and _pipelined(s.source.name)]
+            if stores:
+                last = o.body.index(stores[-1])
+                o.body.insert(last + 1, ops.BulkCommit(span=stores[-1].span))
+                stored |= {s.source.name for s in stores}
+            pipeline = _released_pipeline(o)
+            if pipeline is not None:
+                if any(b.startswith(pipeline + ".") for b in stored):
+                    o.body.insert(0, ops.BulkWait(0, True, span=o.span))
+                if touched:
+                    out.append(ops.Sync("role", span=o.span))
+                stored, touched = set(), False
+        else:
+            for r in o.regions():
+                r[:] = _region(r)
+        out.append(o)
+    return out
+
+
+def _released_pipeline(o: ops.Elect) -> str | None:
+    for s in o.body:
+        if isinstance(s, ops.MbarArrive) and s.barrier.name.endswith(".empty"):
+            return s.barrier.name[: -len(".empty")]
+    return None

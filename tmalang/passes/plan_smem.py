@@ -1,0 +1,50 @@
+"""plan_smem: every shared-memory buffer and mbarrier gets an offset; the total must fit.
+
+Requires: all buffers and mbarriers declared (pipelines expanded).
+Guarantees: `offset` of each buffer is a multiple of its alignment (128 B for TMA tiles, 256/512/
+1024 B for 32/64/128B-swizzled tiles, the period of the swizzle pattern), mbarriers sit 8-byte
+aligned after the tiles, and `kernel.smem_bytes` is the dynamic smem to request: the plan plus
+the slack the backend needs to align the dynamic smem base at run time (the driver only
+guarantees 16 B). More than 227 KB (the sm_90 per-CTA limit) is an error showing the map.
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import error
+from ..ir import ops
+
+SMEM_LIMIT = 227 * 1024
+BASE_ALIGN_GUARANTEED = 16
+
+
+def run(kernel: ops.KernelOp) -> None:
+    buffers = sorted(ops.decls(kernel, ops.BufferDecl).values(), key=lambda b: -b.align)
+    offset = 0
+    for b in buffers:
+        offset = _round_up(offset, b.align)
+        b.offset = offset
+        offset += b.bytes * b.stages
+    for m in ops.decls(kernel, ops.MbarrierDecl).values():
+        offset = _round_up(offset, 8)
+        m.offset = offset
+        offset += 8 * m.stages
+    max_align = max([b.align for b in buffers] + [8])
+    kernel.smem_bytes = offset + max(0, max_align - BASE_ALIGN_GUARANTEED)
+    if kernel.smem_bytes > SMEM_LIMIT:
+        largest = max(buffers, key=lambda b: b.bytes * b.stages)
+        raise error("E032", f"shared memory plan needs {kernel.smem_bytes} bytes; a CTA may use {SMEM_LIMIT}",
+                    largest.span, *smem_map(kernel))
+
+
+def smem_map(kernel: ops.KernelOp) -> list[str]:
+    rows = [d for d in kernel.body if isinstance(d, (ops.BufferDecl, ops.MbarrierDecl))]
+    rows.sort(key=lambda d: d.offset)
+    lines = []
+    for d in rows:
+        size = d.bytes * d.stages if isinstance(d, ops.BufferDecl) else 8 * d.stages
+        lines.append(f"{d.offset:>7} +{size:<7} {d.symbol} ({d.stages} stage{'s' * (d.stages > 1)})")
+    return lines
+
+
+def _round_up(value: int, align: int) -> int:
+    return -(-value // align) * align

@@ -1,0 +1,96 @@
+"""schedule_barriers: arrival counts, transaction bytes and initialisation of every mbarrier.
+
+Requires: explicit barrier operations (pipelines expanded, releases ordered).
+Guarantees:
+  - every mbarrier's `count` is the number of arrivals one phase receives: 1 per elected arrive
+    site, the role's thread count per arrive site every thread runs. A count the user declared
+    must equal it, and an mbarrier that is waited on must have an arrive site — otherwise the
+    phase never completes (a hang) or completes early (a race), so both are errors here;
+  - `tx_bytes` is the bytes one phase expects; where expect_tx bytes are constants they must
+    equal the bytes of the TMA loads completing on that barrier in the same role;
+  - the kernel body starts with one thread initialising every stage of every barrier, then
+    `fence.mbarrier_init` (barrier state visible to the async proxy), then a block-wide sync,
+    before any role runs.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..diagnostics import error
+from ..ir import exprs as ex
+from ..ir import ops
+from ..sema.dtypes import DTYPES
+
+
+def run(kernel: ops.KernelOp) -> None:
+    barriers = ops.decls(kernel, ops.MbarrierDecl)
+    boxes = ops.decls(kernel, ops.BoxDecl)
+    arrivals: dict[str, int] = defaultdict(int)
+    first_site: dict[str, tuple] = {}
+    for role in ops.roles(kernel):
+        threads = 32 * (role.last_warp - role.first_warp + 1)
+        for o, elected in _sites(role.body, False):
+            if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx)):
+                name = o.barrier.name
+                arrivals[name] += 1 if elected else threads
+                first_site.setdefault(name, (o, role, elected))
+        _check_tx(role, barriers, boxes)
+    for name, decl in barriers.items():
+        _settle_count(decl, arrivals.get(name, 0), first_site.get(name))
+    _insert_init(kernel, barriers)
+
+
+def _sites(region, elected):
+    for o in region:
+        yield o, elected
+        for r in o.regions():
+            yield from _sites(r, elected or isinstance(o, ops.Elect))
+
+
+def _settle_count(decl: ops.MbarrierDecl, derived: int, site) -> None:
+    if derived == 0:
+        raise error("E101", f"nothing arrives on mbarrier '{decl.symbol}': its phases never complete",
+                    decl.span, "every wait on it would hang; add an `arrive`")
+    if decl.count == -1:
+        decl.count = derived
+    elif decl.count != derived:
+        o, role, elected = site
+        who = "one elected thread" if elected else f"all {32 * (role.last_warp - role.first_warp + 1)} threads"
+        raise error("E100", f"mbarrier '{decl.symbol}' is declared with {decl.count} arrival(s) per phase, "
+                    f"but {derived} arrive", o.span,
+                    f"role '{role.symbol}' arrives here with {who}",
+                    "a smaller count completes the phase early (a race); a larger one never completes it (a hang)")
+
+
+def _check_tx(role: ops.RoleOp, barriers, boxes) -> None:
+    expected: dict[str, list] = defaultdict(list)
+    loaded: dict[str, int] = defaultdict(int)
+    for o in ops.walk(role.body):
+        if isinstance(o, (ops.MbarExpectTx, ops.MbarArriveExpectTx)):
+            expected[o.barrier.name].append(o)
+        elif isinstance(o, ops.TmaLoad) and o.barrier is not None:
+            box = boxes[o.box]
+            loaded[o.barrier.name] += box.bytes(DTYPES[box.dtype].itemsize)
+    for name, sites in expected.items():
+        if not all(isinstance(s.bytes, ex.Const) for s in sites):
+            continue
+        armed = sum(s.bytes.value for s in sites)
+        barriers[name].tx_bytes = armed
+        if armed != loaded[name]:
+            raise error("E102", f"expect_tx arms mbarrier '{name}' for {armed} bytes per phase, but the TMA "
+                        f"loads completing on it bring {loaded[name]}", sites[0].span,
+                        f"in role '{role.symbol}'; a phase completes only when the bytes match exactly")
+
+
+def _insert_init(kernel: ops.KernelOp, barriers) -> None:
+    if not barriers:
+        return
+    inits = [
+        ops.MbarInit(ex.BufferRef(name, ex.Const(stage)), decl.count, span=decl.span)
+        for name, decl in barriers.items()
+        for stage in range(decl.stages)
+    ]
+    init = ops.Elect("block", [*inits, ops.Fence("mbarrier_init", span=kernel.span)], span=kernel.span)
+    first_role = next(i for i, o in enumerate(kernel.body) if isinstance(o, ops.RoleOp))
+    kernel.body[first_role:first_role] = [init, ops.Sync("block", span=kernel.span)]

@@ -1,0 +1,156 @@
+"""Thin helpers over `cuda.bindings.driver`.
+
+Every driver call of the runtime goes through `call`, which turns a failing CUresult into a
+LaunchError naming the call and the driver's error. `api()` is the single gate to the driver:
+it imports the bindings and loads libcuda on first use, so that importing tmalang works on a
+machine without a GPU and only a launch reports "no CUDA driver found".
+
+We use each device's primary context, the one the CUDA runtime (and so PyTorch, CuPy, JAX)
+uses, so device pointers from those libraries are valid in our launches. It is retained once
+and kept for the life of the process, like the runtime does.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from .errors import DRIVER_CALL, NO_DRIVER, LaunchError
+
+
+@functools.cache
+def api():
+    """The `cuda.bindings.driver` module, with libcuda loaded; LaunchError if either is missing."""
+    try:
+        from cuda.bindings import driver
+    except ImportError as exc:
+        raise LaunchError(
+            NO_DRIVER, f"no CUDA driver bindings: {exc}", "install the 'cuda-bindings' package"
+        ) from None
+    try:
+        driver.cuDriverGetVersion()  # the first call loads libcuda
+    except (RuntimeError, OSError) as exc:
+        raise LaunchError(NO_DRIVER, f"no CUDA driver found: {exc}") from None
+    return driver
+
+
+def call(name: str, *args):
+    """`cuda.bindings.driver.<name>(*args)`'s outputs (None, one value or a tuple)."""
+    err, *outputs = getattr(api(), name)(*args)
+    if err != api().CUresult.CUDA_SUCCESS:
+        raise LaunchError(DRIVER_CALL, f"{name} failed: {error_text(err)}")
+    if not outputs:
+        return None
+    return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def error_text(err) -> str:
+    """'CUDA_ERROR_X: description' for a CUresult."""
+    status, description = api().cuGetErrorString(err)
+    if status != api().CUresult.CUDA_SUCCESS:
+        return err.name
+    return f"{err.name}: {description.decode(errors='replace')}"
+
+
+@functools.cache
+def init() -> None:
+    """cuInit, once; a machine with a driver but no GPU is reported like one without a driver."""
+    (err,) = api().cuInit(0)
+    if err == api().CUresult.CUDA_ERROR_NO_DEVICE:
+        raise LaunchError(NO_DRIVER, "no CUDA device found")
+    if err != api().CUresult.CUDA_SUCCESS:
+        raise LaunchError(DRIVER_CALL, f"cuInit failed: {error_text(err)}")
+
+
+@functools.cache
+def _primary_context(device: int):
+    init()
+    return call("cuDevicePrimaryCtxRetain", call("cuDeviceGet", device))
+
+
+def activate(device: int) -> None:
+    """Make the primary context of `device` current on this thread."""
+    call("cuCtxSetCurrent", _primary_context(device))
+
+
+def pointer_device(ptr: int) -> int | None:
+    """The ordinal of the device that owns `ptr`, or None if it is not CUDA memory."""
+    init()
+    attribute = api().CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+    err, ordinal = api().cuPointerGetAttribute(attribute, ptr)
+    return int(ordinal) if err == api().CUresult.CUDA_SUCCESS else None
+
+
+def alloc(nbytes: int) -> int:
+    return int(call("cuMemAlloc", nbytes))
+
+
+def free(ptr: int) -> None:
+    call("cuMemFree", ptr)
+
+
+def upload(device_ptr: int, host_ptr: int, nbytes: int, stream: int) -> None:
+    call("cuMemcpyHtoDAsync", device_ptr, host_ptr, nbytes, stream)
+
+
+def download(host_ptr: int, device_ptr: int, nbytes: int, stream: int) -> None:
+    call("cuMemcpyDtoHAsync", host_ptr, device_ptr, nbytes, stream)
+
+
+def synchronize(stream: int) -> None:
+    call("cuStreamSynchronize", stream)
+
+
+def load_function(image: bytes, name: str):
+    """(module, function) for kernel `name` of a cubin loaded into the current context.
+
+    The module is returned too: the caller keeps it, since unloading it frees the function.
+    """
+    module = call("cuModuleLoadData", image)
+    return module, call("cuModuleGetFunction", module, name.encode())
+
+
+def set_max_dynamic_smem(function, nbytes: int) -> None:
+    """Opt in to more than 48 KiB of dynamic shared memory, which needs an explicit request."""
+    attribute = api().CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    call("cuFuncSetAttribute", function, attribute, nbytes)
+
+
+def multiprocessor_count(device: int) -> int:
+    attribute = api().CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+    return int(call("cuDeviceGetAttribute", attribute, call("cuDeviceGet", device)))
+
+
+def max_active_blocks(function, block_threads: int, smem_bytes: int) -> int:
+    """Resident CTAs per multiprocessor at this block size and dynamic shared memory."""
+    return int(
+        call("cuOccupancyMaxActiveBlocksPerMultiprocessor", function, block_threads, smem_bytes)
+    )
+
+
+def max_active_clusters(function, config) -> int:
+    """Clusters that can be co-resident on the whole device under launch `config`."""
+    return int(call("cuOccupancyMaxActiveClusters", function, config))
+
+
+def launch_config(grid: int, block: int, smem: int, stream: int, cluster: tuple[int, int, int]):
+    """A CUlaunchConfig for a 1-D grid, with a cluster-dimension attribute if clustered."""
+    cu = api()
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid, 1, 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = block, 1, 1
+    config.sharedMemBytes = smem
+    config.hStream = stream
+    config.numAttrs = 0
+    if cluster != (1, 1, 1):
+        attribute = cu.CUlaunchAttribute()
+        attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        dim = attribute.value.clusterDim
+        dim.x, dim.y, dim.z = cluster
+        config.attrs = [attribute]
+        config.numAttrs = 1
+    return config
+
+
+def launch(function, config, params_address: int) -> None:
+    """cuLaunchKernelEx with kernel parameters given as the address of a void*[] array."""
+    call("cuLaunchKernelEx", config, function, params_address, 0)

@@ -1,0 +1,162 @@
+"""Launching a compiled kernel.
+
+A call runs these steps in order; everything that can be checked without the driver is
+checked first (binding.py), so a bad argument never leaves half-done driver work behind:
+
+1. bind and validate the arguments against the manifest;
+2. pick the device (that of the arrays, device 0 for host-only launches), make its primary
+   context current, load the cubin there once;
+3. size the grid from the bound dimensions;
+4. stage NumPy arrays, encode the tensor maps, pack the parameters, launch;
+5. for NumPy outputs, wait and copy back; free the staging buffers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..backend.manifest import Manifest
+from . import driver
+from .binding import Binding, bind, common_device
+from .errors import DEVICE, GRID, LAUNCH_OPTION, MANIFEST, LaunchError
+from .params import pack_params
+from .staging import Staging
+from .tensormap import encode_tensor_map
+
+STATIC_SMEM_LIMIT = 48 * 1024   # more dynamic shared memory needs an explicit opt-in
+MAX_GRID_X = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class _Loaded:
+    """The kernel loaded into one device's context, and how many CTAs fit there at once."""
+
+    module: object
+    function: object
+    capacity: int | None        # resident CTAs on the whole device; persistent grids only
+
+
+class Launcher:
+    """A callable compiled kernel: `launcher(*args, dims=None, stream=None)`."""
+
+    def __init__(self, manifest: Manifest, cubin: bytes) -> None:
+        self.manifest = manifest
+        self._cubin = cubin
+        self._loaded: dict[int, _Loaded] = {}
+
+    def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> None:
+        m = self.manifest
+        binding = bind(m, args, dims)
+        device = launch_device(binding)
+        driver.activate(device)
+        loaded = self._load(device)
+        handle = stream_handle(stream)
+        _wait_for_producers(binding, handle)
+        grid = grid_size(m.grid.kind, binding.tile_count(), m.cluster, lambda: loaded.capacity)
+        config = driver.launch_config(grid, m.block_threads, m.smem_bytes, handle, m.cluster)
+        with Staging(binding, handle) as staging:
+            staging.upload()
+            params = pack_params(
+                binding,
+                lambda p: encode_tensor_map(p, binding.views[p.tensor], staging.device_ptr(p.tensor)),
+            )
+            driver.launch(loaded.function, config, params.address)
+            staging.finish()
+
+    def _load(self, device: int) -> _Loaded:
+        if device not in self._loaded:
+            m = self.manifest
+            module, function = driver.load_function(self._cubin, m.kernel)
+            if m.smem_bytes > STATIC_SMEM_LIMIT:
+                driver.set_max_dynamic_smem(function, m.smem_bytes)
+            capacity = _capacity(m, function, device) if m.grid.kind == "persistent" else None
+            self._loaded[device] = _Loaded(module, function, capacity)
+        return self._loaded[device]
+
+
+def _capacity(m: Manifest, function, device: int) -> int:
+    """CTAs of this kernel that can be resident on `device` at once."""
+    cluster_size = m.cluster[0] * m.cluster[1] * m.cluster[2]
+    if cluster_size == 1:
+        per_sm = driver.max_active_blocks(function, m.block_threads, m.smem_bytes)
+        return per_sm * driver.multiprocessor_count(device)
+    config = driver.launch_config(m.cluster[0], m.block_threads, m.smem_bytes, 0, m.cluster)
+    return driver.max_active_clusters(function, config) * cluster_size
+
+
+def grid_size(
+    kind: str, tiles: int, cluster: tuple[int, int, int], capacity: Callable[[], int | None]
+) -> int:
+    """CTAs to launch (a 1-D grid) for `tiles` tiles.
+
+    "tiles": one CTA per tile. "persistent": no more CTAs than can be resident, each striding
+    over the tiles; rounded up to whole clusters, which a striding kernel tolerates (the extra
+    CTAs find no tile). A "tiles" grid must already be whole clusters: its CTAs map one to one
+    onto tiles, so padding it would hand the kernel tiles that do not exist.
+    """
+    if cluster[1:] != (1, 1):
+        raise LaunchError(MANIFEST, f"cluster {cluster} needs a multi-dimensional grid")
+    if kind == "tiles":
+        ctas = tiles
+    elif kind == "persistent":
+        resident = capacity() or 0
+        if resident < 1:
+            raise LaunchError(GRID, "the kernel cannot be resident on this device (occupancy 0)")
+        ctas = -(-min(tiles, resident) // cluster[0]) * cluster[0]
+    else:
+        raise LaunchError(MANIFEST, f"unknown grid kind {kind!r}")
+    if ctas % cluster[0]:
+        raise LaunchError(
+            GRID,
+            f"{ctas} tiles is not a multiple of the cluster size {cluster[0]}",
+            "choose sizes whose tile count divides evenly into clusters",
+        )
+    if ctas > MAX_GRID_X:
+        raise LaunchError(GRID, f"{ctas} CTAs exceed the CUDA grid limit of {MAX_GRID_X}")
+    return ctas
+
+
+def launch_device(binding: Binding) -> int:
+    """The device that holds the device arrays (asking the driver where producers did not say);
+    device 0 when all arrays are on the host."""
+    devices = {}
+    for name, view in binding.views.items():
+        if view.on_host:
+            continue
+        device = view.device if view.device is not None else driver.pointer_device(view.ptr)
+        if device is None:
+            raise LaunchError(
+                DEVICE, f"argument '{name}': address {view.ptr:#x} is not CUDA device memory"
+            )
+        devices[name] = device
+    found = common_device(devices)
+    return 0 if found is None else found
+
+
+def stream_handle(stream) -> int:
+    """The CUstream handle of `stream`: None (default stream), an int, a CUstream, or a
+    stream object of PyTorch (`.cuda_stream`), CuPy (`.ptr`) or cuda.core (`__cuda_stream__`)."""
+    if stream is None:
+        return 0
+    if isinstance(stream, int) and not isinstance(stream, bool) and stream >= 0:
+        return stream
+    if isinstance(stream, driver.api().CUstream):
+        return int(stream)
+    for attribute in ("cuda_stream", "ptr"):
+        if isinstance(getattr(stream, attribute, None), int):
+            return getattr(stream, attribute)
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    raise LaunchError(
+        LAUNCH_OPTION,
+        f"stream must be None, an int handle, a CUstream or a CUDA stream object; "
+        f"got {type(stream).__name__}",
+    )
+
+
+def _wait_for_producers(binding: Binding, stream: int) -> None:
+    """Honour CUDA array interface v3: data is only ready once its producer's stream is done."""
+    for producer in {v.stream for v in binding.views.values() if v.stream is not None}:
+        if producer != stream:
+            driver.synchronize(producer)

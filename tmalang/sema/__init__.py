@@ -1,0 +1,50 @@
+"""Semantic analysis: AST → KernelInfo (names resolved, hardware rules checked)."""
+
+from __future__ import annotations
+
+from ..diagnostics import error
+from ..syntax import ast
+from . import declarations as d
+from .declarations import KernelInfo, Pipeline
+from .statements import check_role_body
+
+_DECLS = {
+    ast.GridDecl: d.check_grid, ast.BoxDecl: d.check_box, ast.PipelineDecl: d.check_pipeline,
+    ast.SmemDecl: d.check_smem, ast.MbarrierDecl: d.check_mbarrier,
+}
+
+
+def check(program: ast.Program) -> list[KernelInfo]:
+    names: dict[str, ast.Kernel] = {}
+    infos = []
+    for kernel in program.kernels:
+        if kernel.name in names:
+            raise error("E010", f"kernel '{kernel.name}' is already defined", kernel.name_span)
+        names[kernel.name] = kernel
+        infos.append(check_kernel(kernel))
+    return infos
+
+
+def check_kernel(kernel: ast.Kernel) -> KernelInfo:
+    info = KernelInfo(kernel)
+    for p in kernel.params:
+        d.check_param(info, p)
+    for item in kernel.items:
+        if not isinstance(item, ast.RoleDecl):
+            _DECLS[type(item)](info, item)
+    d.check_roles(info, [i for i in kernel.items if isinstance(i, ast.RoleDecl)])
+    for role in info.roles:
+        check_role_body(info, role)
+    _check_pipelines_used(info)
+    if info.tile_space is None:
+        raise error("E055", f"kernel '{kernel.name}' has no tile loop", kernel.name_span,
+                    "the grid is sized from a `for tile (...) in tiles(T, BOX)` loop")
+    return info
+
+
+def _check_pipelines_used(info: KernelInfo) -> None:
+    for pipe in info.symbols.values():
+        if isinstance(pipe, Pipeline) and (not pipe.producers or not pipe.consumers):
+            missing = "produces" if not pipe.producers else "consumes"
+            raise error("E068", f"no role {missing} pipeline '{pipe.name}'", pipe.span,
+                        "its barriers would never complete: the other side would hang")

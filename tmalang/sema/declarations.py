@@ -1,0 +1,287 @@
+"""Declarations: names, dtypes, shapes, the TMA descriptor rules and warp-role layout.
+
+Every rule here is a hardware limit from the PTX ISA / CUDA driver documentation for
+cuTensorMapEncodeTiled and setmaxnreg; breaking one on the device is a fault or a hang, so
+each becomes a located compile-time error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..diagnostics import Span, error
+from ..syntax import ast
+from .dtypes import DTYPES, DType
+
+SWIZZLE_SPAN = {"none": None, "32B": 32, "64B": 64, "128B": 128}
+OOB_FILLS = ("zero", "nan")
+L2_PROMOTIONS = ("none", "64B", "128B", "256B")
+GRID_KINDS = ("tiles", "persistent")
+MAX_WARPS = 32          # 1024 threads per CTA
+REGS_PER_SM = 65536
+MAX_TX_BYTES = (1 << 20) - 1
+
+
+@dataclass
+class Tensor:
+    name: str
+    dtype: DType
+    shape: list[str | int]
+    span: Span
+    read: bool = False
+    written: bool = False
+
+
+@dataclass
+class Scalar:
+    name: str
+    dtype: DType
+    span: Span
+
+
+@dataclass
+class Box:
+    name: str
+    tensor: Tensor
+    shape: list[int]
+    strides: list[int]
+    swizzle: str
+    oob: str
+    l2: str
+    span: Span
+
+    @property
+    def dtype(self) -> DType:
+        return self.tensor.dtype
+
+    @property
+    def bytes(self) -> int:
+        total = self.dtype.itemsize
+        for extent, stride in zip(self.shape, self.strides):
+            total *= -(-extent // stride)
+        return total
+
+
+@dataclass
+class Pipeline:
+    name: str
+    stages: int
+    fields: dict[str, Box]
+    span: Span
+    producers: list[str] = field(default_factory=list)
+    consumers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SmemBuffer:
+    name: str
+    box: Box
+    span: Span
+
+
+@dataclass
+class Mbarrier:
+    name: str
+    count: int
+    span: Span
+
+
+@dataclass
+class Role:
+    name: str
+    first_warp: int
+    last_warp: int
+    regs: int | None
+    decl: ast.RoleDecl
+
+    @property
+    def warps(self) -> int:
+        return self.last_warp - self.first_warp + 1
+
+
+@dataclass
+class KernelInfo:
+    """Everything sema learned about a kernel; lowering reads it instead of re-resolving names."""
+
+    node: ast.Kernel
+    grid: str = "tiles"
+    symbols: dict[str, object] = field(default_factory=dict)
+    roles: list[Role] = field(default_factory=list)
+    tile_space: tuple | None = None   # (shape, box shape) shared by every tile loop
+
+    def lookup(self, ref: ast.Ref, *kinds: type, what: str):
+        """The declaration `ref` names, which must be one of `kinds`."""
+        found = self.symbols.get(ref.name)
+        if found is None:
+            raise error("E012", f"no {what} named '{ref.name}'", ref.span)
+        if kinds and not isinstance(found, kinds):
+            raise error("E013", f"'{ref.name}' is a {_kind_name(found)}, not a {what}", ref.span)
+        return found
+
+    def box_for(self, ref: ast.Ref) -> Box:
+        """A box by name, or the only box over a tensor named `ref`."""
+        found = self.lookup(ref, Box, Tensor, what="box")
+        if isinstance(found, Box):
+            return found
+        boxes = [b for b in self.symbols.values() if isinstance(b, Box) and b.tensor is found]
+        if len(boxes) != 1:
+            count = "no box" if not boxes else f"{len(boxes)} boxes"
+            raise error("E014", f"tensor '{ref.name}' has {count}; name the box to use", ref.span)
+        return boxes[0]
+
+
+def _kind_name(obj) -> str:
+    return {Tensor: "tensor", Scalar: "scalar", Box: "box", Pipeline: "pipeline",
+            SmemBuffer: "smem buffer", Mbarrier: "mbarrier", Role: "role"}.get(type(obj), "name")
+
+
+def declare(info: KernelInfo, name: str, obj, span: Span) -> None:
+    if name in info.symbols:
+        raise error("E010", f"'{name}' is already declared in kernel '{info.node.name}'", span)
+    info.symbols[name] = obj
+
+
+def check_param(info: KernelInfo, p: ast.Param) -> None:
+    dtype = DTYPES.get(p.dtype.name)
+    if dtype is None:
+        raise error("E011", f"unknown dtype '{p.dtype.name}'", p.dtype.span,
+                    f"known dtypes: {', '.join(DTYPES)}")
+    if p.shape is None:
+        declare(info, p.name, Scalar(p.name, dtype, p.span), p.span)
+        return
+    for dim in p.shape:
+        if isinstance(dim.value, int) and dim.value < 1:
+            raise error("E015", f"tensor dims must be at least 1, got {dim.value}", dim.span)
+    declare(info, p.name, Tensor(p.name, dtype, [d.value for d in p.shape], p.span), p.span)
+
+
+def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
+    tensor = info.lookup(d.tensor, Tensor, what="tensor")
+    rank = len(tensor.shape)
+    if len(d.shape) != rank:
+        raise error("E020", f"box '{d.name}' has rank {len(d.shape)} but tensor '{tensor.name}' has rank {rank}", d.span)
+    if not 1 <= rank <= 5:
+        raise error("E026", f"TMA supports tensors of rank 1 to 5; '{tensor.name}' has rank {rank}", d.span)
+    for extent in d.shape:
+        if not 1 <= extent <= 256:
+            raise error("E021", f"box extents must be 1..256, got {extent}", d.span,
+                        "a TMA box is at most 256 elements along each dimension")
+    _check_option(d, "swizzle", SWIZZLE_SPAN)
+    _check_option(d, "oob", OOB_FILLS)
+    _check_option(d, "l2", L2_PROMOTIONS)
+    strides = d.strides or [1] * rank
+    if len(strides) != rank or not all(1 <= s <= 8 for s in strides):
+        raise error("E025", f"element strides must be {rank} values in 1..8, got {strides}",
+                    d.option_spans.get("strides", d.span))
+    inner_bytes = d.shape[-1] * tensor.dtype.itemsize
+    if inner_bytes % 16:
+        raise error("E022", f"inner box extent is {inner_bytes} bytes; TMA needs a multiple of 16",
+                    d.span, f"{d.shape[-1]} x {tensor.dtype.name} ({tensor.dtype.itemsize} B) = {inner_bytes} B")
+    span = SWIZZLE_SPAN[d.swizzle]
+    if span is not None and inner_bytes > span:
+        raise error("E023", f"inner box extent is {inner_bytes} bytes, more than the {d.swizzle} swizzle span",
+                    d.option_spans["swizzle"],
+                    f"use at most {span // tensor.dtype.itemsize} {tensor.dtype.name} elements innermost, or a wider swizzle")
+    _check_static_strides(tensor, d)
+    tensor_box = Box(d.name, tensor, list(d.shape), strides, d.swizzle, d.oob, d.l2, d.span)
+    if d.oob == "nan" and tensor.dtype.kind not in ("float",):
+        raise error("E024", f"oob nan needs a floating-point tensor; '{tensor.name}' is {tensor.dtype.name}",
+                    d.option_spans["oob"])
+    declare(info, d.name, tensor_box, d.span)
+
+
+def _check_option(d: ast.BoxDecl, key: str, allowed) -> None:
+    value = getattr(d, key)
+    if value not in allowed:
+        raise error("E024", f"unknown {key} '{value}'", d.option_spans.get(key, d.span),
+                    f"expected one of: {', '.join(allowed)}")
+
+
+def _check_static_strides(tensor: Tensor, d: ast.BoxDecl) -> None:
+    """Row strides of a dense tensor with literal inner dims must be multiples of 16 bytes."""
+    stride = tensor.dtype.itemsize
+    for dim in reversed(tensor.shape[1:]):
+        if not isinstance(dim, int):
+            return  # known at launch; the runtime checks it
+        stride *= dim
+        if stride % 16:
+            raise error("E027", f"tensor '{tensor.name}' has a {stride}-byte stride; TMA needs a multiple of 16",
+                        tensor.span, "pad the inner dimension or use a symbolic dim and a padded array")
+
+
+def check_pipeline(info: KernelInfo, d: ast.PipelineDecl) -> None:
+    if not 1 <= d.stages <= 32:
+        raise error("E030", f"a pipeline needs 1 to 32 stages, got {d.stages}", d.span)
+    fields: dict[str, Box] = {}
+    for f in d.fields:
+        if f.name in fields:
+            raise error("E031", f"field '{f.name}' appears twice in pipeline '{d.name}'", f.span)
+        fields[f.name] = info.lookup(f.box, Box, what="box")
+    declare(info, d.name, Pipeline(d.name, d.stages, fields, d.span), d.span)
+
+
+def check_smem(info: KernelInfo, d: ast.SmemDecl) -> None:
+    declare(info, d.name, SmemBuffer(d.name, info.lookup(d.box, Box, what="box"), d.span), d.span)
+
+
+def check_mbarrier(info: KernelInfo, d: ast.MbarrierDecl) -> None:
+    if not 1 <= d.count <= MAX_TX_BYTES:
+        raise error("E071", f"an mbarrier's arrival count must be 1..{MAX_TX_BYTES}, got {d.count}", d.span)
+    declare(info, d.name, Mbarrier(d.name, d.count, d.span), d.span)
+
+
+def check_grid(info: KernelInfo, d: ast.GridDecl) -> None:
+    if d.kind.name not in GRID_KINDS:
+        raise error("E050", f"unknown grid kind '{d.kind.name}'", d.kind.span,
+                    f"expected one of: {', '.join(GRID_KINDS)}")
+    info.grid = d.kind.name
+
+
+def check_roles(info: KernelInfo, decls: list[ast.RoleDecl]) -> None:
+    if not decls:
+        raise error("E046", f"kernel '{info.node.name}' has no roles", info.node.name_span,
+                    "declare at least one `role NAME: warps A..B { ... }`")
+    owner: dict[int, Role] = {}
+    for d in decls:
+        role = Role(d.name, d.first_warp, d.last_warp, d.regs, d)
+        if d.first_warp > d.last_warp:
+            raise error("E040", f"warp range {d.first_warp}..{d.last_warp} is empty", d.warps_span)
+        if d.last_warp >= MAX_WARPS:
+            raise error("E042", f"warp {d.last_warp} is out of range: a CTA has at most {MAX_WARPS} warps",
+                        d.warps_span)
+        for w in range(d.first_warp, d.last_warp + 1):
+            if w in owner:
+                raise error("E041", f"warp {w} belongs to role '{owner[w].name}' and to role '{d.name}'",
+                            d.warps_span)
+            owner[w] = role
+        if d.regs is not None and (d.regs % 8 or not 24 <= d.regs <= 256):
+            raise error("E043", f"register budget must be a multiple of 8 in 24..256, got {d.regs}", d.regs_span)
+        declare(info, d.name, role, d.span)
+        info.roles.append(role)
+    _check_warpgroup_budgets(info)
+
+
+def _check_warpgroup_budgets(info: KernelInfo) -> None:
+    """setmaxnreg acts on whole warpgroups: every role in one warpgroup must agree."""
+    budgets: dict[int, Role] = {}
+    for role in info.roles:
+        if role.regs is None:
+            continue
+        for wg in range(role.first_warp // 4, role.last_warp // 4 + 1):
+            other = budgets.setdefault(wg, role)
+            if other.regs != role.regs:
+                raise error("E044", f"roles '{other.name}' and '{role.name}' share warpgroup {wg} "
+                            f"but ask for {other.regs} and {role.regs} registers", role.decl.regs_span,
+                            "setmaxnreg applies to a whole warpgroup (4 aligned warps)")
+    for role in info.roles:
+        if role.regs is None and any(w // 4 in budgets for w in range(role.first_warp, role.last_warp + 1)):
+            wg = next(w // 4 for w in range(role.first_warp, role.last_warp + 1) if w // 4 in budgets)
+            raise error("E044", f"role '{role.name}' shares warpgroup {wg} with role '{budgets[wg].name}', "
+                        "which sets a register budget", role.decl.warps_span,
+                        "give both the same `regs`, or move one to another warpgroup")
+    if budgets:
+        total = sum(r.regs for r in budgets.values()) * 128
+        if total > REGS_PER_SM:
+            raise error("E045", f"register budgets need {total} registers; a CTA has {REGS_PER_SM}",
+                        next(iter(budgets.values())).decl.regs_span,
+                        *(f"warpgroup {wg}: {r.regs} x 128 threads" for wg, r in sorted(budgets.items())))

@@ -1,0 +1,276 @@
+"""Statements inside roles: scoping, operand kinds and shapes, and where each may appear."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..diagnostics import error
+from ..syntax import ast
+from .declarations import MAX_TX_BYTES, Box, KernelInfo, Mbarrier, Pipeline, Role, Scalar, SmemBuffer
+from .dtypes import DTYPES, TILE_MATH_DTYPES
+
+FENCE_KINDS = ("proxy_async", "mbarrier_init")
+TILE_FUNCTIONS = {"max": 2, "min": 2, **{name: 1 for name in DTYPES}}
+
+
+@dataclass(frozen=True)
+class Scope:
+    role: Role
+    ints: frozenset[str] = frozenset()         # integer variables in scope
+    pipeline: Pipeline | None = None            # inside produce/consume
+    slot: str | None = None
+    producing: bool = False
+    elected: bool = False
+    in_loop: bool = False
+    loaded: set = field(default_factory=set, compare=False)  # fields a produce block fills
+
+
+def check_role_body(info: KernelInfo, role: Role) -> None:
+    _block(info, role.decl.body, Scope(role))
+
+
+def _block(info: KernelInfo, body: list, scope: Scope) -> None:
+    for stmt in body:
+        handler = _HANDLERS[type(stmt)]
+        handler(info, stmt, scope)
+
+
+def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
+    if scope.in_loop or scope.pipeline:
+        raise error("E054", "tile loops cannot nest (v0)", s.span)
+    tensor = info.lookup(s.tensor, what="tensor")
+    box = info.lookup(s.box, Box, what="box")
+    if box.tensor is not tensor:
+        raise error("E051", f"box '{box.name}' cuts tensor '{box.tensor.name}', not '{s.tensor.name}'", s.box.span)
+    if len(s.vars) != len(box.shape):
+        raise error("E052", f"tiles of rank-{len(box.shape)} box '{box.name}' bind {len(box.shape)} "
+                    f"indices, not {len(s.vars)}", s.span)
+    space = (tuple(tensor.shape), tuple(box.shape))
+    if info.tile_space is None:
+        info.tile_space = space + (s,)
+    elif info.tile_space[:2] != space:
+        first = info.tile_space[2]
+        raise error("E053", f"this loop walks tiles {_space(space)} but an earlier loop walks "
+                    f"{_space(info.tile_space)}", s.span,
+                    f"the loops must agree so that producers and consumers run the same trip count "
+                    f"(first loop at {first.span.location()})")
+    names = set(s.vars) | ({s.index} if s.index else set())
+    _block(info, s.body, replace(scope, ints=scope.ints | names, in_loop=True))
+
+
+def _space(space) -> str:
+    shape, box = space[:2]
+    return f"of [{', '.join(map(str, shape))}] by [{', '.join(map(str, box))}]"
+
+
+def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
+    if scope.pipeline is not None or scope.elected:
+        raise error("E076", "produce/consume blocks cannot nest or sit inside elect", s.span)
+    pipe = info.lookup(s.pipeline, Pipeline, what="pipeline")
+    users = pipe.producers if producing else pipe.consumers
+    if users and users[-1] != scope.role.name:
+        raise error("E068", f"pipeline '{pipe.name}' is already {'produced' if producing else 'consumed'} "
+                    f"by role '{users[-1]}'", s.span, "v0 pipelines have one producer role and one consumer role")
+    users.append(scope.role.name)
+    inner = replace(scope, pipeline=pipe, slot=s.slot, producing=producing, loaded=set())
+    _block(info, s.body, inner)
+    if producing:
+        missing = [f for f in pipe.fields if f not in inner.loaded]
+        if missing:
+            raise error("E070", f"produce block does not load field '{missing[0]}' of pipeline '{pipe.name}'",
+                        s.span, "consumers would read a slot nobody filled")
+
+
+def _produce(info, s, scope):
+    _pipeline_block(info, s, scope, producing=True)
+
+
+def _consume(info, s, scope):
+    _pipeline_block(info, s, scope, producing=False)
+
+
+def _tile_ref(info: KernelInfo, ref: ast.Ref, scope: Scope) -> Box:
+    """The box shape of a shared-memory tile: `slot.field` or an smem buffer."""
+    if ref.field is not None:
+        if scope.pipeline is None or ref.name != scope.slot:
+            raise error("E012", f"no pipeline slot named '{ref.name}' here", ref.span)
+        box = scope.pipeline.fields.get(ref.field)
+        if box is None:
+            raise error("E031", f"pipeline '{scope.pipeline.name}' has no field '{ref.field}'", ref.span,
+                        f"fields: {', '.join(scope.pipeline.fields)}")
+        return box
+    return info.lookup(ref, SmemBuffer, what="smem buffer").box
+
+
+def _coords(info: KernelInfo, box: Box, coords: list, span, scope: Scope) -> None:
+    if len(coords) != len(box.shape):
+        raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(coords)} coordinates", span)
+    for c in coords:
+        _int_expr(info, c, scope)
+
+
+def _same_tile(box: Box, tile: Box, span) -> None:
+    if box.shape != tile.shape or box.dtype != tile.dtype or box.swizzle != tile.swizzle:
+        raise error("E064", f"box '{box.name}' ({_desc(box)}) does not match the smem tile ({_desc(tile)})", span)
+
+
+def _desc(box: Box) -> str:
+    swz = f", swizzle {box.swizzle}" if box.swizzle != "none" else ""
+    return f"{box.dtype.name}[{', '.join(map(str, box.shape))}]{swz}"
+
+
+def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
+    box = info.box_for(s.source)
+    tile = _tile_ref(info, s.dest, scope)
+    _same_tile(box, tile, s.span)
+    _coords(info, box, s.coords, s.span, scope)
+    box.tensor.read = True
+    if scope.pipeline is not None:
+        if not scope.producing:
+            raise error("E061", "a consume block cannot load into its slot", s.span)
+        if s.barrier is not None:
+            raise error("E062", "loads in a produce block complete on the pipeline's own barrier",
+                        s.barrier.span, "remove the barrier operand")
+        scope.loaded.add(s.dest.field)
+        return
+    if s.barrier is None:
+        raise error("E063", "a TMA load outside a produce block needs a completion barrier", s.span,
+                    "write `load BOX[...] -> buffer, BARRIER`")
+    info.lookup(s.barrier, Mbarrier, what="mbarrier")
+    _require_elected(s, scope, "TMA load")
+
+
+def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
+    box = info.box_for(s.target)
+    tile = _tile_ref(info, s.source, scope)
+    _same_tile(box, tile, s.span)
+    _coords(info, box, s.coords, s.span, scope)
+    box.tensor.written = True
+    if scope.pipeline is not None and scope.producing:
+        raise error("E061", "a produce block cannot store from its slot", s.span)
+    if scope.pipeline is None:
+        _require_elected(s, scope, "TMA store")
+
+
+def _require_elected(s, scope: Scope, what: str) -> None:
+    if not scope.elected:
+        raise error("E075", f"{what} issued by every thread of role '{scope.role.name}'", s.span,
+                    "wrap it in `elect { ... }` so that one thread issues it")
+
+
+def _assign(info: KernelInfo, s: ast.Assign, scope: Scope) -> None:
+    target = _tile_ref(info, s.target, scope)
+    if scope.pipeline is not None and scope.producing:
+        raise error("E061", "a produce block cannot compute into its slot", s.span)
+    if target.dtype.name not in TILE_MATH_DTYPES:
+        raise error("E080", f"tile math on {target.dtype.name} is not supported", s.target.span,
+                    f"supported: {', '.join(TILE_MATH_DTYPES)}")
+    _tile_expr(info, s.value, scope, target)
+
+
+def _tile_expr(info: KernelInfo, e, scope: Scope, target: Box) -> None:
+    if isinstance(e, ast.Number):
+        return
+    if isinstance(e, ast.Ref):
+        if e.field is None and isinstance(info.symbols.get(e.name), Scalar):
+            return
+        if e.field is None and e.name in scope.ints:
+            raise error("E066", f"'{e.name}' is an integer index, not a tile or scalar", e.span)
+        tile = _tile_ref(info, e, scope)
+        if tile.shape != target.shape:
+            raise error("E067", f"tile {e.text()} has shape {tile.shape}, the target has {target.shape}", e.span)
+        if tile.dtype.name not in TILE_MATH_DTYPES:
+            raise error("E080", f"tile math on {tile.dtype.name} is not supported", e.span)
+        if "none" not in (tile.swizzle, target.swizzle) and tile.swizzle != target.swizzle or (
+            (tile.swizzle != "none" or target.swizzle != "none") and tile.dtype.itemsize != target.dtype.itemsize
+        ):
+            raise error("E067", f"tile {e.text()} is laid out differently from the target", e.span,
+                        "with swizzle, elementwise operands need the same swizzle and element size")
+        return
+    if isinstance(e, ast.BinOp):
+        if e.op == "&":
+            raise error("E081", "'&' is not a tile operation", e.span)
+        _tile_expr(info, e.lhs, scope, target)
+        _tile_expr(info, e.rhs, scope, target)
+    elif isinstance(e, ast.Neg):
+        _tile_expr(info, e.operand, scope, target)
+    elif isinstance(e, ast.Call):
+        arity = TILE_FUNCTIONS.get(e.func)
+        if arity is None:
+            raise error("E081", f"unknown function '{e.func}'", e.span,
+                        "tile math knows max, min and casts named by dtype, e.g. f16(x)")
+        if len(e.args) != arity:
+            raise error("E082", f"'{e.func}' takes {arity} argument(s), got {len(e.args)}", e.span)
+        if arity == 1 and e.func not in TILE_MATH_DTYPES:
+            raise error("E080", f"cast to {e.func} is not supported in tile math", e.span)
+        for a in e.args:
+            _tile_expr(info, a, scope, target)
+
+
+def _int_expr(info: KernelInfo, e, scope: Scope) -> None:
+    if isinstance(e, ast.Number):
+        if not isinstance(e.value, int):
+            raise error("E066", "an index must be an integer", e.span)
+    elif isinstance(e, ast.Ref):
+        if e.field is not None or (e.name not in scope.ints and not _is_int_param(info, e.name)):
+            raise error("E066", f"unknown integer variable '{e.text()}'", e.span,
+                        f"in scope: {', '.join(sorted(scope.ints)) or 'none'}")
+    elif isinstance(e, ast.BinOp):
+        _int_expr(info, e.lhs, scope)
+        _int_expr(info, e.rhs, scope)
+        if e.op in "/%" and isinstance(e.rhs, ast.Number) and e.rhs.value == 0:
+            raise error("E077", "division by zero", e.rhs.span)
+    elif isinstance(e, ast.Neg):
+        _int_expr(info, e.operand, scope)
+    else:
+        raise error("E066", "calls are not allowed in index expressions", e.span)
+
+
+def _is_int_param(info: KernelInfo, name: str) -> bool:
+    found = info.symbols.get(name)
+    if isinstance(found, Scalar):
+        return found.dtype.kind in ("int", "uint")
+    return any(name in t.shape for t in info.symbols.values() if hasattr(t, "shape") and hasattr(t, "read"))
+
+
+def _elect(info: KernelInfo, s: ast.Elect, scope: Scope) -> None:
+    if scope.elected:
+        raise error("E076", "elect blocks cannot nest", s.span)
+    _block(info, s.body, replace(scope, elected=True))
+
+
+def _barrier_stmt(info: KernelInfo, s, scope: Scope) -> None:
+    if scope.pipeline is not None:
+        raise error("E078", "produce/consume blocks manage their barriers; explicit barrier operations "
+                    "belong outside them", s.span)
+    info.lookup(s.barrier, Mbarrier, what="mbarrier")
+    if isinstance(s, ast.ExpectTx):
+        _int_expr(info, s.bytes, scope)
+        if isinstance(s.bytes, ast.Number) and not 0 < s.bytes.value <= MAX_TX_BYTES:
+            raise error("E072", f"a phase can expect 1..{MAX_TX_BYTES} bytes, got {s.bytes.value}", s.bytes.span)
+    if isinstance(s, ast.Wait):
+        _int_expr(info, s.parity, scope)
+
+
+def _fence(info: KernelInfo, s: ast.Fence, scope: Scope) -> None:
+    if s.kind.name not in FENCE_KINDS:
+        raise error("E074", f"unknown fence '{s.kind.name}'", s.kind.span, f"expected one of: {', '.join(FENCE_KINDS)}")
+
+
+def _bulk_group(info: KernelInfo, s, scope: Scope) -> None:
+    if scope.pipeline is not None:
+        raise error("E078", "produce/consume blocks manage bulk groups themselves", s.span)
+    _require_elected(s, scope, "bulk-group operation")
+
+
+def _sync(info: KernelInfo, s, scope: Scope) -> None:
+    if scope.elected:
+        raise error("E079", "sync inside elect would wait for threads that never arrive (a hang)", s.span)
+
+
+_HANDLERS = {
+    ast.ForTiles: _for_tiles, ast.Produce: _produce, ast.Consume: _consume, ast.Load: _load,
+    ast.Store: _store, ast.Assign: _assign, ast.Elect: _elect, ast.ExpectTx: _barrier_stmt,
+    ast.Arrive: _barrier_stmt, ast.Wait: _barrier_stmt, ast.Fence: _fence, ast.Sync: _sync,
+    ast.CommitGroup: _bulk_group, ast.WaitGroup: _bulk_group,
+}

@@ -1,0 +1,236 @@
+"""The abstract syntax tree. Every node keeps the span of the text it came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..diagnostics import Span
+
+
+@dataclass
+class Node:
+    span: Span = field(repr=False, compare=False)
+
+
+# ---- expressions ---------------------------------------------------------------------------
+
+
+@dataclass
+class Number(Node):
+    value: int | float
+
+
+@dataclass
+class Ref(Node):
+    """`name` or `slot.field`."""
+
+    name: str
+    field: str | None = None
+
+    def text(self) -> str:
+        return f"{self.name}.{self.field}" if self.field else self.name
+
+
+@dataclass
+class BinOp(Node):
+    op: str  # + - * / % &
+    lhs: "Expr"
+    rhs: "Expr"
+
+
+@dataclass
+class Neg(Node):
+    operand: "Expr"
+
+
+@dataclass
+class Call(Node):
+    func: str
+    args: list["Expr"]
+
+
+Expr = Number | Ref | BinOp | Neg | Call
+
+
+# ---- statements ----------------------------------------------------------------------------
+
+
+@dataclass
+class ForTiles(Node):
+    vars: list[str]
+    tensor: Ref
+    box: Ref
+    index: str | None
+    body: list["Stmt"]
+
+
+@dataclass
+class Produce(Node):
+    pipeline: Ref
+    slot: str
+    body: list["Stmt"]
+
+
+@dataclass
+class Consume(Node):
+    pipeline: Ref
+    slot: str
+    body: list["Stmt"]
+
+
+@dataclass
+class Load(Node):
+    """`load T[c..] -> dst [, barrier]`: a TMA tensor load (T names a box or a tensor)."""
+
+    source: Ref
+    coords: list[Expr]
+    dest: Ref
+    barrier: Ref | None
+
+
+@dataclass
+class Store(Node):
+    """`store T[c..] <- src`: a TMA tensor store."""
+
+    target: Ref
+    coords: list[Expr]
+    source: Ref
+
+
+@dataclass
+class Assign(Node):
+    """`dst = expr`: elementwise tile math written into shared memory."""
+
+    target: Ref
+    value: Expr
+
+
+@dataclass
+class Elect(Node):
+    body: list["Stmt"]
+
+
+@dataclass
+class ExpectTx(Node):
+    barrier: Ref
+    bytes: Expr
+
+
+@dataclass
+class Arrive(Node):
+    barrier: Ref
+
+
+@dataclass
+class Wait(Node):
+    barrier: Ref
+    parity: Expr
+
+
+@dataclass
+class Fence(Node):
+    kind: Ref
+
+
+@dataclass
+class Sync(Node):
+    pass
+
+
+@dataclass
+class CommitGroup(Node):
+    pass
+
+
+@dataclass
+class WaitGroup(Node):
+    read: bool
+    pending: int
+
+
+Stmt = ForTiles | Produce | Consume | Load | Store | Assign | Elect | ExpectTx | Arrive | Wait
+Stmt = Stmt | Fence | Sync | CommitGroup | WaitGroup
+
+
+# ---- declarations --------------------------------------------------------------------------
+
+
+@dataclass
+class Dim(Node):
+    value: str | int  # a symbol bound at launch, or a literal extent
+
+
+@dataclass
+class Param(Node):
+    name: str
+    dtype: Ref
+    shape: list[Dim] | None  # None: a scalar
+
+
+@dataclass
+class GridDecl(Node):
+    kind: Ref
+
+
+@dataclass
+class BoxDecl(Node):
+    name: str
+    tensor: Ref
+    shape: list[int]
+    swizzle: str = "none"
+    oob: str = "zero"
+    strides: list[int] | None = None
+    l2: str = "none"
+    option_spans: dict[str, Span] = field(default_factory=dict, repr=False, compare=False)
+
+
+@dataclass
+class FieldDecl(Node):
+    name: str
+    box: Ref
+
+
+@dataclass
+class PipelineDecl(Node):
+    name: str
+    stages: int
+    fields: list[FieldDecl]
+
+
+@dataclass
+class SmemDecl(Node):
+    name: str
+    box: Ref
+
+
+@dataclass
+class MbarrierDecl(Node):
+    name: str
+    count: int
+
+
+@dataclass
+class RoleDecl(Node):
+    name: str
+    first_warp: int
+    last_warp: int  # inclusive
+    regs: int | None
+    body: list[Stmt]
+    warps_span: Span = field(repr=False, compare=False, default=None)
+    regs_span: Span | None = field(repr=False, compare=False, default=None)
+
+
+Decl = GridDecl | BoxDecl | PipelineDecl | SmemDecl | MbarrierDecl | RoleDecl
+
+
+@dataclass
+class Kernel(Node):
+    name: str
+    params: list[Param]
+    items: list[Decl]
+    name_span: Span = field(repr=False, compare=False, default=None)
+
+
+@dataclass
+class Program(Node):
+    kernels: list[Kernel]

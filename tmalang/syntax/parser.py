@@ -1,0 +1,269 @@
+"""Text → AST. The grammar lives in grammar/tmalang.lark; this file only builds nodes."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+import lark
+from lark import Token, Transformer, v_args
+
+from ..diagnostics import Source, Span, error
+from . import ast
+
+
+def grammar_path(name: str) -> Path:
+    """The grammar ships inside the wheel (tmalang/grammar); a source checkout keeps it in grammar/."""
+    packaged = resources.files("tmalang").joinpath("grammar", name)
+    if packaged.is_file():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[2] / "grammar" / name
+
+
+@functools.cache
+def _parser() -> lark.Lark:
+    text = grammar_path("tmalang.lark").read_text()
+    return lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def parse(text: str, name: str = "<string>") -> ast.Program:
+    source = Source(text, name)
+    try:
+        tree = _parser().parse(text)
+    except lark.UnexpectedInput as exc:
+        raise _syntax_error(source, exc) from None
+    try:
+        return _Builder(source).transform(tree)
+    except lark.exceptions.VisitError as exc:
+        raise exc.orig_exc from None
+
+
+def _syntax_error(source: Source, exc: lark.UnexpectedInput):
+    line, col = max(exc.line, 1), max(exc.column, 1)
+    if isinstance(exc, lark.UnexpectedCharacters):
+        char = source.line(line)[col - 1 : col] or "end of line"
+        return error("E001", f"unexpected character '{char}'", Span(source, line, col, line, col + 1))
+    token = getattr(exc, "token", None)
+    if token is None or token.type == "$END":
+        last = len(source.text.splitlines()) or 1
+        end_col = len(source.line(last)) + 1
+        return error("E002", "unexpected end of input", Span(source, last, end_col, last, end_col + 1))
+    expected = sorted(_describe(t) for t in getattr(exc, "expected", ()) or ())
+    notes = [f"expected one of: {', '.join(expected)}"] if expected else []
+    span = Span(source, line, col, line, col + max(1, len(str(token))))
+    return error("E003", f"unexpected '{token}'", span, *notes)
+
+
+_PUNCT = {
+    "LPAR": "(", "RPAR": ")", "LBRACE": "{", "RBRACE": "}", "LSQB": "[", "RSQB": "]",
+    "COMMA": ",", "COLON": ":", "EQUAL": "=", "DOT": ".", "PLUS": "+", "MINUS": "-",
+    "STAR": "*", "SLASH": "/", "PERCENT": "%", "AMPERSAND": "&", "__ANON_0": "..",
+}
+
+
+def _describe(terminal: str) -> str:
+    if terminal in _PUNCT:
+        return f"'{_PUNCT[terminal]}'"
+    if terminal in ("NAME", "INT", "NUMBER", "SIZE"):
+        return {"NAME": "a name", "INT": "an integer", "NUMBER": "a number", "SIZE": "a size like 128B"}[terminal]
+    return f"'{terminal.lower()}'"
+
+
+@v_args(meta=True)
+class _Builder(Transformer):
+    """Builds AST nodes; each carries the span lark recorded for its rule."""
+
+    def __init__(self, source: Source):
+        super().__init__()
+        self.source = source
+
+    def _span(self, meta) -> Span:
+        return Span(self.source, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def _tok(self, token: Token) -> Span:
+        return Span(self.source, token.line, token.column, token.end_line, token.end_column)
+
+    def _ref(self, token: Token) -> ast.Ref:
+        return ast.Ref(self._tok(token), str(token))
+
+    # ---- program structure
+    def start(self, meta, kernels):
+        return ast.Program(self._span(meta), kernels)
+
+    def kernel(self, meta, children):
+        name, *rest = children
+        params = [c for c in rest if isinstance(c, ast.Param)]
+        items = [c for c in rest if c is not None and not isinstance(c, ast.Param)]
+        return ast.Kernel(self._span(meta), str(name), params, items, name_span=self._tok(name))
+
+    def param(self, meta, children):
+        name, dtype, shape = children
+        return ast.Param(self._span(meta), str(name), self._ref(dtype), shape)
+
+    def shape(self, meta, dims):
+        return dims
+
+    def dim_symbol(self, meta, children):
+        return ast.Dim(self._span(meta), str(children[0]))
+
+    def dim_literal(self, meta, children):
+        return ast.Dim(self._span(meta), int(children[0]))
+
+    def int_list(self, meta, children):
+        return [int(c) for c in children]
+
+    # ---- declarations
+    def grid_decl(self, meta, children):
+        return ast.GridDecl(self._span(meta), self._ref(children[0]))
+
+    def box_decl(self, meta, children):
+        name, tensor, shape, *options = children
+        box = ast.BoxDecl(self._span(meta), str(name), self._ref(tensor), shape)
+        for key, value, span in options:
+            setattr(box, key, value)
+            box.option_spans[key] = span
+        return box
+
+    def swizzle_option(self, meta, children):
+        return ("swizzle", str(children[0]), self._span(meta))
+
+    def oob_option(self, meta, children):
+        return ("oob", str(children[0]), self._span(meta))
+
+    def strides_option(self, meta, children):
+        return ("strides", children[0], self._span(meta))
+
+    def l2_option(self, meta, children):
+        return ("l2", str(children[0]), self._span(meta))
+
+    def pipeline_decl(self, meta, children):
+        name, stages, *fields = children
+        return ast.PipelineDecl(self._span(meta), str(name), int(stages), fields)
+
+    def field(self, meta, children):
+        name, box = children
+        return ast.FieldDecl(self._span(meta), str(name), self._ref(box))
+
+    def smem_decl(self, meta, children):
+        name, box = children
+        return ast.SmemDecl(self._span(meta), str(name), self._ref(box))
+
+    def mbarrier_decl(self, meta, children):
+        name, count = children
+        return ast.MbarrierDecl(self._span(meta), str(name), int(count))
+
+    def one_warp(self, meta, children):
+        return int(children[0]), int(children[0]), self._span(meta)
+
+    def warp_range(self, meta, children):
+        return int(children[0]), int(children[1]), self._span(meta)
+
+    def role_decl(self, meta, children):
+        name, (first, last, warps_span), regs, body = children
+        regs_span = self._tok(regs) if regs is not None else None
+        return ast.RoleDecl(
+            self._span(meta), str(name), first, last, int(regs) if regs is not None else None,
+            body, warps_span=warps_span, regs_span=regs_span,
+        )
+
+    def block(self, meta, stmts):
+        return stmts
+
+    # ---- statements
+    def for_tiles(self, meta, children):
+        *names, tensor, box, index, body = children
+        index = str(index) if index is not None else None
+        vars_ = [str(n) for n in names]
+        return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body)
+
+    def produce(self, meta, children):
+        pipeline, slot, body = children
+        return ast.Produce(self._span(meta), self._ref(pipeline), str(slot), body)
+
+    def consume(self, meta, children):
+        pipeline, slot, body = children
+        return ast.Consume(self._span(meta), self._ref(pipeline), str(slot), body)
+
+    def coords(self, meta, exprs):
+        return exprs
+
+    def load(self, meta, children):
+        source, coords, dest, barrier = children
+        barrier = self._ref(barrier) if barrier is not None else None
+        return ast.Load(self._span(meta), self._ref(source), coords, dest, barrier)
+
+    def store(self, meta, children):
+        target, coords, source = children
+        return ast.Store(self._span(meta), self._ref(target), coords, source)
+
+    def assign(self, meta, children):
+        target, value = children
+        return ast.Assign(self._span(meta), target, value)
+
+    def elect(self, meta, children):
+        return ast.Elect(self._span(meta), children[0])
+
+    def expect_tx(self, meta, children):
+        return ast.ExpectTx(self._span(meta), self._ref(children[0]), children[1])
+
+    def arrive(self, meta, children):
+        return ast.Arrive(self._span(meta), self._ref(children[0]))
+
+    def wait(self, meta, children):
+        return ast.Wait(self._span(meta), self._ref(children[0]), children[1])
+
+    def fence(self, meta, children):
+        return ast.Fence(self._span(meta), self._ref(children[0]))
+
+    def sync(self, meta, children):
+        return ast.Sync(self._span(meta))
+
+    def commit_group(self, meta, children):
+        return ast.CommitGroup(self._span(meta))
+
+    def wait_group(self, meta, children):
+        kind, pending = children
+        if kind is None:
+            return ast.WaitGroup(self._span(meta), False, int(pending))
+        if str(kind) != "read":
+            raise error("E004", f"unknown wait_group kind '{kind}'", self._tok(kind), "only 'read' may qualify wait_group")
+        return ast.WaitGroup(self._span(meta), True, int(pending))
+
+    # ---- expressions
+    def ref(self, meta, children):
+        name, *rest = children
+        return ast.Ref(self._span(meta), str(name), str(rest[0]) if rest and rest[0] is not None else None)
+
+    def number(self, meta, children):
+        text = str(children[0])
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+        return ast.Number(self._span(meta), value)
+
+    def _binary(self, op, meta, children):
+        return ast.BinOp(self._span(meta), op, children[0], children[1])
+
+    def add(self, meta, children):
+        return self._binary("+", meta, children)
+
+    def sub(self, meta, children):
+        return self._binary("-", meta, children)
+
+    def mul(self, meta, children):
+        return self._binary("*", meta, children)
+
+    def div(self, meta, children):
+        return self._binary("/", meta, children)
+
+    def mod(self, meta, children):
+        return self._binary("%", meta, children)
+
+    def bitand(self, meta, children):
+        return self._binary("&", meta, children)
+
+    def neg(self, meta, children):
+        return ast.Neg(self._span(meta), children[0])
+
+    def call(self, meta, children):
+        name, *args = children
+        return ast.Call(self._span(meta), str(name), args)
