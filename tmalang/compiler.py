@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from llvmlite import ir as llir
@@ -108,22 +109,32 @@ def compile_source(text: str, name: str = "<string>", options: Options | None = 
     if options.arch not in ARCHS:
         raise error("E006", f"unknown --arch '{options.arch}'", None, f"supported: {', '.join(ARCHS)}")
     c = Compilation(options)
-    make_ast(text, name, c)
+    timed = _Timer(options.log)
+    timed("parse", make_ast, text, name, c)
     if until == "ast":
         return c
-    make_checked(c)
-    make_ir(c)
-    make_final_ir(c)
+    timed("sema", make_checked, c)
+    timed("lower", make_ir, c)
+    make_final_ir(c)  # times each pass itself
     if until == "ir":
         return c
-    make_llir(c)
+    timed("llvm_codegen", make_llir, c)
     if until == "ll":
         return c
-    make_ptx(c)
+    timed("llvm_to_ptx", make_ptx, c)
     if until == "cubin":
-        make_cubin(c)
+        timed("ptxas", make_cubin, c)
     return c
 
+
+class _Timer:
+    def __init__(self, log: PassLog):
+        self.log = log
+
+    def __call__(self, name: str, stage, *args) -> None:
+        start = time.perf_counter()
+        stage(*args)
+        self.log.timings.append((name, time.perf_counter() - start))
 
 def build_manifest(kernel: ops.KernelOp, arch: str) -> Manifest:
     boxes = ops.decls(kernel, ops.BoxDecl)

@@ -24,7 +24,7 @@ def grammar_path(name: str) -> Path:
 @functools.cache
 def _parser() -> lark.Lark:
     text = grammar_path("tmalang.lark").read_text()
-    return lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+    return lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
 
 
 def parse(text: str, name: str = "<string>") -> ast.Program:

@@ -1,0 +1,55 @@
+"""Shared test setup: the --update-goldens flag and the gpu marker's skip rule."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.tma"))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-goldens", action="store_true", help="rewrite golden files from current output")
+
+
+@pytest.fixture
+def golden(request):
+    """golden(path, text): compare text with the file, or rewrite it under --update-goldens."""
+    update = request.config.getoption("--update-goldens")
+
+    def check(path: Path, text: str) -> None:
+        if update or not path.exists():
+            if not update:
+                pytest.fail(f"missing golden {path.relative_to(ROOT)}; run pytest --update-goldens")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return
+        assert text == path.read_text(), f"output differs from {path.relative_to(ROOT)} (pytest --update-goldens)"
+
+    return check
+
+
+@functools.cache
+def gpu_available() -> bool:
+    try:
+        from cuda.bindings import driver
+
+        (err,) = driver.cuInit(0)
+        if err != driver.CUresult.CUDA_SUCCESS:
+            return False
+        err, count = driver.cuDeviceGetCount()
+        return err == driver.CUresult.CUDA_SUCCESS and count > 0
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    if gpu_available():
+        return
+    skip = pytest.mark.skip(reason="no CUDA GPU present")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)

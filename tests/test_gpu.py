@@ -1,0 +1,89 @@
+"""On the H100: every sm_90a example against a NumPy reference, exactly.
+
+Shapes include ones that are not box multiples (TMA zero-fills loads and clips stores) and a
+4099x257 f32 tensor, whose 1028-byte rows TMA cannot address: it lives in a padded allocation
+(rows of 260) as a strided view, which is how users must pass such tensors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.gpu
+
+SHAPES = [(1000, 1000), (4099, 257), (1, 64), (8192, 8192)]
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+def _kernel(name: str):
+    import tmalang
+
+    return tmalang.compile_file(ROOT / "examples" / f"{name}.tma")
+
+
+def _matrix(torch, shape, fill=None):
+    """A CUDA f32 matrix whose rows are 16-byte aligned (padded when the width needs it)."""
+    rows, cols = shape
+    padded = -(-cols // 4) * 4
+    base = torch.empty((rows, padded), device="cuda", dtype=torch.float32)
+    base.copy_(torch.randn_like(base)) if fill is None else base.fill_(fill)
+    return base[:, :cols]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])
+@pytest.mark.parametrize("name", ["tma_copy", "copy_explicit"])
+def test_copy_matches_exactly(torch, name, shape):
+    k = _kernel(name)
+    src, dst = _matrix(torch, shape), _matrix(torch, shape, fill=float("nan"))
+    k(src, dst)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(dst.cpu().numpy(), src.cpu().numpy())
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])
+def test_saxpy_matches_numpy_exactly(torch, shape):
+    k = _kernel("saxpy")
+    x, y, out = _matrix(torch, shape), _matrix(torch, shape), _matrix(torch, shape, fill=float("nan"))
+    a = np.float32(1.7)
+    k(a, x, y, out)
+    torch.cuda.synchronize()
+    expected = a * x.cpu().numpy() + y.cpu().numpy()
+    np.testing.assert_array_equal(out.cpu().numpy(), expected)
+
+
+def test_numpy_arrays_are_copied_in_and_out():
+    k = _kernel("saxpy")
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal((300, 196), dtype=np.float32), rng.standard_normal((300, 196), dtype=np.float32)
+    out = np.full_like(x, np.nan)
+    k(np.float32(-0.5), x, y, out)
+    np.testing.assert_array_equal(out, np.float32(-0.5) * x + y)
+
+
+def test_launch_error_leaves_arguments_untouched(torch):
+    from tmalang.runtime import LaunchError
+
+    k = _kernel("tma_copy")
+    src = torch.randn(128, 128, device="cuda")
+    dst = torch.full((128, 64), 3.0, device="cuda")
+    with pytest.raises(LaunchError) as caught:
+        k(src, dst)
+    assert "N" in str(caught.value)
+    assert bool((dst == 3.0).all())
+
+
+def test_dtype_mismatch_is_reported_before_launch(torch):
+    from tmalang.runtime import LaunchError
+
+    k = _kernel("tma_copy")
+    src = torch.randn(64, 64, device="cuda", dtype=torch.float16)
+    dst = torch.zeros(64, 64, device="cuda")
+    with pytest.raises(LaunchError, match="f32"):
+        k(src, dst)

@@ -1,0 +1,131 @@
+"""tmalangc — the command-line compiler, with nvcc/clang conventions.
+
+    tmalangc kernel.tma -o kernel.ptx --arch sm_90a
+    tmalangc kernel.tma --emit ir --print-ir-after=all --time-passes --explain --stats
+
+Exit status: 0 success, 1 user error (a diagnostic on stderr), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+
+from .backend import ptxas
+from .compiler import ARCHS, Options, compile_source
+from .diagnostics import TmalangError
+from .explain import explain
+from .ir.printer import print_ir
+from .passes import PASS_NAMES, PassLog
+
+EMITS = ("ast", "ir", "ll", "ptx", "cubin")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tmalangc", description="Compile tmalang (.tma) kernels to PTX and cubin.")
+    p.add_argument("file", help="the .tma source file")
+    p.add_argument("-o", "--output", help="output file (default: stdout; FILE.cubin for --emit cubin)")
+    p.add_argument("--arch", default="sm_90a", choices=ARCHS)
+    p.add_argument("--emit", default="ptx", choices=EMITS, help="what to produce (default: ptx)")
+    p.add_argument("--kernel", help="which kernel of the file (default: the first)")
+    p.add_argument("--print-ir-after", metavar="PASS|all", action="append", default=[],
+                   help=f"print the IR after a pass to stderr; passes: {', '.join(PASS_NAMES)}")
+    p.add_argument("--time-passes", action="store_true", help="report the time of each stage on stderr")
+    p.add_argument("--stats", action="store_true", help="assemble with ptxas and report registers, smem, spills")
+    p.add_argument("--explain", action="store_true", help="print the barrier table, roles and smem map")
+    p.add_argument("--manifest", metavar="FILE", help="also write the launch manifest (JSON)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for name in args.print_ir_after:
+        if name != "all" and name not in PASS_NAMES:
+            parser.error(f"--print-ir-after: unknown pass '{name}' (choose from {', '.join(PASS_NAMES)}, all)")
+    try:
+        source = Path(args.file).read_text()
+    except OSError as exc:
+        print(f"tmalangc: error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        return _run(args, source)
+    except TmalangError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+
+
+def _run(args, source: str) -> int:
+    log = PassLog(print_after=set(args.print_ir_after))
+    options = Options(arch=args.arch, kernel=args.kernel, log=log)
+    until = {"ast": "ast", "ir": "ir", "ll": "ll"}.get(args.emit, "ptx")
+    if args.explain or args.stats:
+        until = "ptx" if args.stats or args.emit in ("ptx", "cubin") else max(until, "ir", key=EMITS.index)
+    c = compile_source(source, args.file, options, until=until)
+    for name, text in log.snapshots:
+        print(f"// ----- IR after {name} -----\n{text}", file=sys.stderr, end="")
+    if args.emit == "cubin" or args.stats:
+        t0 = time.perf_counter()
+        c.cubin, c.stats = ptxas.assemble(c.ptx, args.arch)
+        log.timings.append(("ptxas", time.perf_counter() - t0))
+    if args.time_passes:
+        _report_times(log)
+    if args.stats:
+        print(f"{c.ir.symbol}: {c.stats.summary()} dynamic_smem={c.manifest.smem_bytes}B", file=sys.stderr)
+    if args.manifest and c.manifest is not None:
+        Path(args.manifest).write_text(json.dumps(c.manifest.to_json(), indent=2) + "\n")
+    if args.explain:
+        print(explain(c.ir), end="")
+        if not args.output:
+            return 0
+    _write_output(args, c)
+    return 0
+
+
+def _report_times(log: PassLog) -> None:
+    print("stage                 ms", file=sys.stderr)
+    for name, seconds in log.timings:
+        print(f"{name:<20} {seconds * 1e3:6.2f}", file=sys.stderr)
+    print(f"{'total to ' + ('cubin' if log.timings[-1][0] == 'ptxas' else 'last stage'):<20} "
+          f"{sum(s for _, s in log.timings) * 1e3:6.2f}", file=sys.stderr)
+
+
+def _write_output(args, c) -> None:
+    if args.emit == "cubin":
+        Path(args.output or Path(args.file).with_suffix(".cubin")).write_bytes(c.cubin)
+        return
+    text = {"ast": lambda: dump_ast(c.ast), "ir": lambda: print_ir(c.ir), "ll": lambda: c.llvm_ir,
+            "ptx": lambda: c.ptx}[args.emit]()
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
+def dump_ast(node, indent: int = 0) -> str:
+    """An indented dump of the AST: node type, scalar fields inline, children below."""
+    pad = "  " * indent
+    if isinstance(node, list):
+        return "".join(dump_ast(n, indent) for n in node)
+    if not dataclasses.is_dataclass(node):
+        return f"{pad}{node!r}\n"
+    scalars, children = [], []
+    for f in dataclasses.fields(node):
+        if not f.repr or f.name == "span":
+            continue
+        value = getattr(node, f.name)
+        nested = dataclasses.is_dataclass(value) or (isinstance(value, list) and value and dataclasses.is_dataclass(value[0]))
+        (children if nested else scalars).append((f.name, value))
+    head = f"{pad}{type(node).__name__} " + " ".join(f"{k}={v!r}" for k, v in scalars)
+    out = head.rstrip() + f"  @{node.span.line}:{node.span.col}\n"
+    for name, value in children:
+        out += f"{pad}  .{name}\n" + dump_ast(value, indent + 2)
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

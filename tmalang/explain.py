@@ -1,0 +1,52 @@
+"""`--explain`: the schedule the passes derived, as tables a person can check.
+
+Barrier table (name, stages, arrivals per phase, tx bytes, who waits with which parity, who
+arrives), the smem map, and roles → warps/threads/register budget.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from .ir import ops
+from .passes.plan_smem import smem_map
+
+
+def explain(kernel: ops.KernelOp) -> str:
+    lines = [f"kernel {kernel.symbol}: grid {kernel.grid}, {kernel.threads} threads, "
+             f"{kernel.smem_bytes} bytes dynamic smem", ""]
+    lines += _table(["role", "warps", "threads", "regs"], _roles(kernel))
+    lines += [""] + _table(["barrier", "stages", "count", "tx bytes", "waits (parity)", "arrives"], _barriers(kernel))
+    lines += ["", "smem map (offset +bytes name):", *("  " + row for row in smem_map(kernel))]
+    return "\n".join(lines) + "\n"
+
+
+def _roles(kernel: ops.KernelOp) -> list[list[str]]:
+    rows = []
+    for r in ops.roles(kernel):
+        warps = f"{r.first_warp}" if r.first_warp == r.last_warp else f"{r.first_warp}..{r.last_warp}"
+        rows.append([r.symbol, warps, str(32 * (r.last_warp - r.first_warp + 1)), str(r.regs or "-")])
+    return rows
+
+
+def _barriers(kernel: ops.KernelOp) -> list[list[str]]:
+    waits, arrives = defaultdict(list), defaultdict(list)
+    for role in ops.roles(kernel):
+        for o in ops.walk(role.body):
+            if isinstance(o, ops.MbarWait):
+                waits[o.barrier.name].append(f"{role.symbol} {o.parity}")
+            elif isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx)):
+                arrives[o.barrier.name].append(role.symbol)
+    rows = []
+    for m in ops.decls(kernel, ops.MbarrierDecl).values():
+        rows.append([m.symbol, str(m.stages), str(m.count), str(m.tx_bytes or "-"),
+                     "; ".join(waits[m.symbol]) or "-", ", ".join(sorted(set(arrives[m.symbol]))) or "-"])
+    return rows
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return [fmt.format(*header).rstrip(), fmt.format(*("-" * w for w in widths))] + [
+        fmt.format(*r).rstrip() for r in rows
+    ]
