@@ -71,11 +71,13 @@ def from_cuda_array_interface(cai: dict, name: str) -> ArrayView:
     dtype = checked_dtype(dtypes.from_typestr(native), native, name)
     shape = tuple(int(n) for n in cai["shape"])
     strides = cai.get("strides")
+    if not strides:
+        strides = c_strides(shape, dtypes.itemsize(dtype))
     ptr, readonly = cai["data"]
     return ArrayView(
         ptr=int(ptr or 0),
         shape=shape,
-        strides=tuple(int(s) for s in strides) if strides else c_strides(shape, dtypes.itemsize(dtype)),
+        strides=tuple(int(s) for s in strides),
         dtype=dtype,
         device=None,
         native_dtype=native,

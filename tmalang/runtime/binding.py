@@ -54,6 +54,10 @@ class Binding:
 def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None) -> Binding:
     """Validate `args` (in `manifest.args` order) and optional explicit `dims` for a launch."""
     _check_count(manifest, args)
+    if dims is not None and not isinstance(dims, Mapping):
+        raise LaunchError(
+            LAUNCH_OPTION, f"dims must be a mapping like {{'M': 1024}}, got {type(dims).__name__}"
+        )
     symbols = _Symbols(manifest, dims or {})
     views, scalars = {}, {}
     for spec, value in zip(manifest.args, args):
@@ -152,7 +156,8 @@ def _bind_tensor(spec: TensorArg, value: object, symbols: _Symbols) -> ArrayView
         elif want != got:
             raise LaunchError(
                 DIM_MISMATCH,
-                f"argument '{spec.name}': dim {axis} must be {want} (fixed by the kernel), got {got}",
+                f"argument '{spec.name}': dim {axis} must be {want} (fixed by the kernel), "
+                f"got {got}",
             )
     view = replace(view, strides=_tma_strides(spec.name, view))
     if not view.on_host and view.ptr % ADDRESS_ALIGN:

@@ -60,7 +60,8 @@ def read_capsule(capsule: object, name: str, device: int) -> ArrayView:
     tensor = _DLTensor.from_address(address)
     kind = (tensor.dtype.code, tensor.dtype.bits)
     native = f"DLPack(code={kind[0]}, bits={kind[1]}, lanes={tensor.dtype.lanes})"
-    dtype = checked_dtype(dtypes.DLPACK.get(kind) if tensor.dtype.lanes == 1 else None, native, name)
+    known = dtypes.DLPACK.get(kind) if tensor.dtype.lanes == 1 else None
+    dtype = checked_dtype(known, native, name)
     size = dtypes.itemsize(dtype)
     shape = tuple(tensor.shape[i] for i in range(tensor.ndim))
     strides = (

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..backend.manifest import Manifest
+from ..backend.manifest import Manifest, TensorMapParam
 from . import driver
 from .binding import Binding, bind, common_device
 from .errors import DEVICE, GRID, LAUNCH_OPTION, MANIFEST, LaunchError
@@ -57,10 +57,12 @@ class Launcher:
         config = driver.launch_config(grid, m.block_threads, m.smem_bytes, handle, m.cluster)
         with Staging(binding, handle) as staging:
             staging.upload()
-            params = pack_params(
-                binding,
-                lambda p: encode_tensor_map(p, binding.views[p.tensor], staging.device_ptr(p.tensor)),
-            )
+
+            def tensor_map(param: TensorMapParam) -> bytes:
+                view = binding.views[param.tensor]
+                return encode_tensor_map(param, view, staging.device_ptr(param.tensor))
+
+            params = pack_params(binding, tensor_map)
             driver.launch(loaded.function, config, params.address)
             staging.finish()
 

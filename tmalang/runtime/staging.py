@@ -10,6 +10,7 @@ temporary), so bytes between the rows of a strided view are never touched.
 from __future__ import annotations
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from ..backend.manifest import TensorArg
 from . import driver
@@ -41,20 +42,13 @@ class Staging:
 
     def finish(self) -> None:
         """Wait for the kernel, then copy every written host array back into the user's array."""
-        outputs = {a.name for a in self._binding.manifest.args if isinstance(a, TensorArg) and a.written}
-        written = [(name, view) for name, view in self._binding.views.items() if view.on_host and name in outputs]
-        temporaries = []
-        for name, view in written:
-            temporary = np.empty(view.span_bytes, np.uint8)
-            driver.download(temporary.ctypes.data, self._buffers[name], view.span_bytes, self._stream)
-            temporaries.append(temporary)
+        results = {name: self._download(name) for name in self._written_host_arrays()}
         if self._buffers:
             driver.synchronize(self._stream)
-        for (_, view), temporary in zip(written, temporaries):
-            result = np.lib.stride_tricks.as_strided(
-                temporary.view(view.host.dtype), view.shape, view.strides
-            )
-            np.copyto(view.host, result)
+        for name, temporary in results.items():
+            view = self._binding.views[name]
+            staged = as_strided(temporary.view(view.host.dtype), view.shape, view.strides)
+            np.copyto(view.host, staged)
 
     def __exit__(self, exc_type, exc, traceback) -> None:
         failed = exc_type is not None
@@ -67,3 +61,17 @@ class Staging:
             if not failed:  # never hide the error that got us here
                 raise
 
+    def _written_host_arrays(self) -> list[str]:
+        views = self._binding.views
+        return [
+            a.name
+            for a in self._binding.manifest.args
+            if isinstance(a, TensorArg) and a.written and views[a.name].on_host
+        ]
+
+    def _download(self, name: str) -> np.ndarray:
+        """Queue the copy of `name`'s staging buffer into a new host temporary."""
+        view = self._binding.views[name]
+        temporary = np.empty(view.span_bytes, np.uint8)
+        driver.download(temporary.ctypes.data, self._buffers[name], view.span_bytes, self._stream)
+        return temporary
