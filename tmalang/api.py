@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -70,8 +71,10 @@ def _cached_cubin(k: Kernel) -> bytes:
     from .runtime.cache import DiskCache
 
     cache = DiskCache()
-    versions = {"tmalang": VERSION, "llvmlite": llvmlite.__version__, "ptxas": ptxas.ptxas_version()}
-    key = cache.key(k.ptx, {"arch": k.manifest.arch}, versions)
+    versions = {"tmalang": VERSION, "llvmlite": llvmlite.__version__, "ptxas": ptxas.ptxas_version(),
+                # a compiler edit without a version bump must not serve a stale cubin
+                "ptx_sha256": hashlib.sha256(k.ptx.encode()).hexdigest()}
+    key = cache.key(k.source, {"arch": k.manifest.arch, "kernel": k.name}, versions)
     hit = cache.get(key)
     if hit is not None and "kernel.cubin" in hit:
         return hit["kernel.cubin"]

@@ -96,6 +96,22 @@ class _VectorMath:
             vec = self.b.insert_element(vec, scalar, I32(i))
         return vec
 
+    def scalar(self, arg: ir.Value):
+        """A scalar parameter, narrowed to the compute types (f32 or i32) and splatted."""
+        if isinstance(arg.type, ir.DoubleType):
+            arg = self.b.fptrunc(arg, F32)
+        elif isinstance(arg.type, ir.IntType) and arg.type.width > 32:
+            arg = self.b.trunc(arg, I32)
+        return self.splat(arg), "f" if isinstance(arg.type, ir.FloatType) else "i"
+
+    def nan_propagating(self, op: str) -> ir.Function:
+        """llvm.maximum/minimum (PTX max.NaN/min.NaN): NaN in, NaN out, like NumPy's maximum."""
+        name = f"llvm.{op}imum.v{self.width}f32"
+        fn = self.g.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(self.g.module, ir.FunctionType(self.vec(F32), [self.vec(F32)] * 2), name)
+        return fn
+
     def convert(self, value: ir.Value, kind: str, dtype: str) -> ir.Value:
         """A computed vector (kind f: f32, i: i32) in the storage type of `dtype`."""
         if dtype == "i32":
@@ -111,8 +127,7 @@ class _VectorMath:
                 return self.splat(F32(e.value)), "f"
             return self.splat(I32(e.value)), "i"
         if isinstance(e, ex.Param):
-            arg = self.g.args[e.name]
-            return self.splat(arg), "f" if isinstance(arg.type, (ir.FloatType, ir.DoubleType)) else "i"
+            return self.scalar(self.g.args[e.name])
         if isinstance(e, ex.Neg):
             value, kind = self.eval(e.operand)
             return (self.b.fneg(value) if kind == "f" else self.b.neg(value)), kind
@@ -132,8 +147,7 @@ class _VectorMath:
             lk = "f"
         if lk == "f":
             if e.op in ("max", "min"):
-                fn = self.g.module.declare_intrinsic(f"llvm.{e.op}num", [lhs.type])
-                return self.b.call(fn, [lhs, rhs]), "f"
+                return self.b.call(self.nan_propagating(e.op), [lhs, rhs]), "f"
             return FLOAT_OPS[e.op](self.b, lhs, rhs), "f"
         from .codegen import INT_BINARY
         return INT_BINARY[e.op](self.b, lhs, rhs), "i"

@@ -44,7 +44,13 @@ def check_kernel(kernel: ast.Kernel) -> KernelInfo:
 
 def _check_pipelines_used(info: KernelInfo) -> None:
     for pipe in info.symbols.values():
-        if isinstance(pipe, Pipeline) and (not pipe.producers or not pipe.consumers):
+        if not isinstance(pipe, Pipeline):
+            continue
+        if not pipe.producers or not pipe.consumers:
             missing = "produces" if not pipe.producers else "consumes"
             raise error("E068", f"no role {missing} pipeline '{pipe.name}'", pipe.span,
                         "its barriers would never complete: the other side would hang")
+        if len(pipe.producers) != len(pipe.consumers):
+            raise error("E056", f"pipeline '{pipe.name}' is produced {len(pipe.producers)} time(s) per tile "
+                        f"but consumed {len(pipe.consumers)} time(s)", pipe.span,
+                        "every produced slot must be consumed once, or one side waits forever")

@@ -20,6 +20,7 @@ GRID_KINDS = ("tiles", "persistent")
 MAX_WARPS = 32          # 1024 threads per CTA
 REGS_PER_SM = 65536
 MAX_TX_BYTES = (1 << 20) - 1
+SCALAR_DTYPES = ("f32", "f64", "i32", "u32", "i64", "u64")  # kernel parameters passed by value
 
 
 @dataclass
@@ -105,6 +106,7 @@ class KernelInfo:
 
     node: ast.Kernel
     grid: str = "tiles"
+    grid_decl: ast.GridDecl | None = None
     symbols: dict[str, object] = field(default_factory=dict)
     roles: list[Role] = field(default_factory=list)
     tile_space: tuple | None = None   # (shape, box shape) shared by every tile loop
@@ -147,6 +149,9 @@ def check_param(info: KernelInfo, p: ast.Param) -> None:
         raise error("E011", f"unknown dtype '{p.dtype.name}'", p.dtype.span,
                     f"known dtypes: {', '.join(DTYPES)}")
     if p.shape is None:
+        if dtype.name not in SCALAR_DTYPES:
+            raise error("E016", f"scalar parameters may be {', '.join(SCALAR_DTYPES)}; got {dtype.name}",
+                        p.dtype.span, "pass an f32 and cast in tile math instead")
         declare(info, p.name, Scalar(p.name, dtype, p.span), p.span)
         return
     for dim in p.shape:
@@ -231,6 +236,10 @@ def check_mbarrier(info: KernelInfo, d: ast.MbarrierDecl) -> None:
 
 
 def check_grid(info: KernelInfo, d: ast.GridDecl) -> None:
+    if info.grid_decl is not None:
+        raise error("E057", "the grid is already declared", d.span,
+                    f"first declared at {info.grid_decl.span.location()}")
+    info.grid_decl = d
     if d.kind.name not in GRID_KINDS:
         raise error("E050", f"unknown grid kind '{d.kind.name}'", d.kind.span,
                     f"expected one of: {', '.join(GRID_KINDS)}")

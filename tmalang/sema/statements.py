@@ -72,6 +72,11 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
         raise error("E068", f"pipeline '{pipe.name}' is already {'produced' if producing else 'consumed'} "
                     f"by role '{users[-1]}'", s.span, "v0 pipelines have one producer role and one consumer role")
     users.append(scope.role.name)
+    if producing:
+        stray = next((x for x in s.body if not isinstance(x, ast.Load)), None)
+        if stray is not None:
+            raise error("E069", "a produce block may only hold loads", stray.span,
+                        "the compiler issues them from one elected thread and arms the barrier for their bytes")
     inner = replace(scope, pipeline=pipe, slot=s.slot, producing=producing, loaded=set())
     _block(info, s.body, inner)
     if producing:
@@ -160,6 +165,9 @@ def _require_elected(s, scope: Scope, what: str) -> None:
 
 def _assign(info: KernelInfo, s: ast.Assign, scope: Scope) -> None:
     target = _tile_ref(info, s.target, scope)
+    if scope.elected:
+        raise error("E083", "tile math inside elect runs on one thread, which computes only its share",
+                    s.span, "every thread of the role computes part of the tile: move it out of elect")
     if scope.pipeline is not None and scope.producing:
         raise error("E061", "a produce block cannot compute into its slot", s.span)
     if target.dtype.name not in TILE_MATH_DTYPES:
@@ -181,15 +189,15 @@ def _tile_expr(info: KernelInfo, e, scope: Scope, target: Box) -> None:
             raise error("E067", f"tile {e.text()} has shape {tile.shape}, the target has {target.shape}", e.span)
         if tile.dtype.name not in TILE_MATH_DTYPES:
             raise error("E080", f"tile math on {tile.dtype.name} is not supported", e.span)
-        if "none" not in (tile.swizzle, target.swizzle) and tile.swizzle != target.swizzle or (
-            (tile.swizzle != "none" or target.swizzle != "none") and tile.dtype.itemsize != target.dtype.itemsize
-        ):
+        swizzled = tile.swizzle != "none" or target.swizzle != "none"
+        if tile.swizzle != target.swizzle or (swizzled and tile.dtype.itemsize != target.dtype.itemsize):
             raise error("E067", f"tile {e.text()} is laid out differently from the target", e.span,
                         "with swizzle, elementwise operands need the same swizzle and element size")
         return
     if isinstance(e, ast.BinOp):
-        if e.op == "&":
-            raise error("E081", "'&' is not a tile operation", e.span)
+        if e.op in "&%":
+            raise error("E081", f"'{e.op}' is not a tile operation", e.span,
+                        "tile math knows + - * /, unary -, max, min and casts")
         _tile_expr(info, e.lhs, scope, target)
         _tile_expr(info, e.rhs, scope, target)
     elif isinstance(e, ast.Neg):
@@ -245,6 +253,7 @@ def _barrier_stmt(info: KernelInfo, s, scope: Scope) -> None:
                     "belong outside them", s.span)
     info.lookup(s.barrier, Mbarrier, what="mbarrier")
     if isinstance(s, ast.ExpectTx):
+        _require_elected(s, scope, "expect_tx")
         _int_expr(info, s.bytes, scope)
         if isinstance(s.bytes, ast.Number) and not 0 < s.bytes.value <= MAX_TX_BYTES:
             raise error("E072", f"a phase can expect 1..{MAX_TX_BYTES} bytes, got {s.bytes.value}", s.bytes.span)
