@@ -74,3 +74,22 @@ def test_manifest_json(tmp_path):
     data = json.loads(out.read_text())
     assert data["block_threads"] == 256 and data["grid"]["kind"] == "persistent"
     assert [p["kind"] for p in data["ptx_params"]] == ["TensorMapParam", "TensorMapParam", "DimParam", "DimParam"]
+
+
+def test_cpp_launch_header_compiles(tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    cuda_h = Path("/usr/local/cuda/include/cuda.h")
+    if shutil.which("g++") is None or not cuda_h.exists():
+        pytest.skip("needs g++ and the CUDA driver header to compile the C++ launch header")
+    for example in sorted((ROOT / "examples").glob("*.tma")):
+        header = tmp_path / f"{example.stem}.h"
+        assert main([str(example), "--emit", "header", "-o", str(header)]) == 0
+        unit = tmp_path / f"use_{example.stem}.cpp"
+        unit.write_text(f'#include "{header.name}"\n')
+        run = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+                              f"-I{ROOT / 'runtime'}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr

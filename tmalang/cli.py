@@ -15,14 +15,14 @@ import sys
 import time
 from pathlib import Path
 
-from .backend import ptxas
+from .backend import launch_header, ptxas
 from .compiler import ARCHS, Options, compile_source
 from .diagnostics import TmalangError
 from .explain import explain
 from .ir.printer import print_ir
 from .passes import PASS_NAMES, PassLog
 
-EMITS = ("ast", "ir", "ll", "ptx", "cubin")
+EMITS = ("ast", "ir", "ll", "ptx", "cubin", "header")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="the .tma source file")
     p.add_argument("-o", "--output", help="output file (default: stdout; FILE.cubin for --emit cubin)")
     p.add_argument("--arch", default="sm_90a", choices=ARCHS)
-    p.add_argument("--emit", default="ptx", choices=EMITS, help="what to produce (default: ptx)")
+    p.add_argument("--emit", default="ptx", choices=EMITS, help="what to produce (default: ptx; header: a C++ launch header over runtime/tmalang_runtime.h)")
     p.add_argument("--kernel", help="which kernel of the file (default: the first)")
     p.add_argument("--print-ir-after", metavar="PASS|all", action="append", default=[],
                    help=f"print the IR after a pass to stderr; passes: {', '.join(PASS_NAMES)}")
@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args, source: str) -> int:
     log = PassLog(print_after=set(args.print_ir_after))
     options = Options(arch=args.arch, kernel=args.kernel, log=log)
-    until = {"ast": "ast", "ir": "ir", "ll": "ll"}.get(args.emit, "ptx")
+    until = {"ast": "ast", "ir": "ir", "header": "ir", "ll": "ll"}.get(args.emit, "ptx")
     if args.explain or args.stats:
         until = "ptx" if args.stats or args.emit in ("ptx", "cubin") else max(until, "ir", key=EMITS.index)
     c = compile_source(source, args.file, options, until=until)
@@ -99,7 +99,7 @@ def _write_output(args, c) -> None:
         Path(args.output or Path(args.file).with_suffix(".cubin")).write_bytes(c.cubin)
         return
     text = {"ast": lambda: dump_ast(c.ast), "ir": lambda: print_ir(c.ir), "ll": lambda: c.llvm_ir,
-            "ptx": lambda: c.ptx}[args.emit]()
+            "ptx": lambda: c.ptx, "header": lambda: launch_header.render(c.manifest, args.file)}[args.emit]()
     if args.output:
         Path(args.output).write_text(text)
     else:
