@@ -30,3 +30,10 @@ def test_corpus_covers_many_distinct_errors():
         text = path.with_suffix(".err").read_text()
         codes.add(text.split("error[", 1)[1].split("]", 1)[0])
     assert len(codes) >= 20, sorted(codes)
+
+
+def test_arming_and_loading_may_split_across_roles():
+    """expect_tx in one role, the TMA load in another: the bytes still match, so no E102."""
+    path = ROOT / "tests" / "valid_split_roles.tma"
+    c = compile_source(path.read_text(), str(path), until="ptx")
+    assert "mbarrier.expect_tx" in c.ptx

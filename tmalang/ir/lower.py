@@ -6,7 +6,7 @@ user input. Spans travel with every op.
 
 from __future__ import annotations
 
-from ..sema.declarations import Box, KernelInfo, Mbarrier, Pipeline, Scalar, SmemBuffer, Tensor
+from ..sema.declarations import Box, KernelInfo, Mbarrier, Pipeline, Scalar, SmemBuffer
 from ..syntax import ast
 from . import exprs as ex
 from . import ops
@@ -124,15 +124,13 @@ class _Statements:
         if isinstance(e, ast.Number):
             return ex.Const(e.value)
         if isinstance(e, ast.Ref):
-            known = self.info.symbols.get(e.name)
-            return ex.Param(e.name) if known is not None or self._is_dim(e.name) else ex.Var(e.name)
+            # sema forbids locals that shadow kernel names, so a launch-bound name is never a local
+            launch_bound = e.name in self.info.dims or isinstance(self.info.symbols.get(e.name), Scalar)
+            return ex.Param(e.name) if launch_bound else ex.Var(e.name)
         if isinstance(e, ast.Neg):
             inner = self.int_expr(e.operand)
             return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)
         return ex.Bin(e.op, self.int_expr(e.lhs), self.int_expr(e.rhs))
-
-    def _is_dim(self, name: str) -> bool:
-        return any(isinstance(t, Tensor) and name in t.shape for t in self.info.symbols.values())
 
     def tile_expr(self, e) -> ex.Expr:
         if isinstance(e, ast.Number):

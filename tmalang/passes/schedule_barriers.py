@@ -35,7 +35,7 @@ def run(kernel: ops.KernelOp) -> None:
                 name = o.barrier.name
                 arrivals[name] += 1 if elected else threads
                 first_site.setdefault(name, (o, role, elected))
-        _check_tx(role, barriers, boxes)
+    _check_tx(ops.roles(kernel), barriers, boxes)
     for name, decl in barriers.items():
         _settle_count(decl, arrivals.get(name, 0), first_site.get(name))
     _insert_init(kernel, barriers)
@@ -51,7 +51,7 @@ def _sites(region, elected):
 def _settle_count(decl: ops.MbarrierDecl, derived: int, site) -> None:
     if derived == 0:
         raise error("E101", f"nothing arrives on mbarrier '{decl.symbol}': its phases never complete",
-                    decl.span, "every wait on it would hang; add an `arrive`")
+                    decl.span, "a wait on it would hang; add an `arrive` (or remove the barrier)")
     if decl.count == -1:
         decl.count = derived
     elif decl.count != derived:
@@ -63,10 +63,11 @@ def _settle_count(decl: ops.MbarrierDecl, derived: int, site) -> None:
                     "a smaller count completes the phase early (a race); a larger one never completes it (a hang)")
 
 
-def _check_tx(role: ops.RoleOp, barriers, boxes) -> None:
+def _check_tx(roles: list[ops.RoleOp], barriers, boxes) -> None:
+    """Armed bytes against loaded bytes per barrier, over all roles (arming and loading may split)."""
     expected: dict[str, list] = defaultdict(list)
     loaded: dict[str, int] = defaultdict(int)
-    for o in ops.walk(role.body):
+    for o in (o for role in roles for o in ops.walk(role.body)):
         if isinstance(o, (ops.MbarExpectTx, ops.MbarArriveExpectTx)):
             expected[o.barrier.name].append(o)
         elif isinstance(o, ops.TmaLoad) and o.barrier is not None:
@@ -80,7 +81,7 @@ def _check_tx(role: ops.RoleOp, barriers, boxes) -> None:
         if armed != loaded[name]:
             raise error("E102", f"expect_tx arms mbarrier '{name}' for {armed} bytes per phase, but the TMA "
                         f"loads completing on it bring {loaded[name]}", sites[0].span,
-                        f"in role '{role.symbol}'; a phase completes only when the bytes match exactly")
+                        "a phase completes only when the bytes match exactly: fewer hang, more race")
 
 
 def _insert_init(kernel: ops.KernelOp, barriers) -> None:

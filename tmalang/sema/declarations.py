@@ -20,6 +20,7 @@ GRID_KINDS = ("tiles", "persistent")
 MAX_WARPS = 32          # 1024 threads per CTA
 REGS_PER_SM = 65536
 MAX_TX_BYTES = (1 << 20) - 1
+RESERVED_FIELDS = ("full", "empty")   # the names of a pipeline's own barriers
 SCALAR_DTYPES = ("f32", "f64", "i32", "u32", "i64", "u64")  # kernel parameters passed by value
 
 
@@ -108,6 +109,7 @@ class KernelInfo:
     grid: str = "tiles"
     grid_decl: ast.GridDecl | None = None
     symbols: dict[str, object] = field(default_factory=dict)
+    dims: dict[str, Span] = field(default_factory=dict)    # symbolic dims bound at launch
     roles: list[Role] = field(default_factory=list)
     tile_space: tuple | None = None   # (shape, box shape) shared by every tile loop
 
@@ -117,7 +119,7 @@ class KernelInfo:
         if found is None:
             raise error("E012", f"no {what} named '{ref.name}'", ref.span)
         if kinds and not isinstance(found, kinds):
-            raise error("E013", f"'{ref.name}' is a {_kind_name(found)}, not a {what}", ref.span)
+            raise error("E013", f"'{ref.name}' is {a_or_an(_kind_name(found))}, not {a_or_an(what)}", ref.span)
         return found
 
     def box_for(self, ref: ast.Ref) -> Box:
@@ -137,10 +139,24 @@ def _kind_name(obj) -> str:
             SmemBuffer: "smem buffer", Mbarrier: "mbarrier", Role: "role"}.get(type(obj), "name")
 
 
+def a_or_an(word: str) -> str:
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+
+
 def declare(info: KernelInfo, name: str, obj, span: Span) -> None:
     if name in info.symbols:
         raise error("E010", f"'{name}' is already declared in kernel '{info.node.name}'", span)
+    if name in info.dims:
+        raise error("E010", f"'{name}' is already a dimension of kernel '{info.node.name}'", span,
+                    f"declared at {info.dims[name].location()}")
     info.symbols[name] = obj
+
+
+def declare_dim(info: KernelInfo, dim: ast.Dim) -> None:
+    if dim.value in info.symbols:
+        raise error("E010", f"dimension '{dim.value}' has the name of {_kind_name(info.symbols[dim.value])} "
+                    f"'{dim.value}'", dim.span)
+    info.dims.setdefault(dim.value, dim.span)
 
 
 def check_param(info: KernelInfo, p: ast.Param) -> None:
@@ -154,10 +170,12 @@ def check_param(info: KernelInfo, p: ast.Param) -> None:
                         p.dtype.span, "pass an f32 and cast in tile math instead")
         declare(info, p.name, Scalar(p.name, dtype, p.span), p.span)
         return
+    declare(info, p.name, Tensor(p.name, dtype, [d.value for d in p.shape], p.span), p.span)
     for dim in p.shape:
         if isinstance(dim.value, int) and dim.value < 1:
             raise error("E015", f"tensor dims must be at least 1, got {dim.value}", dim.span)
-    declare(info, p.name, Tensor(p.name, dtype, [d.value for d in p.shape], p.span), p.span)
+        if isinstance(dim.value, str):
+            declare_dim(info, dim)
 
 
 def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
@@ -219,6 +237,9 @@ def check_pipeline(info: KernelInfo, d: ast.PipelineDecl) -> None:
         raise error("E030", f"a pipeline needs 1 to 32 stages, got {d.stages}", d.span)
     fields: dict[str, Box] = {}
     for f in d.fields:
+        if f.name in RESERVED_FIELDS:
+            raise error("E031", f"field name '{f.name}' is reserved", f.span,
+                        f"the pipeline's barriers are named {d.name}.full and {d.name}.empty")
         if f.name in fields:
             raise error("E031", f"field '{f.name}' appears twice in pipeline '{d.name}'", f.span)
         fields[f.name] = info.lookup(f.box, Box, what="box")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from .declarations import MAX_TX_BYTES, Box, KernelInfo, Mbarrier, Pipeline, Role, Scalar, SmemBuffer
+from .declarations import MAX_TX_BYTES, Box, KernelInfo, Mbarrier, Pipeline, Role, Scalar, SmemBuffer, Tensor
 from .dtypes import DTYPES, TILE_MATH_DTYPES
 
 FENCE_KINDS = ("proxy_async", "mbarrier_init")
@@ -38,7 +38,7 @@ def _block(info: KernelInfo, body: list, scope: Scope) -> None:
 def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
     if scope.in_loop or scope.pipeline:
         raise error("E054", "tile loops cannot nest (v0)", s.span)
-    tensor = info.lookup(s.tensor, what="tensor")
+    tensor = info.lookup(s.tensor, Tensor, what="tensor")
     box = info.lookup(s.box, Box, what="box")
     if box.tensor is not tensor:
         raise error("E051", f"box '{box.name}' cuts tensor '{box.tensor.name}', not '{s.tensor.name}'", s.box.span)
@@ -50,12 +50,23 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
         info.tile_space = space + (s,)
     elif info.tile_space[:2] != space:
         first = info.tile_space[2]
-        raise error("E053", f"this loop walks tiles {_space(space)} but an earlier loop walks "
+        raise error("E053", f"this loop walks tiles {_space(space)} but an earlier loop walks tiles "
                     f"{_space(info.tile_space)}", s.span,
                     f"the loops must agree so that producers and consumers run the same trip count "
                     f"(first loop at {first.span.location()})")
-    names = set(s.vars) | ({s.index} if s.index else set())
-    _block(info, s.body, replace(scope, ints=scope.ints | names, in_loop=True))
+    names = [*s.vars, *([s.index] if s.index else [])]
+    for i, name in enumerate(names):
+        _check_local(info, scope, name, s.span)
+        if name in names[:i]:
+            raise error("E017", f"'{name}' is bound twice by this loop", s.span)
+    _block(info, s.body, replace(scope, ints=scope.ints | set(names), in_loop=True))
+
+
+def _check_local(info: KernelInfo, scope: Scope, name: str, span) -> None:
+    """Loop indices and slots may not shadow anything: one name, one meaning, in sema and codegen."""
+    if name in info.symbols or name in info.dims or name in scope.ints:
+        what = "a loop index" if name in scope.ints else ("a dimension" if name in info.dims else "declared")
+        raise error("E017", f"'{name}' is already {what}; pick another name", span)
 
 
 def _space(space) -> str:
@@ -72,6 +83,7 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
         raise error("E068", f"pipeline '{pipe.name}' is already {'produced' if producing else 'consumed'} "
                     f"by role '{users[-1]}'", s.span, "v0 pipelines have one producer role and one consumer role")
     users.append(scope.role.name)
+    _check_local(info, scope, s.slot, s.span)
     if producing:
         stray = next((x for x in s.body if not isinstance(x, ast.Load)), None)
         if stray is not None:
@@ -132,7 +144,8 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
     box.tensor.read = True
     if scope.pipeline is not None:
         if not scope.producing:
-            raise error("E061", "a consume block cannot load into its slot", s.span)
+            raise error("E061", "a consume block cannot issue loads", s.span,
+                        "loads belong in the produce block; the pipeline delivers them here")
         if s.barrier is not None:
             raise error("E062", "loads in a produce block complete on the pipeline's own barrier",
                         s.barrier.span, "remove the barrier operand")
@@ -219,6 +232,8 @@ def _int_expr(info: KernelInfo, e, scope: Scope) -> None:
     if isinstance(e, ast.Number):
         if not isinstance(e.value, int):
             raise error("E066", "an index must be an integer", e.span)
+        if e.value >= 2**31:
+            raise error("E066", f"integer {e.value} does not fit in 32 bits", e.span)
     elif isinstance(e, ast.Ref):
         if e.field is not None or (e.name not in scope.ints and not _is_int_param(info, e.name)):
             raise error("E066", f"unknown integer variable '{e.text()}'", e.span,
@@ -234,11 +249,20 @@ def _int_expr(info: KernelInfo, e, scope: Scope) -> None:
         raise error("E066", "calls are not allowed in index expressions", e.span)
 
 
+def _constant(e) -> int | None:
+    if isinstance(e, ast.Number):
+        return e.value
+    if isinstance(e, ast.Neg):
+        inner = _constant(e.operand)
+        return None if inner is None else -inner
+    return None
+
+
 def _is_int_param(info: KernelInfo, name: str) -> bool:
     found = info.symbols.get(name)
     if isinstance(found, Scalar):
         return found.dtype.kind in ("int", "uint")
-    return any(name in t.shape for t in info.symbols.values() if hasattr(t, "shape") and hasattr(t, "read"))
+    return name in info.dims
 
 
 def _elect(info: KernelInfo, s: ast.Elect, scope: Scope) -> None:
@@ -255,8 +279,9 @@ def _barrier_stmt(info: KernelInfo, s, scope: Scope) -> None:
     if isinstance(s, ast.ExpectTx):
         _require_elected(s, scope, "expect_tx")
         _int_expr(info, s.bytes, scope)
-        if isinstance(s.bytes, ast.Number) and not 0 < s.bytes.value <= MAX_TX_BYTES:
-            raise error("E072", f"a phase can expect 1..{MAX_TX_BYTES} bytes, got {s.bytes.value}", s.bytes.span)
+        value = _constant(s.bytes)
+        if value is not None and not 0 < value <= MAX_TX_BYTES:
+            raise error("E072", f"a phase can expect 1..{MAX_TX_BYTES} bytes, got {value}", s.bytes.span)
     if isinstance(s, ast.Wait):
         _int_expr(info, s.parity, scope)
 

@@ -65,9 +65,18 @@ _PUNCT = {
 def _describe(terminal: str) -> str:
     if terminal in _PUNCT:
         return f"'{_PUNCT[terminal]}'"
+    literal = _literal_terminals().get(terminal)
+    if literal is not None:
+        return f"'{literal}'"
     if terminal in ("NAME", "INT", "NUMBER", "SIZE"):
         return {"NAME": "a name", "INT": "an integer", "NUMBER": "a number", "SIZE": "a size like 128B"}[terminal]
     return f"'{terminal.lower()}'"
+
+
+@functools.cache
+def _literal_terminals() -> dict[str, str]:
+    """Terminal name → its text, for keywords and operators lark names __ANON_n."""
+    return {t.name: t.pattern.value for t in _parser().terminals if t.pattern.type == "str"}
 
 
 @v_args(meta=True)
