@@ -33,6 +33,9 @@ VARIANTS = {  # (box rows, box cols, stages)
     "32x128, 6 stages": (32, 128, 6),
     "128x64, 3 stages": (128, 64, 3),
     "64x64, 6 stages": (64, 64, 6),
+    "64x128, 3 stages (2 CTAs/SM)": (64, 128, 3),
+    "64x64, 4 stages (3 CTAs/SM)": (64, 64, 4),
+    "32x128, 2 stages (6 CTAs/SM)": (32, 128, 2),
 }
 
 
