@@ -63,8 +63,10 @@ def _run(args, source: str) -> int:
     log = PassLog(print_after=set(args.print_ir_after))
     options = Options(arch=args.arch, kernel=args.kernel, log=log)
     until = {"ast": "ast", "ir": "ir", "header": "ir", "ll": "ll"}.get(args.emit, "ptx")
-    if args.explain or args.stats:
-        until = "ptx" if args.stats or args.emit in ("ptx", "cubin") else max(until, "ir", key=EMITS.index)
+    if args.stats:
+        until = "ptx"  # --stats assembles, whatever is emitted
+    elif args.explain and until == "ast":
+        until = "ir"   # the schedule exists only after the passes
     c = compile_source(source, args.file, options, until=until)
     for name, text in log.snapshots:
         print(f"// ----- IR after {name} -----\n{text}", file=sys.stderr, end="")

@@ -99,9 +99,6 @@ def make_cubin(c: Compilation) -> None:
     c.cubin, c.stats = ptxas.assemble(c.ptx, c.options.arch)
 
 
-STAGES = {"ast": [make_checked], "ir": [make_checked, make_ir, make_final_ir]}
-
-
 def compile_source(text: str, name: str = "<string>", options: Options | None = None,
                    until: str = "ptx") -> Compilation:
     """Run the stages up to `until` (ast, ir, ll, ptx, cubin)."""

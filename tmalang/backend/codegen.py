@@ -11,7 +11,6 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..sema.dtypes import DTYPES
 from . import ptx_asm
 from .manifest import DimParam, ScalarParam, TensorMapParam
 from .tile_math import emit_tile_assign
@@ -261,10 +260,3 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     params += [DimParam(s) for s in symbols]
     params += [ScalarParam(s.symbol, s.dtype) for s in ops.decls(kernel, ops.ScalarDecl).values()]
     return params
-
-
-def scalar_llvm_type(dtype: str) -> ir.Type:
-    return SCALAR_TYPES.get(dtype) or {"f16": ir.HalfType(), "bf16": ir.IntType(16)}.get(dtype, I32)
-
-
-__all__ = ["KernelCodegen", "ptx_params", "DTYPES", "scalar_llvm_type"]

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 
-from . import exprs
 from .ops import Op
 
 _BARE = re.compile(r"^[A-Za-z0-9_.:\-]+$")
@@ -53,5 +52,3 @@ def print_ir(ops: list[Op] | Op) -> str:
     ops = [ops] if isinstance(ops, Op) else ops
     return "\n".join(line for o in ops for line in print_op(o)) + "\n"
 
-
-__all__ = ["print_ir", "format_value", "exprs"]
