@@ -52,6 +52,17 @@ class Kernel:
             self._launcher = Launcher(self.manifest, self.cubin)
         self._launcher(*args, dims=dims, stream=stream)
 
+    def interpret(self, *args, dims: dict[str, int] | None = None, seed: int | None = None, explore: int = 0,
+                  ctas: int | None = None):
+        """Run on the reference interpreter (NumPy arrays); returns the written tensors.
+
+        seed: randomise warp interleaving and TMA latency; explore=N: N schedules from `seed`.
+        Protocol violations (deadlock, surplus arrivals, tx mismatch, ...) raise TmalangError.
+        """
+        from .interp import interpret
+
+        return interpret(self._c.ir, self.manifest, *args, dims=dims, seed=seed, explore=explore, ctas=ctas)
+
     def __repr__(self) -> str:
         return f"<tmalang.Kernel {self.name} {self.manifest.arch} {self.manifest.block_threads} threads>"
 

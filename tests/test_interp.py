@@ -1,0 +1,68 @@
+"""The reference interpreter: examples against NumPy, many schedules, and the protocol corpus."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import tmalang
+from conftest import EXAMPLES, ROOT
+
+SHAPES = [(100, 300), (1, 64), (257, 129), (130, 4)]
+VERIFY = sorted((ROOT / "tests" / "verify").glob("*.tma"))
+
+
+def _matrix(rng, shape, fill=None):
+    rows, cols = shape
+    base = np.empty((rows, -(-cols // 4) * 4), dtype=np.float32)
+    base[...] = rng.standard_normal(base.shape) if fill is None else fill
+    return base[:, :cols]
+
+
+def _run(kernel, rng, shape, **options):
+    if kernel.name == "saxpy":
+        a, x, y = np.float32(rng.standard_normal()), _matrix(rng, shape), _matrix(rng, shape)
+        out = _matrix(rng, shape, np.nan)
+        kernel.interpret(a, x, y, out, **options)
+        return out, a * x + y
+    src, dst = _matrix(rng, shape), _matrix(rng, shape, np.nan)
+    kernel.interpret(src, dst, **options)
+    return dst, src
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_matches_numpy(path, shape):
+    kernel = tmalang.compile_file(path)
+    out, expected = _run(kernel, np.random.default_rng(hash(shape) & 0xFFFF), shape)
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_no_correct_example_is_flagged_across_64_schedules(path):
+    kernel = tmalang.compile_file(path)
+    out, expected = _run(kernel, np.random.default_rng(5), (200, 260), seed=1000, explore=64, ctas=3)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_copy_2048_squared_verifies_quickly():
+    kernel = tmalang.compile_file(ROOT / "examples" / "tma_copy.tma")
+    rng = np.random.default_rng(1)
+    start = time.perf_counter()
+    out, expected = _run(kernel, rng, (2048, 2048))
+    assert time.perf_counter() - start < 5.0
+    np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("path", VERIFY, ids=[p.stem for p in VERIFY])
+def test_broken_protocol_is_caught(path, golden):
+    kernel = tmalang.compile_file(path)
+    rng = np.random.default_rng(0)
+    src, dst = _matrix(rng, (96, 128)), _matrix(rng, (96, 128), 7.0)
+    with pytest.raises(tmalang.TmalangError) as caught:
+        kernel.interpret(src, dst)
+    assert (dst == 7.0).all(), "a failed run must not write the caller's arrays"
+    rendered = caught.value.render().replace(str(ROOT) + "/", "")
+    golden(path.with_suffix(".err"), rendered + "\n")

@@ -1,0 +1,74 @@
+"""The reference interpreter: runs the final IR on NumPy arrays and checks the barrier protocol.
+
+    outputs = interpret(kernel_ir, manifest, *arrays, dims=None, seed=None, explore=0)
+
+Arrays are validated with the runtime's own rules (runtime.bind), so what the interpreter
+accepts the GPU launch accepts. Written tensors are computed on copies and copied back into the
+caller's arrays only when the run succeeded; they are also returned, in signature order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..backend.manifest import Manifest, TensorArg
+from ..diagnostics import TmalangError
+from ..ir import ops
+from ..runtime.binding import bind
+from ..runtime.dtypes import NUMPY
+from .machine import CTA
+from .scheduler import run_cta
+from .state import ProtocolError
+
+DEFAULT_PERSISTENT_CTAS = 2   # enough to exercise striding and multi-pass rings
+
+
+@dataclass
+class Launch:
+    arrays: dict[str, np.ndarray]
+    params: dict[str, int | float]
+    rng: np.random.Generator | None
+
+    def dim(self, d: str | int) -> int:
+        return d if isinstance(d, int) else int(self.params[d])
+
+    @staticmethod
+    def np_dtype(name: str) -> np.dtype:
+        return NUMPY[name]
+
+    def due(self, step: int) -> int:
+        return step + (1 if self.rng is None else int(self.rng.integers(1, 16)))
+
+
+def interpret(kernel: ops.KernelOp, manifest: Manifest, *args, dims=None, seed=None, explore: int = 0,
+              ctas: int | None = None) -> list[np.ndarray]:
+    binding = bind(manifest, args, dims)
+    seeds = [seed] if explore <= 0 else [(seed or 0) + i for i in range(explore)]
+    results = None
+    for s in seeds:
+        results = _run_once(kernel, manifest, args, binding, s, ctas)
+    written = [a for a in manifest.args if isinstance(a, TensorArg) and a.written]
+    for arg, value in zip(manifest.args, args):
+        if isinstance(arg, TensorArg) and arg.written and isinstance(value, np.ndarray):
+            value[...] = results[arg.name]
+    return [results[a.name] for a in written]
+
+
+def _run_once(kernel, manifest, args, binding, seed, ctas) -> dict[str, np.ndarray]:
+    arrays = {a.name: np.array(v, copy=True) for a, v in zip(manifest.args, args) if isinstance(a, TensorArg)}
+    params = dict(binding.symbols)
+    params.update(binding.scalars)
+    launch = Launch(arrays, params, None if seed is None else np.random.default_rng(seed))
+    tiles = binding.tile_count()
+    count = tiles if manifest.grid.kind == "tiles" else min(tiles, ctas or DEFAULT_PERSISTENT_CTAS)
+    for cta in range(count):
+        try:
+            run_cta(CTA(kernel, launch, cta, count), launch.rng)
+        except ProtocolError as exc:
+            notes = list(exc.notes)
+            if seed is not None:
+                notes.append(f"schedule seed {seed} (replay with seed={seed})")
+            raise TmalangError(exc.code, exc.message, exc.span, notes) from None
+    return arrays

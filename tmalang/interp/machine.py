@@ -1,0 +1,284 @@
+"""The reference interpreter: the executable meaning of every op of the final IR.
+
+One CTA at a time (CTAs of a launch do not interact in v0). Each warp is a generator that runs
+its role's ops and yields after every op, so the scheduler can interleave warps and the TMA
+engine's completions in any order; a warp that cannot proceed yields a `Blocked` naming what it
+waits for. Granularity is the warp: an op outside `elect` is executed by all 32 threads at once
+(32 arrivals on a barrier, 32 threads' share of tile math), an op inside `elect` by one thread.
+
+`SEMANTICS` maps each op class to its function — the definition of what the op means.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ir import exprs as ex
+from ..ir import ops
+from .state import BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
+from .tiles import box_tile_bytes, read_box, tile_math_share, write_box
+
+
+@dataclass
+class Blocked:
+    op: ops.Op
+    what: str                        # human description: "mbarrier ring.full[2] parity 1"
+    ready: object                    # callable: True once the warp may proceed
+
+
+@dataclass
+class Warp:
+    index: int
+    role: ops.RoleOp | None
+    env: dict = field(default_factory=dict)
+    elected: bool = False
+    groups: list[BulkGroup] = field(default_factory=list)   # committed, not yet waited
+    open_group: BulkGroup | None = None
+    current: ops.Op | None = None
+    done: bool = False
+
+    @property
+    def leads_role(self) -> bool:
+        return self.role is not None and self.index == self.role.first_warp
+
+
+class CTA:
+    def __init__(self, kernel: ops.KernelOp, launch, cta: int, ctas: int):
+        self.kernel, self.launch, self.cta, self.ctas = kernel, launch, cta, ctas
+        self.smem = Smem.allocate(kernel.smem_bytes)
+        self.boxes = ops.decls(kernel, ops.BoxDecl)
+        self.buffers = ops.decls(kernel, ops.BufferDecl)
+        self.tensors = ops.decls(kernel, ops.TensorDecl)
+        self.barriers = {
+            (d.symbol, s): Mbarrier(d.symbol, s, d.count) for d in ops.decls(kernel, ops.MbarrierDecl).values()
+            for s in range(d.stages)
+        }
+        self.in_flight: list[Transfer] = []
+        # per mbarrier: the newest phase a TMA load fed, and how many phases a wait has observed
+        self.fed: dict[tuple, tuple[int, ops.Op]] = {}
+        self.observed: dict[tuple, int] = {}
+        self.sync_arrivals: dict[tuple, set] = {}
+        self.step = 0
+        roles = ops.roles(kernel)
+        self.warps = [Warp(w, next((r for r in roles if r.first_warp <= w <= r.last_warp), None))
+                      for w in range(kernel.threads // 32)]
+
+    # ---- evaluation
+    def value(self, warp: Warp, e: ex.Expr) -> int:
+        if isinstance(e, ex.Const):
+            return e.value
+        if isinstance(e, ex.Var):
+            return warp.env[e.name]
+        if isinstance(e, ex.Param):
+            return self.launch.params[e.name]
+        if isinstance(e, ex.Neg):
+            return -self.value(warp, e.operand)
+        a, b = self.value(warp, e.lhs), self.value(warp, e.rhs)
+        return INT_OPS[e.op](a, b)
+
+    def barrier(self, warp: Warp, ref: ex.BufferRef, o: ops.Op) -> Mbarrier:
+        stage = self.value(warp, ref.index)
+        bar = self.barriers.get((ref.name, stage))
+        if bar is None:
+            raise ProtocolError("E410", f"mbarrier '{ref.name}' has no stage {stage}", o.span, [])
+        if not bar.initialized:
+            raise ProtocolError("E409", f"mbarrier '{ref.name}[{stage}]' is used before it is initialised",
+                                o.span, [self.who(warp)])
+        return bar
+
+    def tile(self, warp: Warp, ref: ex.BufferRef) -> np.ndarray:
+        decl = self.buffers[ref.name]
+        box = self.boxes[decl.box]
+        stage = self.value(warp, ref.index)
+        return self.smem.tile(decl.offset + stage * decl.bytes, box_tile_bytes(box)[0],
+                              self.launch.np_dtype(box.dtype))
+
+    def who(self, warp: Warp) -> str:
+        role = warp.role.symbol if warp.role else "-"
+        return f"role '{role}', warp {warp.index}{' (elected thread)' if warp.elected else ''}"
+
+    # ---- running warps
+    def program(self, warp: Warp):
+        """The ops this warp executes: kernel-level statements, then its role's body."""
+        for o in self.kernel.body:
+            if isinstance(o, ops.RoleOp):
+                if o is warp.role:
+                    yield from self.region(warp, o.body)
+            elif isinstance(o, (ops.Elect, ops.Sync)):
+                yield from self.run(warp, o)
+        self.retire(warp)
+
+    def region(self, warp: Warp, body: list[ops.Op]):
+        for o in body:
+            yield from self.run(warp, o)
+
+    def run(self, warp: Warp, o: ops.Op):
+        warp.current = o
+        result = SEMANTICS[type(o)](self, warp, o)
+        if result is not None:          # a generator: the op has a region or may block
+            yield from result
+        yield None
+
+    def retire(self, warp: Warp) -> None:
+        pending = [g for g in warp.groups if not g.done()]
+        if pending or (warp.open_group and warp.open_group.transfers):
+            raise ProtocolError("E412", "warp exits with TMA stores still in flight", warp.current.span if warp.current else None,
+                                [self.who(warp), "wait for the bulk group (wait_group 0) before the kernel ends"])
+        warp.done = True
+
+
+INT_OPS = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": lambda a, b: int(a / b), "%": lambda a, b: a - b * int(a / b), "&": lambda a, b: a & b,
+    "^": lambda a, b: a ^ b, "max": max, "min": min,
+}
+
+
+# ---- semantics: one function per op -----------------------------------------------------------
+
+
+def _let(m: CTA, w: Warp, o: ops.Let):
+    w.env[o.var] = m.value(w, o.value)
+
+
+def _for_tiles(m: CTA, w: Warp, o: ops.ForTiles):
+    box = m.boxes[o.box]
+    tensor = m.tensors[o.tensor]
+    counts = [-(-m.launch.dim(d) // e) for d, e in zip(tensor.shape, box.shape)]
+    total = int(np.prod(counts))
+    w.env[o.index] = 0
+    for t in range(m.cta, total, m.ctas):
+        for name, count in reversed(list(zip(o.vars, counts))):
+            w.env[name] = t % count
+            t //= count
+        yield from m.region(w, o.body)
+        w.env[o.index] += 1
+
+
+def _elect(m: CTA, w: Warp, o: ops.Elect):
+    chosen = w.index == 0 if o.scope == "block" else w.leads_role
+    if chosen:
+        w.elected = True
+        yield from m.region(w, o.body)
+        w.elected = False
+
+
+def _sync(m: CTA, w: Warp, o: ops.Sync):
+    members = [x.index for x in m.warps if o.scope == "block" or x.role is w.role]
+    key = (id(o), o.scope, w.role.symbol if w.role and o.scope == "role" else "", w.env.get("__sync", 0))
+    arrived = m.sync_arrivals.setdefault(key, set())
+    arrived.add(w.index)
+    w.env["__sync"] = w.env.get("__sync", 0) + 1
+    while not set(members) <= arrived:
+        yield Blocked(o, f"bar.sync with {len(members)} warps ({len(arrived)} arrived)",
+                      lambda: set(members) <= arrived)
+
+
+def _mbar_init(m: CTA, w: Warp, o: ops.MbarInit):
+    stage = m.value(w, o.barrier.index)
+    m.barriers[(o.barrier.name, stage)].init(o.count)
+
+
+def _arrivals(w: Warp) -> int:
+    return 1 if w.elected else 32
+
+
+def _arrive(m: CTA, w: Warp, bar: Mbarrier, o: ops.Op, count: int) -> None:
+    if count > bar.pending:
+        raise ProtocolError("E402", f"mbarrier '{bar.name}[{bar.stage}]' receives more arrivals than its "
+                            f"count in one phase", o.span,
+                            [m.who(w), f"count {bar.count}; this arrive brings {count} with {bar.pending} missing",
+                             bar.describe()])
+    bar.pending -= count
+    _settle(m, bar, o)
+
+
+def _settle(m: CTA, bar: Mbarrier, o: ops.Op) -> None:
+    if bar.pending == 0 and bar.tx < 0:
+        raise ProtocolError("E403", f"mbarrier '{bar.name}[{bar.stage}]' completes its arrivals with "
+                            f"{-bar.tx} more bytes landed than expected", o.span, [bar.describe()])
+    bar.settle()
+
+
+def _mbar_arrive(m: CTA, w: Warp, o: ops.MbarArrive):
+    _arrive(m, w, m.barrier(w, o.barrier, o), o, _arrivals(w))
+
+
+def _mbar_expect_tx(m: CTA, w: Warp, o: ops.MbarExpectTx):
+    m.barrier(w, o.barrier, o).tx += m.value(w, o.bytes) * _arrivals(w)
+
+
+def _mbar_arrive_expect_tx(m: CTA, w: Warp, o: ops.MbarArriveExpectTx):
+    bar = m.barrier(w, o.barrier, o)
+    bar.tx += m.value(w, o.bytes) * _arrivals(w)
+    _arrive(m, w, bar, o, _arrivals(w))
+
+
+def _mbar_wait(m: CTA, w: Warp, o: ops.MbarWait):
+    bar = m.barrier(w, o.barrier, o)
+    parity = m.value(w, o.parity) & 1
+    while not bar.phase_done(parity):
+        yield Blocked(o, f"mbarrier {bar.name}[{bar.stage}] parity {parity} ({bar.describe()})",
+                      lambda: bar.phase_done(parity))
+    key = (bar.name, bar.stage)
+    m.observed[key] = max(m.observed.get(key, 0), bar.completed)
+
+
+def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
+    box = m.boxes[o.box]
+    bar = m.barrier(w, o.barrier, o)
+    coords = [m.value(w, c) for c in o.coords]
+    dest = m.tile(w, o.dest)
+    source = m.launch.arrays[box.tensor]
+
+    def apply():
+        dest[...] = read_box(source, box, coords)
+        bar.tx -= dest.nbytes
+        _settle(m, bar, o)
+
+    m.in_flight.append(Transfer("load", w.index, o.span, apply, bar, dest.nbytes, due=m.launch.due(m.step)))
+    m.fed[(bar.name, bar.stage)] = (bar.completed, o)
+
+
+def _tma_store(m: CTA, w: Warp, o: ops.TmaStore):
+    box = m.boxes[o.box]
+    coords = [m.value(w, c) for c in o.coords]
+    source = m.tile(w, o.source)
+    target = m.launch.arrays[box.tensor]
+    if w.open_group is None:
+        w.open_group = BulkGroup()
+    transfer = Transfer("store", w.index, o.span, lambda: write_box(target, box, coords, source.copy()),
+                        due=m.launch.due(m.step))
+    w.open_group.transfers.append(transfer)
+    m.in_flight.append(transfer)
+
+
+def _bulk_commit(m: CTA, w: Warp, o: ops.BulkCommit):
+    w.groups.append(w.open_group or BulkGroup())
+    w.open_group = None
+
+
+def _bulk_wait(m: CTA, w: Warp, o: ops.BulkWait):
+    def ready() -> bool:
+        return sum(not g.done() for g in w.groups) <= o.pending
+
+    while not ready():
+        yield Blocked(o, f"bulk async-groups ({sum(not g.done() for g in w.groups)} pending, "
+                      f"waiting for <= {o.pending})", ready)
+    w.groups = [g for g in w.groups if not g.done()]
+
+
+def _tile_assign(m: CTA, w: Warp, o: ops.TileAssign):
+    tile_math_share(m, w, o)
+
+
+SEMANTICS = {
+    ops.Let: _let, ops.ForTiles: _for_tiles, ops.Elect: _elect, ops.Sync: _sync,
+    ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarExpectTx: _mbar_expect_tx,
+    ops.MbarArriveExpectTx: _mbar_arrive_expect_tx, ops.MbarWait: _mbar_wait,
+    ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.BulkCommit: _bulk_commit,
+    ops.BulkWait: _bulk_wait, ops.TileAssign: _tile_assign,
+    ops.Fence: lambda m, w, o: None, ops.SetMaxNReg: lambda m, w, o: None,
+}

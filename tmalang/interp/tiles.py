@@ -1,0 +1,104 @@
+"""What a TMA box and a tile-math statement do to the data, in NumPy.
+
+A box at tile coordinates c covers, along each dim, elements c*extent + j*stride for
+j < ceil(extent / stride). Loads fill the part outside the tensor with zeros (or NaN with
+`oob nan`); stores write only the part inside. Tile math follows the backend exactly: the
+role's threads split the tile into 16-byte vectors round-robin, floats compute in f32 with
+one rounding per operation (no FMA), i32 in i32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import exprs as ex
+from ..ir import ops
+from ..sema.dtypes import DTYPES
+
+
+def box_tile_bytes(box: ops.BoxDecl) -> tuple[tuple[int, ...], int]:
+    shape = tuple(-(-e // s) for e, s in zip(box.shape, box.strides))
+    return shape, int(np.prod(shape)) * DTYPES[box.dtype].itemsize
+
+
+def _window(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]):
+    """(tensor index, tile index) slices of the part of the box inside the tensor, per dim."""
+    tensor_index, tile_index = [], []
+    for dim, c, extent, stride in zip(tensor.shape, coords, box.shape, box.strides):
+        start = c * extent
+        count = -(-extent // stride)
+        inside = 0 if start >= dim else min(count, -(-(dim - start) // stride))
+        tensor_index.append(slice(start, start + inside * stride, stride))
+        tile_index.append(slice(0, inside))
+    return tuple(tensor_index), tuple(tile_index)
+
+
+def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]) -> np.ndarray:
+    shape, _ = box_tile_bytes(box)
+    fill = np.nan if box.oob == "nan" else 0
+    tile = np.full(shape, fill, dtype=tensor.dtype)
+    src, dst = _window(tensor, box, coords)
+    tile[dst] = tensor[src]
+    return tile
+
+
+def write_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], tile: np.ndarray) -> None:
+    dst, src = _window(tensor, box, coords)
+    tensor[dst] = tile[src]
+
+
+def _share(elements: int, width: int, threads: int, warp_in_role: int) -> np.ndarray:
+    """Flat element indices the given warp of the role computes."""
+    vectors = np.arange(elements // width)
+    mine = vectors[(vectors % threads) // 32 == warp_in_role]
+    return (mine[:, None] * width + np.arange(width)).ravel()
+
+
+def tile_math_share(m, w, o: ops.TileAssign) -> None:
+    refs = [o.dest, *ex.buffer_refs(o.value)]
+    width = 16 // max(DTYPES[m.boxes[m.buffers[r.name].box].dtype].itemsize for r in refs)
+    dest = m.tile(w, o.dest).reshape(-1)
+    threads = 32 * (w.role.last_warp - w.role.first_warp + 1)
+    index = _share(dest.size, width, threads, w.index - w.role.first_warp)
+    with np.errstate(all="ignore"):
+        value = _evaluate(m, w, o.value, index)
+        dest[index] = _store_as(value, dest.dtype)
+
+
+def _evaluate(m, w, e: ex.Expr, index: np.ndarray) -> np.ndarray:
+    if isinstance(e, ex.BufferRef):
+        return _compute_type(m.tile(w, e).reshape(-1)[index])
+    if isinstance(e, ex.Const):
+        return np.float32(e.value) if isinstance(e.value, float) else np.int32(e.value)
+    if isinstance(e, ex.Param):
+        value = m.launch.params[e.name]
+        return np.float32(value) if isinstance(value, (float, np.floating)) else np.int32(value)
+    if isinstance(e, ex.Neg):
+        return -_evaluate(m, w, e.operand, index)
+    if isinstance(e, ex.Cast):
+        stored = _store_as(_evaluate(m, w, e.operand, index), m.launch.np_dtype(e.dtype))
+        return _compute_type(stored)
+    lhs, rhs = _evaluate(m, w, e.lhs, index), _evaluate(m, w, e.rhs, index)
+    if np.result_type(lhs, rhs).kind == "f":
+        lhs, rhs = np.float32(lhs) if np.isscalar(lhs) else lhs.astype(np.float32), rhs
+        rhs = np.float32(rhs) if np.isscalar(rhs) else rhs.astype(np.float32)
+        return np.asarray(FLOAT_OPS[e.op](lhs, rhs), dtype=np.float32)
+    return np.asarray(INT_OPS[e.op](lhs, rhs), dtype=np.int32)
+
+
+def _compute_type(values: np.ndarray) -> np.ndarray:
+    return values.astype(np.int32) if values.dtype.kind in "iu" else values.astype(np.float32)
+
+
+def _store_as(values, dtype: np.dtype) -> np.ndarray:
+    values = np.asarray(values)
+    if dtype.kind in "iu" and values.dtype.kind == "f":
+        return np.trunc(values).astype(dtype)   # fptosi truncates
+    return values.astype(dtype)
+
+
+FLOAT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
+             "max": np.maximum, "min": np.minimum}
+INT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply,
+           "/": lambda a, b: np.trunc(np.divide(a, b)).astype(np.int32),
+           "max": np.maximum, "min": np.minimum}
