@@ -66,3 +66,30 @@ def test_broken_protocol_is_caught(path, golden):
     assert (dst == 7.0).all(), "a failed run must not write the caller's arrays"
     rendered = caught.value.render().replace(str(ROOT) + "/", "")
     golden(path.with_suffix(".err"), rendered + "\n")
+
+
+def test_run_cli_writes_a_perfetto_trace(tmp_path, capsys):
+    import json
+
+    from tmalang.cli import main
+
+    trace = tmp_path / "t.json"
+    assert main(["run", str(ROOT / "examples" / "tma_copy.tma"), "--interpret", "--dims", "M=300,N=200",
+                 "--trace", str(trace)]) == 0
+    assert "protocol ok" in capsys.readouterr().out
+    events = json.loads(trace.read_text())["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    assert all({"name", "ts", "dur", "pid", "tid"} <= e.keys() for e in slices)
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"warp 0 (producer)", "warp 4 (consumer)", "TMA engine"} <= names
+    assert any(e["name"] == "tma load" for e in slices) and any(e["name"] == "tma store" for e in slices)
+    assert any(e["ph"] == "i" and "ring.full[0] phase 0 done" == e["name"] for e in events)
+    assert any(e["name"] == "mbar_wait" and e["dur"] > 1 for e in slices), "some wait should block"
+
+
+def test_run_cli_reports_a_deadlock_with_exit_1(capsys):
+    from tmalang.cli import main
+
+    assert main(["run", str(VERIFY[0]), "--interpret", "--seed", "3", "--explore", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "error[E401]" in err and "replay with seed=3" in err

@@ -53,15 +53,17 @@ class Kernel:
         self._launcher(*args, dims=dims, stream=stream)
 
     def interpret(self, *args, dims: dict[str, int] | None = None, seed: int | None = None, explore: int = 0,
-                  ctas: int | None = None):
+                  ctas: int | None = None, trace=None):
         """Run on the reference interpreter (NumPy arrays); returns the written tensors.
 
-        seed: randomise warp interleaving and TMA latency; explore=N: N schedules from `seed`.
+        seed: randomise warp interleaving and TMA latency; explore=N: N schedules from `seed`;
+        trace: an interp.trace.Trace to fill with the run's timeline (Chrome trace JSON).
         Protocol violations (deadlock, surplus arrivals, tx mismatch, ...) raise TmalangError.
         """
         from .interp import interpret
 
-        return interpret(self._c.ir, self.manifest, *args, dims=dims, seed=seed, explore=explore, ctas=ctas)
+        return interpret(self._c.ir, self.manifest, *args, dims=dims, seed=seed, explore=explore, ctas=ctas,
+                         trace=trace)
 
     def __repr__(self) -> str:
         return f"<tmalang.Kernel {self.name} {self.manifest.arch} {self.manifest.block_threads} threads>"

@@ -42,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["run"]:
+        from .run_cli import run_main
+
+        return run_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     for name in args.print_ir_after:

@@ -21,6 +21,7 @@ from ..runtime.dtypes import NUMPY
 from .machine import CTA
 from .scheduler import run_cta
 from .state import ProtocolError
+from .trace import Trace
 
 DEFAULT_PERSISTENT_CTAS = 2   # enough to exercise striding and multi-pass rings
 
@@ -30,6 +31,7 @@ class Launch:
     arrays: dict[str, np.ndarray]
     params: dict[str, int | float]
     rng: np.random.Generator | None
+    trace: Trace | None = None
 
     def dim(self, d: str | int) -> int:
         return d if isinstance(d, int) else int(self.params[d])
@@ -43,12 +45,12 @@ class Launch:
 
 
 def interpret(kernel: ops.KernelOp, manifest: Manifest, *args, dims=None, seed=None, explore: int = 0,
-              ctas: int | None = None) -> list[np.ndarray]:
+              ctas: int | None = None, trace: Trace | None = None) -> list[np.ndarray]:
     binding = bind(manifest, args, dims)
     seeds = [seed] if explore <= 0 else [(seed or 0) + i for i in range(explore)]
     results = None
     for s in seeds:
-        results = _run_once(kernel, manifest, args, binding, s, ctas)
+        results = _run_once(kernel, manifest, args, binding, s, ctas, trace)
     written = [a for a in manifest.args if isinstance(a, TensorArg) and a.written]
     for arg, value in zip(manifest.args, args):
         if isinstance(arg, TensorArg) and arg.written and isinstance(value, np.ndarray):
@@ -56,11 +58,11 @@ def interpret(kernel: ops.KernelOp, manifest: Manifest, *args, dims=None, seed=N
     return [results[a.name] for a in written]
 
 
-def _run_once(kernel, manifest, args, binding, seed, ctas) -> dict[str, np.ndarray]:
+def _run_once(kernel, manifest, args, binding, seed, ctas, trace) -> dict[str, np.ndarray]:
     arrays = {a.name: np.array(v, copy=True) for a, v in zip(manifest.args, args) if isinstance(a, TensorArg)}
     params = dict(binding.symbols)
     params.update(binding.scalars)
-    launch = Launch(arrays, params, None if seed is None else np.random.default_rng(seed))
+    launch = Launch(arrays, params, None if seed is None else np.random.default_rng(seed), trace)
     tiles = binding.tile_count()
     count = tiles if manifest.grid.kind == "tiles" else min(tiles, ctas or DEFAULT_PERSISTENT_CTAS)
     for cta in range(count):

@@ -55,6 +55,7 @@ class CTA:
             (d.symbol, s): Mbarrier(d.symbol, s, d.count) for d in ops.decls(kernel, ops.MbarrierDecl).values()
             for s in range(d.stages)
         }
+        self.trace = launch.trace
         self.in_flight: list[Transfer] = []
         # per mbarrier: the newest phase a TMA load fed, and how many phases a wait has observed
         self.fed: dict[tuple, tuple[int, ops.Op]] = {}
@@ -116,9 +117,12 @@ class CTA:
 
     def run(self, warp: Warp, o: ops.Op):
         warp.current = o
+        start = self.step
         result = SEMANTICS[type(o)](self, warp, o)
         if result is not None:          # a generator: the op has a region or may block
             yield from result
+        if self.trace is not None:
+            self.trace.op(self.cta, warp.index, o.name, start, self.step, o.span.location() if o.span else "")
         yield None
 
     def retire(self, warp: Warp) -> None:
@@ -199,7 +203,8 @@ def _settle(m: CTA, bar: Mbarrier, o: ops.Op) -> None:
     if bar.pending == 0 and bar.tx < 0:
         raise ProtocolError("E403", f"mbarrier '{bar.name}[{bar.stage}]' completes its arrivals with "
                             f"{-bar.tx} more bytes landed than expected", o.span, [bar.describe()])
-    bar.settle()
+    if bar.settle() and m.trace is not None:
+        m.trace.phase(m.cta, bar.name, bar.stage, bar.completed - 1, m.step)
 
 
 def _mbar_arrive(m: CTA, w: Warp, o: ops.MbarArrive):
@@ -238,7 +243,8 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         bar.tx -= dest.nbytes
         _settle(m, bar, o)
 
-    m.in_flight.append(Transfer("load", w.index, o.span, apply, bar, dest.nbytes, due=m.launch.due(m.step)))
+    m.in_flight.append(Transfer("load", w.index, o.span, apply, bar, dest.nbytes,
+                                due=m.launch.due(m.step), issued=m.step))
     m.fed[(bar.name, bar.stage)] = (bar.completed, o)
 
 
@@ -250,7 +256,7 @@ def _tma_store(m: CTA, w: Warp, o: ops.TmaStore):
     if w.open_group is None:
         w.open_group = BulkGroup()
     transfer = Transfer("store", w.index, o.span, lambda: write_box(target, box, coords, source.copy()),
-                        due=m.launch.due(m.step))
+                        nbytes=source.nbytes, due=m.launch.due(m.step), issued=m.step)
     w.open_group.transfers.append(transfer)
     m.in_flight.append(transfer)
 

@@ -12,6 +12,8 @@ from .state import ProtocolError
 
 
 def run_cta(cta: CTA, rng) -> None:
+    if cta.trace is not None:
+        cta.trace.name_tracks(cta.cta, cta.warps)
     programs = {w.index: cta.program(w) for w in cta.warps}
     blocked: dict[int, Blocked] = {}
     order = list(programs)
@@ -61,6 +63,9 @@ def _complete(cta: CTA, transfer) -> None:
     cta.in_flight.remove(transfer)
     transfer.apply()
     transfer.finished = True
+    if cta.trace is not None:
+        where = transfer.span.location() if transfer.span else ""
+        cta.trace.transfer(cta.cta, transfer.kind, transfer.issued, cta.step, transfer.nbytes, where)
 
 
 def _shuffled(items, rng):

@@ -66,6 +66,7 @@ class Transfer:
     nbytes: int = 0
     group: "BulkGroup | None" = None
     due: int = 0                # scheduler step at which the engine may complete it
+    issued: int = 0
     finished: bool = False
 
 
