@@ -17,6 +17,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
+from .races import RaceDetector
 from .state import BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
 from .tiles import box_tile_bytes, read_box, tile_math_share, write_box
 
@@ -40,6 +41,10 @@ class Warp:
     done: bool = False
 
     @property
+    def agent(self) -> tuple:
+        return ("warp", self.index)
+
+    @property
     def leads_role(self) -> bool:
         return self.role is not None and self.index == self.role.first_warp
 
@@ -56,6 +61,7 @@ class CTA:
             for s in range(d.stages)
         }
         self.trace = launch.trace
+        self.races = RaceDetector()
         self.in_flight: list[Transfer] = []
         # per mbarrier: the newest phase a TMA load fed, and how many phases a wait has observed
         self.fed: dict[tuple, tuple[int, ops.Op]] = {}
@@ -95,6 +101,9 @@ class CTA:
         stage = self.value(warp, ref.index)
         return self.smem.tile(decl.offset + stage * decl.bytes, box_tile_bytes(box)[0],
                               self.launch.np_dtype(box.dtype))
+
+    def tile_key(self, warp: Warp, ref: ex.BufferRef) -> tuple[str, int]:
+        return ref.name, self.value(warp, ref.index)
 
     def who(self, warp: Warp) -> str:
         role = warp.role.symbol if warp.role else "-"
@@ -174,10 +183,12 @@ def _sync(m: CTA, w: Warp, o: ops.Sync):
     key = (id(o), o.scope, w.role.symbol if w.role and o.scope == "role" else "", w.env.get("__sync", 0))
     arrived = m.sync_arrivals.setdefault(key, set())
     arrived.add(w.index)
+    m.races.sync_arrive(w.agent, key)
     w.env["__sync"] = w.env.get("__sync", 0) + 1
     while not set(members) <= arrived:
         yield Blocked(o, f"bar.sync with {len(members)} warps ({len(arrived)} arrived)",
                       lambda: set(members) <= arrived)
+    m.races.sync_leave(w.agent, key)
 
 
 def _mbar_init(m: CTA, w: Warp, o: ops.MbarInit):
@@ -196,6 +207,7 @@ def _arrive(m: CTA, w: Warp, bar: Mbarrier, o: ops.Op, count: int) -> None:
                             [m.who(w), f"count {bar.count}; this arrive brings {count} with {bar.pending} missing",
                              bar.describe()])
     bar.pending -= count
+    m.races.release_to_phase(w.agent, (bar.name, bar.stage, bar.completed))
     _settle(m, bar, o)
 
 
@@ -229,6 +241,9 @@ def _mbar_wait(m: CTA, w: Warp, o: ops.MbarWait):
                       lambda: bar.phase_done(parity))
     key = (bar.name, bar.stage)
     m.observed[key] = max(m.observed.get(key, 0), bar.completed)
+    seen = bar.completed - 1 if (bar.completed - 1) & 1 == parity else bar.completed - 2
+    if seen >= 0:   # a wait for parity 1 before any phase completed is the free first pass
+        m.races.acquire_phase(w.agent, (bar.name, bar.stage, seen))
 
 
 def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
@@ -237,10 +252,13 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
     coords = [m.value(w, c) for c in o.coords]
     dest = m.tile(w, o.dest)
     source = m.launch.arrays[box.tensor]
+    agent, key, who = m.races.issue(w.agent), m.tile_key(w, o.dest), f"the TMA load issued by {m.who(w)}"
 
     def apply():
+        m.races.access(key, agent, True, None, o.span, who)
         dest[...] = read_box(source, box, coords)
         bar.tx -= dest.nbytes
+        m.races.release_to_phase(agent, (bar.name, bar.stage, bar.completed))
         _settle(m, bar, o)
 
     m.in_flight.append(Transfer("load", w.index, o.span, apply, bar, dest.nbytes,
@@ -255,8 +273,15 @@ def _tma_store(m: CTA, w: Warp, o: ops.TmaStore):
     target = m.launch.arrays[box.tensor]
     if w.open_group is None:
         w.open_group = BulkGroup()
-    transfer = Transfer("store", w.index, o.span, lambda: write_box(target, box, coords, source.copy()),
-                        nbytes=source.nbytes, due=m.launch.due(m.step), issued=m.step)
+    agent, key, who = m.races.issue(w.agent), m.tile_key(w, o.source), f"the TMA store issued by {m.who(w)}"
+
+    def apply():
+        m.races.access(key, agent, False, None, o.span, who)
+        write_box(target, box, coords, source.copy())
+
+    transfer = Transfer("store", w.index, o.span, apply, nbytes=source.nbytes, due=m.launch.due(m.step),
+                        issued=m.step)
+    transfer.agent = agent
     w.open_group.transfers.append(transfer)
     m.in_flight.append(transfer)
 
@@ -273,10 +298,18 @@ def _bulk_wait(m: CTA, w: Warp, o: ops.BulkWait):
     while not ready():
         yield Blocked(o, f"bulk async-groups ({sum(not g.done() for g in w.groups)} pending, "
                       f"waiting for <= {o.pending})", ready)
+    for g in w.groups:
+        if g.done():
+            for t in g.transfers:
+                m.races.acquire_transfer(w.agent, t.agent)
     w.groups = [g for g in w.groups if not g.done()]
 
 
 def _tile_assign(m: CTA, w: Warp, o: ops.TileAssign):
+    share, who = w.index - w.role.first_warp, f"tile math in {m.who(w)}"
+    for ref in {r.name: r for r in ex.buffer_refs(o.value)}.values():
+        m.races.access(m.tile_key(w, ref), w.agent, False, share, o.span, who)
+    m.races.access(m.tile_key(w, o.dest), w.agent, True, share, o.span, who)
     tile_math_share(m, w, o)
 
 

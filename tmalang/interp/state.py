@@ -67,6 +67,7 @@ class Transfer:
     group: "BulkGroup | None" = None
     due: int = 0                # scheduler step at which the engine may complete it
     issued: int = 0
+    agent: tuple | None = None  # its identity for race detection
     finished: bool = False
 
 
