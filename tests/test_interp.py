@@ -93,3 +93,26 @@ def test_run_cli_reports_a_deadlock_with_exit_1(capsys):
     assert main(["run", str(VERIFY[0]), "--interpret", "--seed", "3", "--explore", "2"]) == 1
     err = capsys.readouterr().err
     assert "error[E401]" in err and "replay with seed=3" in err
+
+
+def test_missing_proxy_fence_is_caught():
+    """fence_proxy_writes inserts the fence; without it the interpreter must flag the store (E406)."""
+    from tmalang.ir import ops
+
+    kernel = tmalang.compile_file(ROOT / "tests" / "fence_missing_before_store.tma")
+    fences = [o for o in ops.walk(kernel._c.ir.body) if isinstance(o, ops.Fence) and o.kind == "proxy_async"]
+    assert fences, "the compiler should have inserted the fence"
+    rng = np.random.default_rng(0)
+    src, dst = _matrix(rng, (64, 64)), _matrix(rng, (64, 64), 0.0)
+    out = kernel.interpret(src, dst.copy())[0]
+    np.testing.assert_array_equal(out, src * np.float32(2))
+
+    def strip(region):
+        region[:] = [o for o in region if not (isinstance(o, ops.Fence) and o.kind == "proxy_async")]
+        for o in region:
+            for r in o.regions():
+                strip(r)
+
+    strip(kernel._c.ir.body)
+    with pytest.raises(tmalang.TmalangError, match=r"E406.*fence.proxy.async"):
+        kernel.interpret(src, dst)

@@ -62,6 +62,7 @@ class CTA:
         }
         self.trace = launch.trace
         self.races = RaceDetector()
+        self.unfenced: dict[tuple, set[int]] = {}   # tile -> warps whose generic writes lack a proxy fence
         self.in_flight: list[Transfer] = []
         # per mbarrier: the newest phase a TMA load fed, and how many phases a wait has observed
         self.fed: dict[tuple, tuple[int, ops.Op]] = {}
@@ -273,6 +274,7 @@ def _tma_store(m: CTA, w: Warp, o: ops.TmaStore):
     target = m.launch.arrays[box.tensor]
     if w.open_group is None:
         w.open_group = BulkGroup()
+    _check_proxy_fence(m, w, o)
     agent, key, who = m.races.issue(w.agent), m.tile_key(w, o.source), f"the TMA store issued by {m.who(w)}"
 
     def apply():
@@ -310,7 +312,24 @@ def _tile_assign(m: CTA, w: Warp, o: ops.TileAssign):
     for ref in {r.name: r for r in ex.buffer_refs(o.value)}.values():
         m.races.access(m.tile_key(w, ref), w.agent, False, share, o.span, who)
     m.races.access(m.tile_key(w, o.dest), w.agent, True, share, o.span, who)
+    m.unfenced.setdefault(m.tile_key(w, o.dest), set()).add(w.index)
     tile_math_share(m, w, o)
+
+
+def _fence(m: CTA, w: Warp, o: ops.Fence):
+    if o.kind == "proxy_async":
+        for writers in m.unfenced.values():
+            writers.discard(w.index)
+
+
+def _check_proxy_fence(m: CTA, w: Warp, o: ops.TmaStore) -> None:
+    """The TMA engine (async proxy) sees generic-proxy smem writes only after fence.proxy.async."""
+    writers = m.unfenced.get(m.tile_key(w, o.source), set())
+    if writers:
+        raise ProtocolError("E406", f"TMA store reads {o.source.name} written by ordinary stores that no "
+                            "fence.proxy.async has published to the async proxy", o.span,
+                            [f"unfenced writes by warp(s) {', '.join(map(str, sorted(writers)))}",
+                             "each writing thread needs `fence proxy_async` before the sync that precedes the store"])
 
 
 SEMANTICS = {
@@ -319,5 +338,5 @@ SEMANTICS = {
     ops.MbarArriveExpectTx: _mbar_arrive_expect_tx, ops.MbarWait: _mbar_wait,
     ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.BulkCommit: _bulk_commit,
     ops.BulkWait: _bulk_wait, ops.TileAssign: _tile_assign,
-    ops.Fence: lambda m, w, o: None, ops.SetMaxNReg: lambda m, w, o: None,
+    ops.Fence: _fence, ops.SetMaxNReg: lambda m, w, o: None,
 }
