@@ -116,3 +116,11 @@ def test_missing_proxy_fence_is_caught():
     strip(kernel._c.ir.body)
     with pytest.raises(tmalang.TmalangError, match=r"E406.*fence.proxy.async"):
         kernel.interpret(src, dst)
+
+
+def test_correct_two_role_handoff_runs_clean_across_schedules():
+    kernel = tmalang.compile_file(ROOT / "tests" / "handoff_correct.tma")
+    rng = np.random.default_rng(2)
+    src, dst = _matrix(rng, (200, 300)), _matrix(rng, (200, 300), np.nan)
+    kernel.interpret(src, dst, seed=7, explore=32, ctas=3)
+    np.testing.assert_array_equal(dst, src)

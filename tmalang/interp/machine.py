@@ -136,10 +136,11 @@ class CTA:
         yield None
 
     def retire(self, warp: Warp) -> None:
-        pending = [g for g in warp.groups if not g.done()]
-        if pending or (warp.open_group and warp.open_group.transfers):
-            raise ProtocolError("E412", "warp exits with TMA stores still in flight", warp.current.span if warp.current else None,
-                                [self.who(warp), "wait for the bulk group (wait_group 0) before the kernel ends"])
+        """Judged by the protocol, not timing: every committed store group must have been waited."""
+        if warp.groups or (warp.open_group and warp.open_group.transfers):
+            span = warp.current.span if warp.current else None
+            raise ProtocolError("E412", "warp exits without waiting for its TMA stores (bulk async-groups)", span,
+                                [self.who(warp), "end with `wait_group 0` so no copy is in flight at exit"])
         warp.done = True
 
 
