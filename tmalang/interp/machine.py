@@ -38,6 +38,7 @@ class Warp:
     groups: list[BulkGroup] = field(default_factory=list)   # committed, not yet waited
     open_group: BulkGroup | None = None
     current: ops.Op | None = None
+    syncs: int = 0                  # bar.syncs passed: the n-th sync of every member meets the others
     done: bool = False
 
     @property
@@ -182,11 +183,11 @@ def _elect(m: CTA, w: Warp, o: ops.Elect):
 
 def _sync(m: CTA, w: Warp, o: ops.Sync):
     members = [x.index for x in m.warps if o.scope == "block" or x.role is w.role]
-    key = (id(o), o.scope, w.role.symbol if w.role and o.scope == "role" else "", w.env.get("__sync", 0))
+    key = (id(o), o.scope, w.role.symbol if w.role and o.scope == "role" else "", w.syncs)
     arrived = m.sync_arrivals.setdefault(key, set())
     arrived.add(w.index)
     m.races.sync_arrive(w.agent, key)
-    w.env["__sync"] = w.env.get("__sync", 0) + 1
+    w.syncs += 1
     while not set(members) <= arrived:
         yield Blocked(o, f"bar.sync with {len(members)} warps ({len(arrived)} arrived)",
                       lambda: set(members) <= arrived)
