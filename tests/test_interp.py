@@ -124,3 +124,46 @@ def test_correct_two_role_handoff_runs_clean_across_schedules():
     src, dst = _matrix(rng, (200, 300)), _matrix(rng, (200, 300), np.nan)
     kernel.interpret(src, dst, seed=7, explore=32, ctas=3)
     np.testing.assert_array_equal(dst, src)
+
+
+def test_surplus_arrival_is_caught():
+    """schedule_barriers makes static counts agree, so E402 is checked on IR where one arrive site runs
+    twice per phase (the same op object listed twice, as a loop that outruns its phase would)."""
+    from tmalang.ir import ops
+
+    kernel = tmalang.compile_file(ROOT / "examples" / "copy_explicit.tma")
+    for o in ops.walk(kernel._c.ir.body):
+        if isinstance(o, ops.Elect):
+            arrives = [s for s in o.body if isinstance(s, ops.MbarArrive)]
+            if arrives:
+                o.body.insert(o.body.index(arrives[0]), arrives[0])
+    rng = np.random.default_rng(0)
+    with pytest.raises(tmalang.TmalangError, match=r"E402.*more arrivals than its count"):
+        kernel.interpret(_matrix(rng, (64, 64)), _matrix(rng, (64, 64), 0.0))
+
+
+def test_missing_init_fence_is_caught():
+    """schedule_barriers always fences barrier init; without it a TMA load must be flagged (E407)."""
+    from tmalang.ir import ops
+
+    kernel = tmalang.compile_file(ROOT / "examples" / "copy_explicit.tma")
+    init = next(o for o in kernel._c.ir.body if isinstance(o, ops.Elect) and o.scope == "block")
+    init.body[:] = [o for o in init.body if not isinstance(o, ops.Fence)]
+    rng = np.random.default_rng(0)
+    with pytest.raises(tmalang.TmalangError, match=r"E407.*fence.mbarrier_init"):
+        kernel.interpret(_matrix(rng, (64, 64)), _matrix(rng, (64, 64), 0.0))
+
+
+def test_box_semantics_with_element_strides_and_nan_fill():
+    from tmalang.interp.tiles import read_box, write_box
+    from tmalang.ir import ops
+
+    box = ops.BoxDecl("B", "t", "f32", [4, 8], [2, 4], "none", "nan", "none")
+    tensor = np.arange(7 * 10, dtype=np.float32).reshape(7, 10)
+    tile = read_box(tensor, box, [1, 1])        # rows 4, 6 (8 is outside); cols 8 (12 is outside)
+    expected = np.full((2, 2), np.nan, dtype=np.float32)
+    expected[0, 0], expected[1, 0] = tensor[4, 8], tensor[6, 8]
+    np.testing.assert_array_equal(tile, expected)
+    target = np.zeros_like(tensor)
+    write_box(target, box, [1, 1], np.ones((2, 2), dtype=np.float32))
+    assert target.sum() == 2 and target[4, 8] == 1 and target[6, 8] == 1

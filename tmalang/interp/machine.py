@@ -64,6 +64,10 @@ class CTA:
         self.trace = launch.trace
         self.races = RaceDetector()
         self.unfenced: dict[tuple, set[int]] = {}   # tile -> warps whose generic writes lack a proxy fence
+        self.quota = _arrival_quota(kernel)          # arrive op -> arrivals it makes in one phase
+        self.phase_arrivals: dict[tuple, dict] = {}  # barrier -> arrive op -> arrivals this phase
+        self.site_phase: dict[tuple, int] = {}       # (arrive op, barrier) -> phase it last arrived in
+        self.init_unfenced: set[tuple] = set()       # barriers initialised but not yet fenced for the async proxy
         self.in_flight: list[Transfer] = []
         # per mbarrier: the newest phase a TMA load fed, and how many phases a wait has observed
         self.fed: dict[tuple, tuple[int, ops.Op]] = {}
@@ -197,29 +201,68 @@ def _sync(m: CTA, w: Warp, o: ops.Sync):
 def _mbar_init(m: CTA, w: Warp, o: ops.MbarInit):
     stage = m.value(w, o.barrier.index)
     m.barriers[(o.barrier.name, stage)].init(o.count)
+    m.init_unfenced.add((o.barrier.name, stage))
+
+
+def _fence(m: CTA, w: Warp, o: ops.Fence):
+    if o.kind == "mbarrier_init":
+        m.init_unfenced.clear()
+    if o.kind == "proxy_async":
+        m.init_unfenced.clear()   # the full proxy fence also publishes barrier initialisation
+        for writers in m.unfenced.values():
+            writers.discard(w.index)
 
 
 def _arrivals(w: Warp) -> int:
     return 1 if w.elected else 32
 
 
+def _arrival_quota(kernel: ops.KernelOp) -> dict[int, int]:
+    """Arrivals each arrive site makes per phase: the basis of the barrier's derived count."""
+    quota = {}
+
+    def visit(region, role, elected):
+        for o in region:
+            if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx)):
+                quota[id(o)] = 1 if elected else 32 * (role.last_warp - role.first_warp + 1)
+            for r in o.regions():
+                visit(r, role, elected or isinstance(o, ops.Elect))
+
+    for role in ops.roles(kernel):
+        visit(role.body, role, False)
+    return quota
+
+
 def _arrive(m: CTA, w: Warp, bar: Mbarrier, o: ops.Op, count: int) -> None:
-    if count > bar.pending:
-        raise ProtocolError("E402", f"mbarrier '{bar.name}[{bar.stage}]' receives more arrivals than its "
-                            f"count in one phase", o.span,
-                            [m.who(w), f"count {bar.count}; this arrive brings {count} with {bar.pending} missing",
-                             bar.describe()])
+    key = (bar.name, bar.stage)
+    made = m.phase_arrivals.setdefault(key, {})
+    if count > bar.pending or made.get(id(o), 0) + count > m.quota.get(id(o), count):
+        raise _surplus(m, w, bar, o, "this arrive site already arrived in the phase in progress")
+    previous = m.site_phase.get((id(o), key))
+    if previous is not None and previous == bar.completed - 1 and \
+            not m.races.knows_phase(w.agent, (bar.name, bar.stage, previous)):
+        raise _surplus(m, w, bar, o, f"it arrives for phase {bar.completed} without having observed the "
+                       f"completion of phase {previous}, to which it also arrived: its arrivals outrun the phases")
+    m.site_phase[(id(o), key)] = bar.completed
+    made[id(o)] = made.get(id(o), 0) + count
     bar.pending -= count
     m.races.release_to_phase(w.agent, (bar.name, bar.stage, bar.completed))
     _settle(m, bar, o)
+
+
+def _surplus(m: CTA, w: Warp, bar: Mbarrier, o: ops.Op, why: str) -> ProtocolError:
+    return ProtocolError("E402", f"mbarrier '{bar.name}[{bar.stage}]' receives more arrivals than its count "
+                         f"allows in one phase", o.span, [m.who(w), why, bar.describe()])
 
 
 def _settle(m: CTA, bar: Mbarrier, o: ops.Op) -> None:
     if bar.pending == 0 and bar.tx < 0:
         raise ProtocolError("E403", f"mbarrier '{bar.name}[{bar.stage}]' completes its arrivals with "
                             f"{-bar.tx} more bytes landed than expected", o.span, [bar.describe()])
-    if bar.settle() and m.trace is not None:
-        m.trace.phase(m.cta, bar.name, bar.stage, bar.completed - 1, m.step)
+    if bar.settle():
+        m.phase_arrivals.pop((bar.name, bar.stage), None)
+        if m.trace is not None:
+            m.trace.phase(m.cta, bar.name, bar.stage, bar.completed - 1, m.step)
 
 
 def _mbar_arrive(m: CTA, w: Warp, o: ops.MbarArrive):
@@ -252,6 +295,11 @@ def _mbar_wait(m: CTA, w: Warp, o: ops.MbarWait):
 def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
     box = m.boxes[o.box]
     bar = m.barrier(w, o.barrier, o)
+    if (bar.name, bar.stage) in m.init_unfenced:
+        raise ProtocolError("E407", f"TMA load completes on mbarrier '{bar.name}[{bar.stage}]' whose "
+                            "initialisation no fence.mbarrier_init made visible to the async proxy", o.span,
+                            [m.who(w), "after mbarrier.init, fence (mbarrier_init or proxy_async) and sync "
+                             "before any TMA operation uses the barrier"])
     coords = [m.value(w, c) for c in o.coords]
     dest = m.tile(w, o.dest)
     source = m.launch.arrays[box.tensor]
@@ -317,11 +365,6 @@ def _tile_assign(m: CTA, w: Warp, o: ops.TileAssign):
     m.unfenced.setdefault(m.tile_key(w, o.dest), set()).add(w.index)
     tile_math_share(m, w, o)
 
-
-def _fence(m: CTA, w: Warp, o: ops.Fence):
-    if o.kind == "proxy_async":
-        for writers in m.unfenced.values():
-            writers.discard(w.index)
 
 
 def _check_proxy_fence(m: CTA, w: Warp, o: ops.TmaStore) -> None:

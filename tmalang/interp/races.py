@@ -64,8 +64,14 @@ class RaceDetector:
         self.tick(agent)
 
     def acquire_phase(self, agent, key: tuple) -> None:
+        """A wait observed phase `key`: its releases become the waiter's, and so does the knowledge
+        that the phase completed (passed on by later releases, like any other clock entry)."""
         if key in self.phases:
             join(self.clock(agent), self.phases[key])
+        self.clock(agent)[("completed",) + key] = 1
+
+    def knows_phase(self, agent, key: tuple) -> bool:
+        return self.clock(agent).get(("completed",) + key, 0) >= 1
 
     def sync_arrive(self, agent, key) -> None:
         join(self.syncs.setdefault(key, {}), self.clock(agent))
