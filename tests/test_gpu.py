@@ -103,3 +103,13 @@ def test_interpreter_equals_h100(torch, name):
     interp_out = np.full(shape, np.nan, dtype=np.float32)
     k.interpret(*scalars, *host_inputs, interp_out)
     np.testing.assert_array_equal(gpu_out.cpu().numpy(), interp_out)
+
+
+@pytest.mark.parametrize("shape", [(1000, 1000), (4099, 257), (1, 64), (515, 8192)],
+                         ids=["1000x1000", "4099x257", "1x64", "515x8192"])
+def test_blocksum_matches_numpy_exactly(shape):
+    from references import CASES
+
+    args, expected = CASES["blocksum"](np.random.default_rng(11), shape)
+    _kernel("blocksum")(*args)
+    np.testing.assert_array_equal(args[-1], expected)

@@ -9,6 +9,7 @@ import pytest
 
 import tmalang
 from conftest import EXAMPLES, ROOT
+from references import CASES
 
 SHAPES = [(100, 300), (1, 64), (257, 129), (130, 4)]
 VERIFY = sorted((ROOT / "tests" / "verify").glob("*.tma"))
@@ -22,14 +23,9 @@ def _matrix(rng, shape, fill=None):
 
 
 def _run(kernel, rng, shape, **options):
-    if kernel.name == "saxpy":
-        a, x, y = np.float32(rng.standard_normal()), _matrix(rng, shape), _matrix(rng, shape)
-        out = _matrix(rng, shape, np.nan)
-        kernel.interpret(a, x, y, out, **options)
-        return out, a * x + y
-    src, dst = _matrix(rng, shape), _matrix(rng, shape, np.nan)
-    kernel.interpret(src, dst, **options)
-    return dst, src
+    args, expected = CASES[kernel.name](rng, shape)
+    kernel.interpret(*args, **options)
+    return args[-1], expected
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])

@@ -188,6 +188,21 @@ def _for_tiles(g: KernelCodegen, o: ops.ForTiles) -> None:
     g.b.position_at_end(exit_bb)
 
 
+def _for_range(g: KernelCodegen, o: ops.ForRange) -> None:
+    count = g.expr(o.count)
+    g.vars.setdefault(o.var, g.alloca(o.var))
+    g.b.store(I32(0), g.vars[o.var])
+    cond_bb, body_bb, exit_bb = (g.fn.append_basic_block(f"{o.var}.{n}") for n in ("cond", "body", "exit"))
+    g.b.branch(cond_bb)
+    g.b.position_at_end(cond_bb)
+    g.b.cbranch(g.b.icmp_signed("<", g.b.load(g.vars[o.var]), count), body_bb, exit_bb)
+    g.b.position_at_end(body_bb)
+    g.region(o.body)
+    g.b.store(g.b.add(g.b.load(g.vars[o.var]), I32(1)), g.vars[o.var])
+    g.b.branch(cond_bb)
+    g.b.position_at_end(exit_bb)
+
+
 def _dim(g: KernelCodegen, dim: str | int) -> ir.Value:
     return I32(dim) if isinstance(dim, int) else g.args[dim]
 
@@ -232,6 +247,7 @@ EMITTERS = {
     ops.Elect: _elect,
     ops.Let: _let,
     ops.ForTiles: _for_tiles,
+    ops.ForRange: _for_range,
     ops.TmaLoad: _tma_load,
     ops.TmaStore: _tma_store,
     ops.TileAssign: lambda g, o: emit_tile_assign(g, o),

@@ -177,6 +177,12 @@ def _for_tiles(m: CTA, w: Warp, o: ops.ForTiles):
         w.env[o.index] += 1
 
 
+def _for_range(m: CTA, w: Warp, o: ops.ForRange):
+    for k in range(m.value(w, o.count)):
+        w.env[o.var] = k
+        yield from m.region(w, o.body)
+
+
 def _elect(m: CTA, w: Warp, o: ops.Elect):
     chosen = w.index == 0 if o.scope == "block" else w.leads_role
     if chosen:
@@ -378,7 +384,7 @@ def _check_proxy_fence(m: CTA, w: Warp, o: ops.TmaStore) -> None:
 
 
 SEMANTICS = {
-    ops.Let: _let, ops.ForTiles: _for_tiles, ops.Elect: _elect, ops.Sync: _sync,
+    ops.Let: _let, ops.ForTiles: _for_tiles, ops.ForRange: _for_range, ops.Elect: _elect, ops.Sync: _sync,
     ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarExpectTx: _mbar_expect_tx,
     ops.MbarArriveExpectTx: _mbar_arrive_expect_tx, ops.MbarWait: _mbar_wait,
     ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.BulkCommit: _bulk_commit,

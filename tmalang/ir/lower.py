@@ -66,6 +66,11 @@ class _Statements:
         box = self.info.box_for(s.box)
         return ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, self.block(s.body), span=s.span)
 
+    def _ForSteps(self, s: ast.ForSteps):
+        extent = self.int_expr(s.extent)
+        count = ex.Bin("/", ex.add(extent, ex.Const(s.chunk - 1)), ex.Const(s.chunk))
+        return ops.ForRange(s.var, count, self.block(s.body), span=s.span)
+
     def _pipeline_block(self, cls, s):
         self.slots[s.slot] = s.pipeline.name
         body = self.block(s.body)

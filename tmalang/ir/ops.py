@@ -148,6 +148,16 @@ class ForTiles(Op):
     body: list[Op]
 
 
+@op("for_range")
+@dataclass
+class ForRange(Op):
+    """`var` = 0, 1, .., count - 1 (count is evaluated once, on entry)."""
+
+    var: str
+    count: Expr
+    body: list[Op]
+
+
 @op("let")
 @dataclass
 class Let(Op):

@@ -72,6 +72,8 @@ class _Verifier:
             inner = set(defined)
             if isinstance(o, ops.ForTiles):
                 inner |= set(o.vars) | {o.index}
+            if isinstance(o, ops.ForRange):
+                inner.add(o.var)
             if isinstance(o, (ops.Produce, ops.Consume)):
                 inner.add(o.slot)
             for r in o.regions():

@@ -54,3 +54,10 @@ def _check_pipelines_used(info: KernelInfo) -> None:
             raise error("E056", f"pipeline '{pipe.name}' is produced {len(pipe.producers)} time(s) per tile "
                         f"but consumed {len(pipe.consumers)} time(s)", pipe.span,
                         "every produced slot must be consumed once, or one side waits forever")
+        produced = sorted(n for n, _ in pipe.produce_nests)
+        consumed = sorted(n for n, _ in pipe.consume_nests)
+        if produced != consumed:
+            where = pipe.consume_nests[0][1]
+            raise error("E056", f"pipeline '{pipe.name}' is produced and consumed under different loops, "
+                        "so their trip counts can differ", where,
+                        "wrap produce and consume blocks in the same tile and steps(...) loops")

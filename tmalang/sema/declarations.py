@@ -72,6 +72,8 @@ class Pipeline:
     span: Span
     producers: list[str] = field(default_factory=list)
     consumers: list[str] = field(default_factory=list)
+    produce_nests: list = field(default_factory=list)   # (loops around each produce block, span)
+    consume_nests: list = field(default_factory=list)
 
 
 @dataclass

@@ -21,7 +21,8 @@ class Scope:
     slot: str | None = None
     producing: bool = False
     elected: bool = False
-    in_loop: bool = False
+    in_loop: bool = False                       # inside a tile loop
+    nest: tuple = ()                            # the loops around here, for trip-count agreement
     loaded: set = field(default_factory=set, compare=False)  # fields a produce block fills
 
 
@@ -59,7 +60,30 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
         _check_local(info, scope, name, s.span)
         if name in names[:i]:
             raise error("E017", f"'{name}' is bound twice by this loop", s.span)
-    _block(info, s.body, replace(scope, ints=scope.ints | set(names), in_loop=True))
+    loop = ("tiles", space)
+    _block(info, s.body, replace(scope, ints=scope.ints | set(names), in_loop=True, nest=scope.nest + (loop,)))
+
+
+def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
+    if scope.pipeline is not None or scope.elected:
+        raise error("E054", "a loop cannot sit inside produce, consume or elect", s.span)
+    _check_local(info, scope, s.var, s.span)
+    _int_expr(info, s.extent, scope)
+    if s.chunk < 1:
+        raise error("E077", "steps(..., 0) divides by zero", s.span)
+    loop = ("steps", _expr_key(s.extent), s.chunk)
+    _block(info, s.body, replace(scope, ints=scope.ints | {s.var}, nest=scope.nest + (loop,)))
+
+
+def _expr_key(e) -> str:
+    """A canonical text for an integer expression, to compare loop extents across roles."""
+    if isinstance(e, ast.Number):
+        return str(e.value)
+    if isinstance(e, ast.Ref):
+        return e.text()
+    if isinstance(e, ast.Neg):
+        return f"(-{_expr_key(e.operand)})"
+    return f"({_expr_key(e.lhs)} {e.op} {_expr_key(e.rhs)})"
 
 
 def _check_local(info: KernelInfo, scope: Scope, name: str, span) -> None:
@@ -83,6 +107,7 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
         raise error("E068", f"pipeline '{pipe.name}' is already {'produced' if producing else 'consumed'} "
                     f"by role '{users[-1]}'", s.span, "v0 pipelines have one producer role and one consumer role")
     users.append(scope.role.name)
+    (pipe.produce_nests if producing else pipe.consume_nests).append((scope.nest, s.span))
     _check_local(info, scope, s.slot, s.span)
     if producing:
         stray = next((x for x in s.body if not isinstance(x, ast.Load)), None)
@@ -303,7 +328,7 @@ def _sync(info: KernelInfo, s, scope: Scope) -> None:
 
 
 _HANDLERS = {
-    ast.ForTiles: _for_tiles, ast.Produce: _produce, ast.Consume: _consume, ast.Load: _load,
+    ast.ForTiles: _for_tiles, ast.ForSteps: _for_steps, ast.Produce: _produce, ast.Consume: _consume, ast.Load: _load,
     ast.Store: _store, ast.Assign: _assign, ast.Elect: _elect, ast.ExpectTx: _barrier_stmt,
     ast.Arrive: _barrier_stmt, ast.Wait: _barrier_stmt, ast.Fence: _fence, ast.Sync: _sync,
     ast.CommitGroup: _bulk_group, ast.WaitGroup: _bulk_group,

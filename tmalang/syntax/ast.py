@@ -65,6 +65,16 @@ class ForTiles(Node):
 
 
 @dataclass
+class ForSteps(Node):
+    """`for k in steps(EXTENT, CHUNK) { ... }`: k = 0 .. ceil(EXTENT / CHUNK) - 1."""
+
+    var: str
+    extent: Expr
+    chunk: int
+    body: list["Stmt"]
+
+
+@dataclass
 class Produce(Node):
     pipeline: Ref
     slot: str
@@ -148,7 +158,7 @@ class WaitGroup(Node):
     pending: int
 
 
-Stmt = ForTiles | Produce | Consume | Load | Store | Assign | Elect | ExpectTx | Arrive | Wait
+Stmt = ForTiles | ForSteps | Produce | Consume | Load | Store | Assign | Elect | ExpectTx | Arrive | Wait
 Stmt = Stmt | Fence | Sync | CommitGroup | WaitGroup
 
 

@@ -186,6 +186,10 @@ class _Builder(Transformer):
         vars_ = [str(n) for n in names]
         return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body)
 
+    def for_steps(self, meta, children):
+        var, extent, chunk, body = children
+        return ast.ForSteps(self._span(meta), str(var), extent, int(chunk), body)
+
     def produce(self, meta, children):
         pipeline, slot, body = children
         return ast.Produce(self._span(meta), self._ref(pipeline), str(slot), body)
