@@ -1,7 +1,8 @@
 """NumPy references for every example: inputs for a shape, and the expected output.
 
 Shared by the interpreter tests (CPU) and the GPU tests, so both check the same meaning.
-Float sums accumulate in float32 in the kernel's order, so the comparison is exact.
+Float sums accumulate in float32 in the kernel's order, so the comparison is exact — except for
+tensor-core GEMMs, whose summation order is the hardware's: RTOL gives their tolerance.
 """
 
 from __future__ import annotations
@@ -39,4 +40,28 @@ def blocksum_case(rng, shape):
     return [x, padded(rng, (rows, 64), np.nan)], expected
 
 
-CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case}
+def gemm_case(rng, shape):
+    import ml_dtypes
+
+    m, n = shape
+    k = max(1, (m + n) // 3)
+    def matrix(rows, cols):
+        return rng.standard_normal((rows, -(-cols // 8) * 8)).astype(ml_dtypes.bfloat16)[:, :cols]
+    a, b = matrix(m, k), matrix(n, k)
+    c = np.full((m, -(-n // 8) * 8), np.nan, dtype=ml_dtypes.bfloat16)[:, :n]
+    return [a, b, c], a.astype(np.float64) @ b.astype(np.float64).T
+
+
+CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
+         "gemm": gemm_case}
+RTOL = {"gemm": 1e-2}   # relative Frobenius error against float64; others are exact
+
+
+def check(name, out, expected) -> None:
+    if name not in RTOL:
+        np.testing.assert_array_equal(out, expected)
+        return
+    out = np.asarray(out, dtype=np.float64)
+    assert np.isfinite(out).all(), "every output element must be written"
+    error = np.linalg.norm(out - expected) / np.linalg.norm(expected)
+    assert error < RTOL[name], error

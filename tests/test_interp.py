@@ -9,7 +9,7 @@ import pytest
 
 import tmalang
 from conftest import EXAMPLES, ROOT
-from references import CASES
+from references import CASES, check
 
 SHAPES = [(100, 300), (1, 64), (257, 129), (130, 4)]
 VERIFY = sorted((ROOT / "tests" / "verify").glob("*.tma"))
@@ -33,14 +33,14 @@ def _run(kernel, rng, shape, **options):
 def test_example_matches_numpy(path, shape):
     kernel = tmalang.compile_file(path)
     out, expected = _run(kernel, np.random.default_rng(hash(shape) & 0xFFFF), shape)
-    np.testing.assert_array_equal(out, expected)
+    check(kernel.name, out, expected)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_no_correct_example_is_flagged_across_64_schedules(path):
     kernel = tmalang.compile_file(path)
     out, expected = _run(kernel, np.random.default_rng(5), (200, 260), seed=1000, explore=64, ctas=3)
-    np.testing.assert_array_equal(out, expected)
+    check(kernel.name, out, expected)
 
 
 def test_copy_2048_squared_verifies_quickly():

@@ -72,7 +72,18 @@ def make_ir(c: Compilation) -> None:
 
 def make_final_ir(c: Compilation) -> None:
     run_passes(c.ir, c.options.log)
+    check_target(c.ir, c.options.arch)
     c.manifest = build_manifest(c.ir, c.options.arch)
+
+
+def check_target(kernel: ops.KernelOp, arch: str) -> None:
+    """Instructions that exist on some targets only (wgmma is sm_90a's; sm_100a has tcgen05)."""
+    if arch == "sm_90a":
+        return
+    mma = next((o for o in ops.walk(kernel.body) if isinstance(o, ops.Wgmma)), None)
+    if mma is not None:
+        raise error("E091", f"mma on register accumulators is wgmma, which exists on sm_90a only, not {arch}",
+                    mma.span, "compile with --arch sm_90a")
 
 
 def make_llir(c: Compilation) -> None:

@@ -13,6 +13,7 @@ from ..ir import exprs as ex
 from ..ir import ops
 from . import ptx_asm
 from .manifest import DimParam, ScalarParam, TensorMapParam
+from .mma_codegen import MMA_EMITTERS
 from .tile_math import emit_tile_assign
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
@@ -28,6 +29,7 @@ class KernelCodegen:
         self.barriers = ops.decls(kernel, ops.MbarrierDecl)
         self.roles = ops.roles(kernel)
         self.vars: dict[str, ir.AllocaInstr] = {}
+        self.accumulators: dict[str, list[ir.AllocaInstr]] = {}   # per-thread registers of each accumulator
         self.role: ops.RoleOp | None = None
         arg_types = [ir.PointerType() if isinstance(p, TensorMapParam) else self._scalar_type(p) for p in params]
         self.fn = ir.Function(module, ir.FunctionType(VOID, arg_types), kernel.symbol)
@@ -68,11 +70,11 @@ class KernelCodegen:
         return self.b.and_(self.b.add(raw, I32(align - 1)), I32(-align & 0xFFFFFFFF), name="smem_base")
 
     # ---- helpers
-    def alloca(self, name: str) -> ir.AllocaInstr:
-        """An i32 slot in the entry block, where mem2reg promotes it to a register."""
+    def alloca(self, name: str, typ: ir.Type = I32) -> ir.AllocaInstr:
+        """A slot in the entry block, where mem2reg promotes it to a register."""
         with self.b.goto_block(self.entry):
             self.b.position_at_start(self.entry)
-            return self.b.alloca(I32, name=name)
+            return self.b.alloca(typ, name=name)
 
     def asm(self, template: str, constraints: str, args: list, ret: ir.Type = VOID) -> ir.Value:
         clobber = "~{memory}"
@@ -262,6 +264,7 @@ EMITTERS = {
     ops.BulkCommit: lambda g, o: g.asm(ptx_asm.PTX["bulk_commit"], "", []),
     ops.BulkWait: lambda g, o: g.asm(ptx_asm.PTX["bulk_wait_read" if o.read else "bulk_wait"], "n", [I32(o.pending)]),
     ops.SetMaxNReg: lambda g, o: g.asm(ptx_asm.PTX[f"setmaxnreg_{o.action}"], "n", [I32(o.regs)]),
+    **MMA_EMITTERS,
 }
 
 

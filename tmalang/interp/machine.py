@@ -17,6 +17,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
+from . import mma
 from .races import RaceDetector
 from .state import BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
 from .tiles import box_tile_bytes, read_box, tile_math_share, write_box
@@ -39,6 +40,9 @@ class Warp:
     open_group: BulkGroup | None = None
     current: ops.Op | None = None
     syncs: int = 0                  # bar.syncs passed: the n-th sync of every member meets the others
+    mma_open: list = field(default_factory=list)     # wgmma agents not yet committed
+    mma_groups: list = field(default_factory=list)   # committed wgmma groups not yet waited
+    acc_dirty: bool = True          # ordinary instructions touched the accumulator since wgmma.fence
     done: bool = False
 
     @property
@@ -57,6 +61,7 @@ class CTA:
         self.boxes = ops.decls(kernel, ops.BoxDecl)
         self.buffers = ops.decls(kernel, ops.BufferDecl)
         self.tensors = ops.decls(kernel, ops.TensorDecl)
+        self.accumulators: dict[tuple, np.ndarray] = {}   # (role, name, warpgroup) -> [64, C] f32
         self.barriers = {
             (d.symbol, s): Mbarrier(d.symbol, s, d.count) for d in ops.decls(kernel, ops.MbarrierDecl).values()
             for s in range(d.stages)
@@ -364,7 +369,7 @@ def _bulk_wait(m: CTA, w: Warp, o: ops.BulkWait):
 
 
 def _tile_assign(m: CTA, w: Warp, o: ops.TileAssign):
-    share, who = w.index - w.role.first_warp, f"tile math in {m.who(w)}"
+    share, who = ("vectors", w.index), f"tile math in {m.who(w)}"
     for ref in {r.name: r for r in ex.buffer_refs(o.value)}.values():
         m.races.access(m.tile_key(w, ref), w.agent, False, share, o.span, who)
     m.races.access(m.tile_key(w, o.dest), w.agent, True, share, o.span, who)
@@ -390,4 +395,5 @@ SEMANTICS = {
     ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.BulkCommit: _bulk_commit,
     ops.BulkWait: _bulk_wait, ops.TileAssign: _tile_assign,
     ops.Fence: _fence, ops.SetMaxNReg: lambda m, w, o: None,
+    **mma.SEMANTICS,
 }

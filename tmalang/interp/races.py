@@ -29,7 +29,7 @@ class Access:
     agent: object
     epoch: int
     write: bool
-    share: int | None          # None: the whole tile (TMA); else the tile-math warp's share
+    share: tuple | None        # None: the whole tile (TMA); else (partition kind, warp) of a warp's share
     span: object
     who: str
 
@@ -84,13 +84,13 @@ class RaceDetector:
         join(self.clock(agent), self.clock(transfer_agent))
 
     # ---- accesses
-    def access(self, tile: tuple, agent, write: bool, share: int | None, span, who: str) -> None:
+    def access(self, tile: tuple, agent, write: bool, share: tuple | None, span, who: str) -> None:
         mine = self.clock(agent)
         current = Access(agent, mine[agent], write, share, span, who)
         kept = []
         for old in self.history.get(tile, []):
             ordered = mine.get(old.agent, 0) >= old.epoch
-            overlap = old.share is None or share is None or old.share == share
+            overlap = old.share is None or share is None or old.share[0] != share[0] or old.share == share
             if not ordered and overlap and (write or old.write) and old.agent != agent:
                 raise _race(tile, old, current)
             if not (ordered and write):

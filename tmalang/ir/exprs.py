@@ -4,6 +4,7 @@ Text form (fully parenthesised, so printing and parsing are trivially inverse):
     %i            a local integer variable (loop index, stage counter)
     $M            a value bound at launch (a symbolic dim or a scalar parameter)
     @ring.xs[%s]  an element of a shared-memory buffer stage (tile math only)
+    !acc          an element of a register accumulator (epilogues only)
     7, 2.5        constants
     (a + b)       binary: + - * / % & ^ max min
     (-a)          negation
@@ -55,6 +56,16 @@ class BufferRef:
 
 
 @dataclass(frozen=True)
+class AccRef:
+    """The element of register accumulator `name` at the position being computed (epilogues)."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"!{self.name}"
+
+
+@dataclass(frozen=True)
 class Bin:
     op: str
     lhs: "Expr"
@@ -83,7 +94,7 @@ class Cast:
         return f"cvt.{self.dtype}({self.operand})"
 
 
-Expr = Const | Var | Param | BufferRef | Bin | Neg | Cast
+Expr = Const | Var | Param | BufferRef | AccRef | Bin | Neg | Cast
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:

@@ -22,6 +22,7 @@ def lower_kernel(info: KernelInfo) -> ops.KernelOp:
             body.append(decl)
     lowerer = _Statements(info)
     for role in info.roles:
+        lowerer.accs = {name for (owner, name) in info.accumulators if owner == role.name}
         body.append(ops.RoleOp(role.name, role.first_warp, role.last_warp, role.regs or 0,
                                lowerer.block(role.decl.body), span=role.decl.span))
     return ops.KernelOp(info.node.name, info.grid, 0, 0, body, span=info.node.span)
@@ -53,6 +54,7 @@ class _Statements:
         self.info = info
         self.slots: dict[str, str] = {}   # slot name -> pipeline name, inside produce/consume
         self.loops = 0
+        self.accs: set[str] = set()        # accumulators of the role being lowered
 
     def block(self, stmts: list) -> list[ops.Op]:
         return [self.stmt(s) for s in stmts]
@@ -93,7 +95,18 @@ class _Statements:
                             self.tile(s.source), span=s.span)
 
     def _Assign(self, s: ast.Assign):
-        return ops.TileAssign(self.tile(s.target), self.tile_expr(s.value), span=s.span)
+        if s.target.field is None and s.target.name in self.accs:
+            return ops.AccZero(s.target.name, span=s.span)
+        value = self.tile_expr(s.value)
+        if any(isinstance(e, ex.AccRef) for e in ex.walk(value)):
+            return ops.AccStore(self.tile(s.target), value, span=s.span)
+        return ops.TileAssign(self.tile(s.target), value, span=s.span)
+
+    def _AccumulatorDecl(self, s: ast.AccumulatorDecl):
+        return ops.AccDecl(s.name, s.dtype.name, list(s.shape), span=s.span)
+
+    def _Mma(self, s: ast.Mma):
+        return ops.Wgmma(s.acc.name, self.tile(s.a), self.tile(s.b), span=s.span)
 
     def _Elect(self, s):
         return ops.Elect("role", self.block(s.body), span=s.span)
@@ -143,6 +156,8 @@ class _Statements:
         if isinstance(e, ast.Ref):
             if e.field is None and isinstance(self.info.symbols.get(e.name), Scalar):
                 return ex.Param(e.name)
+            if e.field is None and e.name in self.accs:
+                return ex.AccRef(e.name)
             return self.tile(e)
         if isinstance(e, ast.Neg):
             inner = self.tile_expr(e.operand)

@@ -236,6 +236,62 @@ class BulkWait(Op):
     read: bool
 
 
+# ---- tensor cores ----------------------------------------------------------------------------
+
+
+@op("accumulator")
+@dataclass
+class AccDecl(Op):
+    """A register tile of the enclosing role; warpgroup g holds rows 64g .. 64g + 63."""
+
+    symbol: str
+    dtype: str
+    shape: list[int]
+
+
+@op("acc_zero")
+@dataclass
+class AccZero(Op):
+    acc: str
+
+
+@op("wgmma")
+@dataclass
+class Wgmma(Op):
+    """acc += a · bᵀ over the whole K extent of the tiles (K-major a: [R, K], b: [C, K])."""
+
+    acc: str
+    a: BufferRef
+    b: BufferRef
+
+
+@op("wgmma_fence")
+@dataclass
+class WgmmaFence(Op):
+    pass
+
+
+@op("wgmma_commit")
+@dataclass
+class WgmmaCommit(Op):
+    pass
+
+
+@op("wgmma_wait")
+@dataclass
+class WgmmaWait(Op):
+    pending: int
+
+
+@op("acc_store")
+@dataclass
+class AccStore(Op):
+    """Epilogue: dest[r, c] = value with !acc standing for acc[r, c], for every element."""
+
+    dest: BufferRef
+    value: Expr
+
+
 # ---- synchronisation -----------------------------------------------------------------------
 
 

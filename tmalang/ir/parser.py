@@ -17,6 +17,8 @@ _TOKEN = re.compile(
       (?P<sym>@[A-Za-z_][\w.]*)
     | (?P<var>%[A-Za-z_][\w.]*)
     | (?P<param>\$[A-Za-z_]\w*)
+    | (?P<acc>![A-Za-z_]\w*)
+    | (?P<size>\d+B\b)
     | (?P<num>-?\d+\.\d*(?:[eE][-+]?\d+)?|-?\d+(?:[eE][-+]?\d+)?)
     | (?P<str>"(?:[^"\\]|\\.)*")
     | (?P<word>[A-Za-z_][\w.:\-]*)
@@ -34,7 +36,8 @@ def _tokens(line: str, source: Source, lineno: int) -> list[tuple[str, str, int]
             col = pos + 1
             raise error("E090", "cannot read IR text here", Span(source, lineno, col, lineno, col + 1))
         kind = m.lastgroup
-        out.append((kind, m.group(kind), m.start(kind) + 1))
+        text = m.group(kind)
+        out.append(("word" if kind == "size" else kind, text, m.start(kind) + 1))
         pos = m.end()
     return out
 
@@ -88,6 +91,8 @@ class _Line:
             return ex.Var(text[1:])
         if kind == "param":
             return ex.Param(text[1:])
+        if kind == "acc":
+            return ex.AccRef(text[1:])
         if kind == "sym":
             self.take("[")
             index = self.expr()

@@ -12,12 +12,14 @@ from . import (
     expand_pipelines,
     fence_proxy_writes,
     order_slot_release,
+    order_wgmma,
     plan_smem,
     schedule_barriers,
 )
 
 PIPELINE = [
     ("expand_pipelines", expand_pipelines),      # first: makes every stage, phase and barrier explicit
+    ("order_wgmma", order_wgmma),                # MMAs complete before anything after them in the slot
     ("fence_proxy_writes", fence_proxy_writes),  # needs explicit stores; before releases are ordered
     ("order_slot_release", order_slot_release),  # needs fences/syncs in place to know what is ordered
     ("schedule_barriers", schedule_barriers),    # counts arrivals once every arrive site exists

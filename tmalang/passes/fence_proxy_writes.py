@@ -1,7 +1,7 @@
 """fence_proxy_writes: ordinary smem writes reach the async proxy before a TMA store reads them.
 
 Requires: expanded pipelines (stores sit in `elect` blocks).
-Guarantees: between a `tile_assign` to a buffer and the next elected `tma_store` from that
+Guarantees: between a `tile_assign` or `acc_store` to a buffer and the next elected `tma_store` from that
 buffer in the same region there is `fence kind=proxy_async` (run by every writing thread)
 followed by `sync scope=role` (so the electing thread sees every thread's fenced writes).
 Without the fence the TMA engine may read stale smem; without the sync it may read a part of the
@@ -22,7 +22,7 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
     out: list[ops.Op] = []
     dirty: set[str] = set()
     for o in region:
-        if isinstance(o, ops.TileAssign):
+        if isinstance(o, (ops.TileAssign, ops.AccStore)):
             dirty.add(o.dest.name)
         elif isinstance(o, (ops.Fence,)) and o.kind == "proxy_async":
             dirty.clear()

@@ -32,8 +32,8 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
     stored: set[str] = set()
     touched = False
     for o in region:
-        if isinstance(o, ops.TileAssign):
-            touched = True
+        if isinstance(o, (ops.TileAssign, ops.Wgmma)):
+            touched = True   # every warp (warpgroup) must be done with the slot before one thread frees it
         elif isinstance(o, ops.Sync):
             touched = False
         elif isinstance(o, ops.Elect):

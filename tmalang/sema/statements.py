@@ -9,6 +9,8 @@ from ..syntax import ast
 from .declarations import MAX_TX_BYTES, Box, KernelInfo, Mbarrier, Pipeline, Role, Scalar, SmemBuffer, Tensor
 from .dtypes import DTYPES, TILE_MATH_DTYPES
 
+from . import mma  # noqa: E402  (mma.py reads this module's helpers at call time)
+
 FENCE_KINDS = ("proxy_async", "mbarrier_init")
 TILE_FUNCTIONS = {"max": 2, "min": 2, **{name: 1 for name in DTYPES}}
 
@@ -24,6 +26,7 @@ class Scope:
     in_loop: bool = False                       # inside a tile loop
     nest: tuple = ()                            # the loops around here, for trip-count agreement
     loaded: set = field(default_factory=set, compare=False)  # fields a produce block fills
+    accs: dict = field(default_factory=dict, compare=False)  # the role's accumulators (sema/mma.py)
 
 
 def check_role_body(info: KernelInfo, role: Role) -> None:
@@ -202,6 +205,8 @@ def _require_elected(s, scope: Scope, what: str) -> None:
 
 
 def _assign(info: KernelInfo, s: ast.Assign, scope: Scope) -> None:
+    if mma.check_acc_assign(info, s, scope):
+        return
     target = _tile_ref(info, s.target, scope)
     if scope.elected:
         raise error("E083", "tile math inside elect runs on one thread, which computes only its share",
@@ -232,15 +237,18 @@ def _tile_expr(info: KernelInfo, e, scope: Scope, target: Box) -> None:
             raise error("E067", f"tile {e.text()} is laid out differently from the target", e.span,
                         "with swizzle, elementwise operands need the same swizzle and element size")
         return
-    if isinstance(e, ast.BinOp):
-        if e.op in "&%":
-            raise error("E081", f"'{e.op}' is not a tile operation", e.span,
-                        "tile math knows + - * /, unary -, max, min and casts")
-        _tile_expr(info, e.lhs, scope, target)
-        _tile_expr(info, e.rhs, scope, target)
-    elif isinstance(e, ast.Neg):
-        _tile_expr(info, e.operand, scope, target)
-    elif isinstance(e, ast.Call):
+    _check_operation(e)
+    children = {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand], ast.Call: lambda: e.args}
+    for child in children.get(type(e), list)():
+        _tile_expr(info, child, scope, target)
+
+
+def _check_operation(e) -> None:
+    """The operator or function of one tile-math node is one tile math knows."""
+    if isinstance(e, ast.BinOp) and e.op in "&%":
+        raise error("E081", f"'{e.op}' is not a tile operation", e.span,
+                    "tile math knows + - * /, unary -, max, min and casts")
+    if isinstance(e, ast.Call):
         arity = TILE_FUNCTIONS.get(e.func)
         if arity is None:
             raise error("E081", f"unknown function '{e.func}'", e.span,
@@ -249,8 +257,14 @@ def _tile_expr(info: KernelInfo, e, scope: Scope, target: Box) -> None:
             raise error("E082", f"'{e.func}' takes {arity} argument(s), got {len(e.args)}", e.span)
         if arity == 1 and e.func not in TILE_MATH_DTYPES:
             raise error("E080", f"cast to {e.func} is not supported in tile math", e.span)
-        for a in e.args:
-            _tile_expr(info, a, scope, target)
+
+
+def _tile_expr_functions(e) -> None:
+    """Check every operator and call of an expression (shapes are checked by the caller)."""
+    _check_operation(e)
+    for child in {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand],
+                  ast.Call: lambda: e.args}.get(type(e), list)():
+        _tile_expr_functions(child)
 
 
 def _int_expr(info: KernelInfo, e, scope: Scope) -> None:
@@ -332,4 +346,5 @@ _HANDLERS = {
     ast.Store: _store, ast.Assign: _assign, ast.Elect: _elect, ast.ExpectTx: _barrier_stmt,
     ast.Arrive: _barrier_stmt, ast.Wait: _barrier_stmt, ast.Fence: _fence, ast.Sync: _sync,
     ast.CommitGroup: _bulk_group, ast.WaitGroup: _bulk_group,
+    ast.AccumulatorDecl: mma.declare, ast.Mma: mma.check_mma,
 }

@@ -75,6 +75,24 @@ class ForSteps(Node):
 
 
 @dataclass
+class AccumulatorDecl(Node):
+    """`accumulator acc: f32[R, C]`: a register tile, split by rows over the role's warpgroups."""
+
+    name: str
+    dtype: Ref
+    shape: list[int]
+
+
+@dataclass
+class Mma(Node):
+    """`mma acc, a, b`: acc += a · bᵀ on the tensor cores (a: [R, K], b: [C, K], both K-major)."""
+
+    acc: Ref
+    a: Ref
+    b: Ref
+
+
+@dataclass
 class Produce(Node):
     pipeline: Ref
     slot: str
@@ -158,7 +176,7 @@ class WaitGroup(Node):
     pending: int
 
 
-Stmt = ForTiles | ForSteps | Produce | Consume | Load | Store | Assign | Elect | ExpectTx | Arrive | Wait
+Stmt = ForTiles | ForSteps | AccumulatorDecl | Mma | Produce | Consume | Load | Store | Assign | Elect | ExpectTx | Arrive | Wait
 Stmt = Stmt | Fence | Sync | CommitGroup | WaitGroup
 
 

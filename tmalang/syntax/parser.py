@@ -190,6 +190,14 @@ class _Builder(Transformer):
         var, extent, chunk, body = children
         return ast.ForSteps(self._span(meta), str(var), extent, int(chunk), body)
 
+    def accumulator_decl(self, meta, children):
+        name, dtype, shape = children
+        return ast.AccumulatorDecl(self._span(meta), str(name), self._ref(dtype), shape)
+
+    def mma(self, meta, children):
+        acc, a, b = children
+        return ast.Mma(self._span(meta), acc, a, b)
+
     def produce(self, meta, children):
         pipeline, slot, body = children
         return ast.Produce(self._span(meta), self._ref(pipeline), str(slot), body)

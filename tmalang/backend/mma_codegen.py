@@ -1,0 +1,126 @@
+"""Tensor-core ops → LLVM IR: accumulators as registers, wgmma as inline PTX, epilogues.
+
+An accumulator is N/2 f32 values per thread (one wgmma m64nNk16 fragment); they are allocas
+with constant indices, which LLVM promotes to registers. Warpgroup g of the role works on rows
+64g .. 64g + 63: its A operand starts `row_block_offset(g)` bytes into the A tile. Descriptors
+are built at run time from the tile's shared address (`descriptor_base | encode(address)`) and
+advanced per K slice by adding the encoded byte offset. All layout facts come from wgmma.py.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ir import exprs as ex
+from ..ir import ops
+from . import wgmma
+from .tile_math import STORAGE
+
+I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
+
+
+def _acc_decl(g, o: ops.AccDecl) -> None:
+    g.accumulators[o.symbol] = [g.alloca(f"{o.symbol}.{i}", F32) for i in range(o.shape[1] // 2)]
+
+
+def _acc_zero(g, o: ops.AccZero) -> None:
+    for reg in g.accumulators[o.acc]:
+        g.b.store(F32(0.0), reg)
+
+
+def _warpgroup(g) -> ir.Value:
+    """This thread's warpgroup index within its role (uniform across the warpgroup)."""
+    return g.b.lshr(g.b.sub(g.tid, I32(32 * g.role.first_warp)), I32(7))
+
+
+def _operand(g, ref: ex.BufferRef, row_block: ir.Value | None) -> tuple[wgmma.KMajorTile, ir.Value]:
+    box = g.boxes[g.buffers[ref.name].box]
+    tile = wgmma.KMajorTile(box.shape[0], box.shape[1], box.dtype, box.swizzle)
+    address = g.address(ref)
+    if row_block is not None:
+        address = g.b.add(address, g.b.mul(row_block, I32(tile.row_block_offset(1))))
+    encoded = g.b.lshr(g.b.and_(g.b.zext(address, I64), I64(wgmma.ENCODE_MASK)), I64(4))
+    return tile, g.b.or_(encoded, I64(tile.descriptor_base()))
+
+
+def _wgmma(g, o: ops.Wgmma) -> None:
+    regs = g.accumulators[o.acc]
+    tile_a, desc_a = _operand(g, o.a, _warpgroup(g))
+    tile_b, desc_b = _operand(g, o.b, None)
+    n = 2 * len(regs)
+    template, constraints = wgmma.inline_asm(64, n, tile_a.instruction_k, tile_a.dtype, tile_b.dtype, "f32")
+    result_type = ir.LiteralStructType([F32] * len(regs))
+    for k in range(tile_a.k_steps):
+        da = g.b.add(desc_a, I64(tile_a.k_step_offset(k) >> 4))
+        db = g.b.add(desc_b, I64(tile_b.k_step_offset(k) >> 4))
+        values = [g.b.load(r) for r in regs]
+        result = g.asm(template, constraints, [da, db, I32(1), *values], ret=result_type)
+        for i, reg in enumerate(regs):
+            g.b.store(g.b.extract_value(result, i), reg)
+
+
+def _acc_store(g, o: ops.AccStore) -> None:
+    """Each thread writes its fragment: element i sits at the (row, col) wgmma.accumulator_coord gives."""
+    name = next(e.name for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
+    regs = g.accumulators[name]
+    dest = g.buffers[o.dest.name]
+    box = g.boxes[dest.box]
+    cols, storage = box.shape[1], STORAGE[box.dtype]
+    itemsize = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}[box.dtype]
+    thread = g.b.sub(g.tid, I32(32 * g.role.first_warp))
+    group, lane = g.b.lshr(thread, I32(7)), g.b.and_(thread, I32(31))
+    warp_in_group = g.b.and_(g.b.lshr(thread, I32(5)), I32(3))
+    row0 = g.b.add(g.b.add(g.b.mul(group, I32(64)), g.b.mul(warp_in_group, I32(16))), g.b.lshr(lane, I32(2)))
+    col0 = g.b.mul(g.b.and_(lane, I32(3)), I32(2))
+    base = g.address(o.dest)
+    for i in range(0, len(regs), 2):
+        block, half = divmod(i, 4)
+        row = g.b.add(row0, I32(8 * (half // 2)))
+        col = g.b.add(col0, I32(8 * block))
+        pair = [_evaluate(g, o.value, g.b.load(regs[i + j]), box.dtype) for j in range(2)]
+        vector = ir.Constant(ir.VectorType(storage, 2), ir.Undefined)
+        for j, value in enumerate(pair):
+            vector = g.b.insert_element(vector, value, I32(j))
+        offset = g.b.mul(g.b.add(g.b.mul(row, I32(cols)), col), I32(itemsize))
+        pointer = g.b.inttoptr(g.b.add(base, offset), ir.PointerType(addrspace=3))
+        g.b.store(vector, pointer).align = 2 * itemsize
+
+
+def _evaluate(g, e: ex.Expr, acc: ir.Value, dtype: str) -> ir.Value:
+    """One epilogue element in f32, converted to the storage type of `dtype` at the end."""
+    value = _float(g, e, acc)
+    return value if dtype == "f32" else g.b.fptrunc(value, STORAGE[dtype])
+
+
+def _float(g, e: ex.Expr, acc: ir.Value) -> ir.Value:
+    if isinstance(e, ex.AccRef):
+        return acc
+    if isinstance(e, ex.Const):
+        return F32(float(e.value))
+    if isinstance(e, ex.Param):
+        arg = g.args[e.name]
+        if isinstance(arg.type, ir.DoubleType):
+            return g.b.fptrunc(arg, F32)
+        return arg if isinstance(arg.type, ir.FloatType) else g.b.sitofp(arg, F32)
+    if isinstance(e, ex.Neg):
+        return g.b.fneg(_float(g, e.operand, acc))
+    if isinstance(e, ex.Cast):
+        inner = _float(g, e.operand, acc)
+        return inner if e.dtype == "f32" else g.b.fpext(g.b.fptrunc(inner, STORAGE[e.dtype]), F32)
+    lhs, rhs = _float(g, e.lhs, acc), _float(g, e.rhs, acc)
+    if e.op in ("max", "min"):
+        name = f"llvm.{e.op}imum.f32"
+        fn = g.module.globals.get(name) or ir.Function(g.module, ir.FunctionType(F32, [F32, F32]), name)
+        return g.b.call(fn, [lhs, rhs])
+    return {"+": g.b.fadd, "-": g.b.fsub, "*": g.b.fmul, "/": g.b.fdiv}[e.op](lhs, rhs)
+
+
+MMA_EMITTERS = {
+    ops.AccDecl: _acc_decl,
+    ops.AccZero: _acc_zero,
+    ops.Wgmma: _wgmma,
+    ops.WgmmaFence: lambda g, o: g.asm(wgmma.FENCE, "", []),
+    ops.WgmmaCommit: lambda g, o: g.asm(wgmma.COMMIT_GROUP, "", []),
+    ops.WgmmaWait: lambda g, o: g.asm(wgmma.wait_group(o.pending), "", []),
+    ops.AccStore: _acc_store,
+}

@@ -1,0 +1,108 @@
+"""Tensor-core semantics: register accumulators, wgmma and accumulator epilogues.
+
+An accumulator of R rows lives as R / 64 float32 slices of [64, C], one per warpgroup of its
+role. As on the GPU, warp j of a warpgroup holds rows 16j .. 16j + 15 of its slice (the wgmma
+m64nNk16 fragment), so each warp executes its own share of every collective op. wgmma reads
+its smem operands asynchronously: the reads belong to an agent of the race detector that the
+issuing warp acquires only at `wgmma_wait`, so releasing a slot before the wait is a race.
+Products of bf16/f16 values are exact in f32; the sum order differs from the tensor cores', so
+results agree with the GPU to rounding, not bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import exprs as ex
+from ..ir import ops
+from .state import ProtocolError
+from .tiles import FLOAT_OPS, _store_as
+
+
+def _rows(w) -> tuple[int, slice]:
+    """(warpgroup, rows of its slice) this warp holds."""
+    offset = w.index - w.role.first_warp
+    return offset // 4, slice(16 * (offset % 4), 16 * (offset % 4) + 16)
+
+
+def _slice(m, w, name: str) -> np.ndarray:
+    group, _ = _rows(w)
+    return m.accumulators[(w.role.symbol, name, group)]
+
+
+def acc_decl(m, w, o: ops.AccDecl) -> None:
+    group, _ = _rows(w)
+    m.accumulators.setdefault((w.role.symbol, o.symbol, group), np.zeros((64, o.shape[1]), np.float32))
+
+
+def _touch_registers(m, w, o) -> None:
+    if w.mma_groups or w.mma_open:
+        raise ProtocolError("E413", "the accumulator is accessed while wgmma operations on it are in flight",
+                            o.span, [m.who(w), "wait with wgmma_wait before reading or resetting it"])
+    w.acc_dirty = True
+
+
+def acc_zero(m, w, o: ops.AccZero) -> None:
+    _touch_registers(m, w, o)
+    _, rows = _rows(w)
+    _slice(m, w, o.acc)[rows] = 0
+
+
+def wgmma(m, w, o: ops.Wgmma) -> None:
+    if w.acc_dirty:
+        raise ProtocolError("E414", "wgmma after ordinary instructions touched the accumulator, with no "
+                            "wgmma.fence in between", o.span, [m.who(w)])
+    group, rows = _rows(w)
+    a, b = m.tile(w, o.a), m.tile(w, o.b)
+    agent = m.races.issue(w.agent)
+    for ref in (o.a, o.b):
+        m.races.access(m.tile_key(w, ref), agent, False, None, o.span, f"wgmma issued by {m.who(w)}")
+    a_rows = a[64 * group:][rows].astype(np.float32)
+    _slice(m, w, o.acc)[rows] += a_rows @ b.astype(np.float32).T
+    w.mma_open.append(agent)
+
+
+def wgmma_fence(m, w, o) -> None:
+    w.acc_dirty = False
+
+
+def wgmma_commit(m, w, o) -> None:
+    w.mma_groups.append(w.mma_open)
+    w.mma_open = []
+
+
+def wgmma_wait(m, w, o: ops.WgmmaWait) -> None:
+    while len(w.mma_groups) > o.pending:
+        for agent in w.mma_groups.pop(0):
+            m.races.acquire_transfer(w.agent, agent)
+
+
+def acc_store(m, w, o: ops.AccStore) -> None:
+    name = next(e.name for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
+    _touch_registers(m, w, o)
+    group, rows = _rows(w)
+    dest = m.tile(w, o.dest)
+    m.races.access(m.tile_key(w, o.dest), w.agent, True, ("rows", w.index), o.span, f"epilogue in {m.who(w)}")
+    with np.errstate(all="ignore"):
+        value = _evaluate(m, o.value, _slice(m, w, name)[rows])
+        dest[64 * group:][rows] = _store_as(np.broadcast_to(value, dest[64 * group:][rows].shape), dest.dtype)
+
+
+def _evaluate(m, e: ex.Expr, acc: np.ndarray):
+    if isinstance(e, ex.AccRef):
+        return acc
+    if isinstance(e, ex.Const):
+        return np.float32(e.value)
+    if isinstance(e, ex.Param):
+        return np.float32(m.launch.params[e.name])
+    if isinstance(e, ex.Neg):
+        return -_evaluate(m, e.operand, acc)
+    if isinstance(e, ex.Cast):
+        return _store_as(_evaluate(m, e.operand, acc), m.launch.np_dtype(e.dtype)).astype(np.float32)
+    return np.asarray(FLOAT_OPS[e.op](_evaluate(m, e.lhs, acc), _evaluate(m, e.rhs, acc)), dtype=np.float32)
+
+
+SEMANTICS = {
+    ops.AccDecl: acc_decl, ops.AccZero: acc_zero, ops.Wgmma: wgmma, ops.WgmmaFence: wgmma_fence,
+    ops.WgmmaCommit: wgmma_commit, ops.WgmmaWait: wgmma_wait, ops.AccStore: acc_store,
+}

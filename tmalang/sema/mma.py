@@ -1,0 +1,133 @@
+"""Tensor-core statements: register accumulators, `mma`, and epilogues that read accumulators.
+
+Hardware rules (PTX ISA, wgmma): a warpgroup is 4 consecutive warps starting at a multiple of
+4, and each wgmma computes a 64-row slice, so an accumulator of R rows needs R / 64 warpgroups
+in its role; N is a multiple of 8 up to 256; f16/bf16 operands take K in steps of 16. v1 reads
+both operands K-major from 128B-swizzled smem tiles whose rows are exactly 128 bytes (one
+swizzle span), the layout a TMA box of [rows, 64 x bf16] with `swizzle 128B` produces.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..diagnostics import Span, error
+from ..syntax import ast
+from . import statements as st
+from .declarations import Box, KernelInfo, Role
+
+MMA_INPUT_DTYPES = ("bf16", "f16")
+ACC_DTYPES = ("f32",)
+
+
+@dataclass
+class Accumulator:
+    name: str
+    dtype: str
+    shape: list[int]
+    role: Role
+    span: Span
+
+    @property
+    def warpgroups(self) -> int:
+        return self.shape[0] // 64
+
+
+def declare(info: KernelInfo, s: ast.AccumulatorDecl, scope) -> None:
+    if scope.pipeline is not None or scope.elected or scope.nest:
+        raise error("E084", "declare accumulators at the top of a role, outside loops and blocks", s.span)
+    st._check_local(info, scope, s.name, s.span)
+    if s.name in scope.accs:
+        raise error("E017", f"'{s.name}' is already an accumulator of this role", s.span)
+    if s.dtype.name not in ACC_DTYPES:
+        raise error("E085", f"accumulators hold {', '.join(ACC_DTYPES)}; got {s.dtype.name}", s.dtype.span)
+    role = scope.role
+    if len(s.shape) != 2:
+        raise error("E087", f"an accumulator is a 2-D tile, got rank {len(s.shape)}", s.span)
+    rows, cols = s.shape
+    if role.first_warp % 4 or role.warps % 4:
+        raise error("E086", f"role '{role.name}' (warps {role.first_warp}..{role.last_warp}) is not whole "
+                    "warpgroups; tensor-core MMA is issued by warpgroups", role.decl.warps_span,
+                    "a warpgroup is 4 consecutive warps starting at a multiple of 4")
+    if rows != 64 * (role.warps // 4):
+        raise error("E087", f"accumulator rows must be 64 per warpgroup: role '{role.name}' has "
+                    f"{role.warps // 4} warpgroup(s), so {64 * (role.warps // 4)} rows, not {rows}", s.span)
+    if cols % 8 or not 8 <= cols <= 256:
+        raise error("E087", f"accumulator columns must be a multiple of 8 in 8..256, got {cols}", s.span)
+    acc = Accumulator(s.name, s.dtype.name, list(s.shape), role, s.span)
+    scope.accs[s.name] = acc
+    info.accumulators[(role.name, s.name)] = acc
+
+
+def lookup(scope, ref: ast.Ref) -> Accumulator:
+    acc = scope.accs.get(ref.name) if ref.field is None else None
+    if acc is None:
+        raise error("E013", f"'{ref.text()}' is not an accumulator of role '{scope.role.name}'", ref.span)
+    return acc
+
+
+def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
+    acc = lookup(scope, s.acc)
+    if scope.elected:
+        raise error("E083", "mma inside elect: wgmma is issued by whole warpgroups", s.span)
+    a, b = st._tile_ref(info, s.a, scope), st._tile_ref(info, s.b, scope)
+    for ref, tile in ((s.a, a), (s.b, b)):
+        _check_operand(ref, tile)
+    if a.dtype != b.dtype:
+        raise error("E088", f"mma operands differ in dtype: {a.dtype.name} and {b.dtype.name}", s.span)
+    rows, cols = acc.shape
+    if a.shape[0] != rows or b.shape[0] != cols:
+        raise error("E088", f"mma shapes do not fit: acc is [{rows}, {cols}], a is {a.shape}, b is {b.shape}",
+                    s.span, "a must be [acc rows, K] and b [acc columns, K] (acc += a · bᵀ)")
+    if a.shape[1] != b.shape[1]:
+        raise error("E088", f"mma operands disagree on K: {a.shape[1]} and {b.shape[1]}", s.span)
+
+
+def _check_operand(ref: ast.Ref, tile: Box) -> None:
+    if tile.dtype.name not in MMA_INPUT_DTYPES:
+        raise error("E088", f"mma operands may be {', '.join(MMA_INPUT_DTYPES)}; '{ref.text()}' is "
+                    f"{tile.dtype.name}", ref.span)
+    if len(tile.shape) != 2 or tile.swizzle != "128B" or tile.shape[1] * tile.dtype.itemsize != 128:
+        raise error("E089", f"mma operand '{ref.text()}' must be a 2-D tile with 128-byte rows and "
+                    "swizzle 128B", ref.span,
+                    f"e.g. box X = x[rows, {128 // tile.dtype.itemsize}] swizzle 128B (K-major)")
+
+
+def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
+    """`acc = 0` and `tile = f(acc, scalars)`; False when the statement involves no accumulator."""
+    if s.target.field is None and s.target.name in scope.accs:
+        if not (isinstance(s.value, ast.Number) and s.value.value == 0):
+            raise error("E085", "an accumulator can only be assigned 0 (use mma to accumulate)", s.value.span)
+        return True
+    accs = [r for r in _refs(s.value) if r.field is None and r.name in scope.accs]
+    if not accs:
+        return False
+    acc = scope.accs[accs[0].name]
+    target = st._tile_ref(info, s.target, scope)
+    if scope.elected:
+        raise error("E083", "an epilogue inside elect runs on one thread, which holds only its fragment", s.span)
+    if target.shape != acc.shape:
+        raise error("E067", f"tile {s.target.text()} has shape {target.shape}, accumulator '{acc.name}' has "
+                    f"{acc.shape}", s.target.span)
+    if target.swizzle != "none":
+        raise error("E089", "an epilogue writes an unswizzled smem tile in v1", s.target.span)
+    for r in _refs(s.value):
+        if r.field is not None or (r.name not in scope.accs and not isinstance(info.symbols.get(r.name), st.Scalar)):
+            raise error("E067", f"'{r.text()}' cannot mix with accumulator '{acc.name}' in one epilogue", r.span,
+                        "an epilogue reads accumulators, scalars and numbers")
+        if r.name in scope.accs and r.name != acc.name:
+            raise error("E067", "an epilogue reads one accumulator", r.span)
+    st._tile_expr_functions(s.value)
+    return True
+
+
+def _refs(e) -> list[ast.Ref]:
+    if isinstance(e, ast.Ref):
+        return [e]
+    if isinstance(e, ast.BinOp):
+        return _refs(e.lhs) + _refs(e.rhs)
+    if isinstance(e, ast.Neg):
+        return _refs(e.operand)
+    if isinstance(e, ast.Call):
+        return [r for a in e.args for r in _refs(a)]
+    return []
