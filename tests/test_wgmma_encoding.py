@@ -222,12 +222,12 @@ def test_pack_is_a_permutation(swizzle, dtype):
 
 
 @pytest.mark.parametrize("kwargs", [
-    dict(rows=60, k_elems=64, dtype="bf16", swizzle="128B"),      # rows not a multiple of 8
-    dict(rows=64, k_elems=8, dtype="bf16", swizzle="none"),       # 16 B of K: not a whole K=16 slice
-    dict(rows=64, k_elems=32, dtype="bf16", swizzle="128B"),      # 64 B of K cannot fill a 128 B swizzle row
-    dict(rows=64, k_elems=16, dtype="bf16", swizzle="64B"),       # 32 B of K in a 64 B swizzle row
-    dict(rows=64, k_elems=64, dtype="f32", swizzle="128B"),       # not a wgmma input type
-    dict(rows=64, k_elems=64, dtype="bf16", swizzle="256B"),
+    {"rows": 60, "k_elems": 64, "dtype": "bf16", "swizzle": "128B"},      # rows not a multiple of 8
+    {"rows": 64, "k_elems": 8, "dtype": "bf16", "swizzle": "none"},       # 16 B of K: not a whole K=16 slice
+    {"rows": 64, "k_elems": 32, "dtype": "bf16", "swizzle": "128B"},      # 64 B of K cannot fill a 128 B swizzle row
+    {"rows": 64, "k_elems": 16, "dtype": "bf16", "swizzle": "64B"},       # 32 B of K in a 64 B swizzle row
+    {"rows": 64, "k_elems": 64, "dtype": "f32", "swizzle": "128B"},       # not a wgmma input type
+    {"rows": 64, "k_elems": 64, "dtype": "bf16", "swizzle": "256B"},
 ])
 def test_kmajor_rejects(kwargs):
     with pytest.raises(ValueError):
@@ -482,7 +482,7 @@ def _assemble(ptx: str, tmp_path, name: str = "k") -> subprocess.CompletedProces
     src = tmp_path / f"{name}.ptx"
     src.write_text(ptx)
     return subprocess.run([_ptxas(), "-arch=sm_90a", "-v", str(src), "-o", str(tmp_path / f"{name}.cubin")],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
 
 
 @pytest.mark.parametrize("n, dtype, acc, swizzle", [
@@ -540,7 +540,8 @@ def test_llvm_inline_asm_compiles(tmp_path, n, dtype, acc):
     b = ir.IRBuilder(fn.append_basic_block())
     out, desc_a, desc_b = fn.args
 
-    def side_effect(text: str, constraints: str = "", args=(), ret=ir.VoidType()):
+    def side_effect(text: str, constraints: str = "", args=(), ret=None):
+        ret = ir.VoidType() if ret is None else ret
         constraints = f"{constraints},~{{memory}}" if constraints else "~{memory}"
         asm = ir.InlineAsm(ir.FunctionType(ret, [a.type for a in args]), text, constraints, side_effect=True)
         return b.call(asm, list(args))
@@ -568,6 +569,64 @@ def test_llvm_inline_asm_compiles(tmp_path, n, dtype, acc):
 # ------------------------------------------------------------------ on the GPU
 
 
+def _load(ptx: str, tmp_path, name: str):
+    """(module, function) from PTX: assembled by ptxas where there is one, else JIT by the driver."""
+    from tmalang.runtime import driver
+
+    driver.activate(0)
+    try:
+        run = _assemble(ptx, tmp_path, name)
+        assert run.returncode == 0, run.stderr
+        image = (tmp_path / f"{name}.cubin").read_bytes()
+    except pytest.skip.Exception:
+        image = ptx.encode() + b"\0"
+    return driver.load_function(image, name)
+
+
+def _launch(function, smem: int, params: list[bytes], out_bytes: int,
+            inputs: dict[int, np.ndarray] | None = None) -> np.ndarray:
+    """Launch one 128-thread CTA; params are the raw parameter bytes, except that an int i in
+    `inputs` is replaced by a device copy of inputs[i]; the last parameter is an output buffer
+    of `out_bytes`, returned as uint8."""
+    from tmalang.runtime import driver
+
+    buffers = []
+    try:
+        raw_params = []
+        inputs = inputs or {}
+        for i, param in enumerate(params):
+            if i in inputs:
+                host = np.ascontiguousarray(inputs[i])
+                ptr = driver.alloc(host.nbytes)
+                buffers.append(ptr)
+                driver.call("cuMemcpyHtoD", ptr, host.ctypes.data, host.nbytes)
+                param = ctypes.c_uint64(ptr)
+            raw_params.append(param)
+        out_ptr = driver.alloc(out_bytes)
+        buffers.append(out_ptr)
+        raw_params.append(ctypes.c_uint64(out_ptr))
+        storage = [p if isinstance(p, (ctypes.Array, ctypes.c_uint64)) else ctypes.create_string_buffer(p, len(p))
+                   for p in raw_params]
+        pointers = (ctypes.c_void_p * len(storage))(*[ctypes.addressof(p) for p in storage])
+        driver.set_max_dynamic_smem(function, smem)
+        driver.launch(function, driver.launch_config(1, 128, smem, 0, (1, 1, 1)), ctypes.addressof(pointers))
+        driver.synchronize(0)
+        out = np.empty(out_bytes, dtype=np.uint8)
+        driver.call("cuMemcpyDtoH", out.ctypes.data, out_ptr, out_bytes)
+        return out
+    finally:
+        for ptr in buffers:
+            driver.free(ptr)
+
+
+def run_probe(probe: Probe, tmp_path, seed: int = 0):
+    """(A, B, [64xN result tile per 64-row block of A]) from running `probe` on the GPU."""
+    a, b, image = probe.operands(seed)
+    _, function = _load(probe.ptx(), tmp_path, "probe")
+    raw = _launch(function, probe.smem, [0], probe.m_blocks * 128 * probe.regs * 4, inputs={0: image})
+    return a, b, probe.results(raw.view(np.uint32))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("n, dtype, acc, swizzle", [
     (n, "bf16", "f32", s) for n in (64, 256) for s in ("128B", "64B", "32B", "none")
@@ -584,35 +643,79 @@ def test_llvm_inline_asm_compiles(tmp_path, n, dtype, acc):
 def test_wgmma_on_gpu_matches_numpy(tmp_path, n, dtype, acc, swizzle):
     """Descriptors, K slices, 64-row blocks, scale-d = 0 on the first slice and the accumulator
     layout, all at once: the result must be A @ B^T exactly (small integers)."""
-    from tmalang.runtime import driver
-
-    probe = Probe(n, dtype, acc, swizzle)
-    a, b, image = probe.operands(seed=n * 7 + len(swizzle))
-    driver.activate(0)
-    ptx = probe.ptx()
-    try:
-        run = _assemble(ptx, tmp_path)
-        assert run.returncode == 0, run.stderr
-        module_image = (tmp_path / "k.cubin").read_bytes()
-    except pytest.skip.Exception:
-        module_image = ptx.encode() + b"\0"  # no ptxas on this machine: let the driver JIT it
-    module, function = driver.load_function(module_image, "probe")
-    driver.set_max_dynamic_smem(function, probe.smem)
-    out_words = probe.m_blocks * 128 * probe.regs
-    d_img, d_out = driver.alloc(image.nbytes), driver.alloc(out_words * 4)
-    try:
-        driver.call("cuMemcpyHtoD", d_img, image.ctypes.data, image.nbytes)
-        values = (ctypes.c_uint64 * 2)(d_img, d_out)
-        params = (ctypes.c_void_p * 2)(ctypes.addressof(values) + 0, ctypes.addressof(values) + 8)
-        driver.launch(function, driver.launch_config(1, 128, probe.smem, 0, (1, 1, 1)), ctypes.addressof(params))
-        driver.synchronize(0)
-        raw = np.empty(out_words, dtype=np.uint32)
-        driver.call("cuMemcpyDtoH", raw.ctypes.data, d_out, raw.nbytes)
-    finally:
-        driver.free(d_img)
-        driver.free(d_out)
-    tiles = probe.results(raw)
+    a, b, tiles = run_probe(Probe(n, dtype, acc, swizzle), tmp_path, seed=n * 7 + len(swizzle))
     bt = b.astype(np.float32).T
     for mb, got in enumerate(tiles):
         expected = a[mb * 64:(mb + 1) * 64].astype(np.float32) @ bt
         np.testing.assert_array_equal(got, expected, err_msg=f"m block {mb}")
+
+
+def _tma_probe_ptx(tile: w.KMajorTile) -> str:
+    """Thread 0 loads `tile` with one TMA box per column (box [rows, W / dtype_bytes]); then the
+    CTA copies the shared-memory bytes out unchanged."""
+    bar = -(-tile.nbytes // 8) * 8
+    lines = [
+        ".version 8.0", ".target sm_90a", ".address_size 64",
+        ".extern .shared .align 16 .b8 dsmem[];",
+        ".visible .entry tma_probe(.param .align 64 .b8 tmap[128], .param .u64 p_out)", "{",
+        "  .reg .b32 %t, %s, %bar, %x, %i, %v<4>;", "  .reg .b64 %tm, %out, %g, %o;", "  .reg .pred %first, %p;",
+        "  ld.param.u64 %out, [p_out];", "  cvta.to.global.u64 %out, %out;",
+        "  mov.u32 %t, %tid.x;", "  mov.u32 %s, dsmem;", "  add.u32 %s, %s, 1023;", "  and.b32 %s, %s, -1024;",
+        f"  add.u32 %bar, %s, {bar};", "  setp.eq.u32 %first, %t, 0;",
+        "  @%first mbarrier.init.shared::cta.b64 [%bar], 1;", "  fence.mbarrier_init.release.cluster;", "  bar.sync 0;",
+        "  mov.b64 %tm, tmap;", "  cvta.param.u64 %tm, %tm;",
+        f"  @%first mbarrier.arrive.expect_tx.shared::cta.b64 _, [%bar], {tile.nbytes};",
+    ]
+    for c in range(tile.atom_columns):
+        lines += [f"  add.u32 %x, %s, {c * tile.column_bytes};",
+                  ("  @%first cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                   f"[%x], [%tm, {{{c * tile.box_k_elems}, 0}}], [%bar];")]
+    lines += [
+        "WAIT:", "  mbarrier.try_wait.parity.shared::cta.b64 %p, [%bar], 0;", "  @!%p bra WAIT;",
+        "  shl.b32 %i, %t, 4;",
+        "COPY:", f"  setp.ge.u32 %p, %i, {tile.nbytes};", "  @%p bra DONE;",
+        "  add.u32 %x, %s, %i;", "  ld.shared.v4.u32 {%v0, %v1, %v2, %v3}, [%x];",
+        "  cvt.u64.u32 %o, %i;", "  add.u64 %g, %out, %o;", "  st.global.v4.u32 [%g], {%v0, %v1, %v2, %v3};",
+        "  add.u32 %i, %i, 2048;", "  bra COPY;", "DONE:", "  ret;", "}", "",
+    ]
+    return "\n".join(lines)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("swizzle", ["128B", "64B", "32B", "none"])
+@pytest.mark.parametrize("rows, k_elems, dtype", [(128, 64, "bf16"), (64, 128, "f8e4m3"), (256, 64, "f16")])
+def test_tma_writes_the_packed_layout(tmp_path, swizzle, rows, k_elems, dtype):
+    """A row-major [rows, K] global tensor loaded by TMA in boxes of [rows, W / dtype_bytes] with
+    the tile's swizzle lands in shared memory exactly as KMajorTile.pack places it: the layout
+    the wgmma test above feeds the instruction."""
+    import struct
+
+    from tmalang.runtime import driver
+
+    tile = w.KMajorTile(rows, k_elems, dtype, swizzle)
+    _, function = _load(_tma_probe_ptx(tile), tmp_path, "tma_probe")
+    unsigned = np.uint16 if tile.dtype_bytes == 2 else np.uint8
+    matrix = np.random.default_rng(rows + k_elems).integers(0, 1 << (8 * tile.dtype_bytes), (rows, k_elems)).astype(unsigned)
+    cu = driver.api()
+    ptr = driver.alloc(matrix.nbytes)
+    try:
+        driver.call("cuMemcpyHtoD", ptr, matrix.ctypes.data, matrix.nbytes)
+        tensor_map = driver.call(
+            "cuTensorMapEncodeTiled",
+            cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT16 if tile.dtype_bytes == 2
+            else cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            2, ptr,
+            [cu.cuuint64_t(k_elems), cu.cuuint64_t(rows)],     # innermost first
+            [cu.cuuint64_t(tile.k_bytes)],                      # row pitch in bytes
+            [cu.cuuint32_t(tile.box_k_elems), cu.cuuint32_t(rows)],
+            [cu.cuuint32_t(1), cu.cuuint32_t(1)],
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            getattr(cu.CUtensorMapSwizzle, "CU_TENSOR_MAP_SWIZZLE_" + ("NONE" if swizzle == "none" else swizzle)),
+            cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+        blob = struct.pack("<16Q", *(int(word) for word in tensor_map.opaque))
+        got = _launch(function, tile.nbytes + 8 + 2048, [blob], tile.nbytes)
+    finally:
+        driver.free(ptr)
+    np.testing.assert_array_equal(got, tile.pack(matrix))

@@ -76,8 +76,7 @@ def swizzle_name(swizzle: str) -> str:
     """The canonical name ("none", "32B", "64B", "128B") of a swizzle spelling; ValueError else."""
     key = str(swizzle).strip().lower()
     for prefix in ("swizzle_", "swizzle"):
-        if key.startswith(prefix):
-            key = key[len(prefix):]
+        key = key.removeprefix(prefix)
     if key not in _SWIZZLE_ALIASES:
         raise ValueError(f"unknown swizzle {swizzle!r}: expected one of 'none', '32B', '64B', '128B'")
     return _SWIZZLE_ALIASES[key]
@@ -90,7 +89,7 @@ def encode(x: int) -> int:
 
 def _check_bytes(name: str, value: int) -> None:
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer number of bytes, got {value!r}")
+        raise ValueError(f"{name} must be an integer number of bytes, got {value!r}")  # noqa: TRY004 (one error type)
     if not 0 <= value <= ENCODE_MASK:
         raise ValueError(f"{name} = {value} is outside the descriptor's 18-bit byte range [0, {ENCODE_MASK}]")
     if value % 16:
