@@ -77,3 +77,23 @@ def test_h100_matches_float64(gemm, m, n, k):
     reference = a.double() @ b.double().T
     error = (torch.linalg.norm(c.double() - reference) / torch.linalg.norm(reference)).item()
     assert error < 1e-2, error
+
+
+def test_interpreter_catches_a_slot_released_under_an_inflight_wgmma(gemm):
+    """defer_mma_release frees step k-1's slot after wait_group 1; freeing step k's own slot
+    (whose MMAs may still be reading it) breaks the protocol and must be reported."""
+    import copy
+
+    from tmalang.interp import interpret
+    from tmalang.ir import exprs as ex
+    from tmalang.ir import ops
+
+    kernel = copy.deepcopy(gemm._c.ir)
+    loop_release = next(o for o in ops.walk(kernel.body) if isinstance(o, ops.If) and "%k" in str(o.cond))
+    elect = next(o for o in loop_release.body if isinstance(o, ops.Elect))
+    elect.body[0] = ops.MbarArrive(ex.BufferRef("ring.empty", ex.Var("s")), span=elect.body[0].span)
+    rng = np.random.default_rng(3)
+    a, b = bf16_matrix(rng, 128, 512), bf16_matrix(rng, 256, 512)
+    c = np.zeros((128, 256), dtype=BF16)
+    with pytest.raises(tmalang.TmalangError, match="E40[125]"):
+        interpret(kernel, gemm.manifest, a, b, c, seed=1, explore=8)

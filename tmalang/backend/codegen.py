@@ -127,6 +127,7 @@ class KernelCodegen:
 
 
 INT_BINARY = {
+    ">": lambda b, x, y: b.zext(b.icmp_signed(">", x, y), I32),
     "+": lambda b, x, y: b.add(x, y), "-": lambda b, x, y: b.sub(x, y), "*": lambda b, x, y: b.mul(x, y),
     "/": lambda b, x, y: b.sdiv(x, y), "%": lambda b, x, y: b.srem(x, y), "&": lambda b, x, y: b.and_(x, y),
     "^": lambda b, x, y: b.xor(x, y),
@@ -205,6 +206,10 @@ def _for_range(g: KernelCodegen, o: ops.ForRange) -> None:
     g.b.position_at_end(exit_bb)
 
 
+def _if(g: KernelCodegen, o: ops.If) -> None:
+    g.if_then(g.b.icmp_signed("!=", g.expr(o.cond), I32(0)), lambda: g.region(o.body))
+
+
 def _dim(g: KernelCodegen, dim: str | int) -> ir.Value:
     return I32(dim) if isinstance(dim, int) else g.args[dim]
 
@@ -250,6 +255,7 @@ EMITTERS = {
     ops.Let: _let,
     ops.ForTiles: _for_tiles,
     ops.ForRange: _for_range,
+    ops.If: _if,
     ops.TmaLoad: _tma_load,
     ops.TmaStore: _tma_store,
     ops.TileAssign: lambda g, o: emit_tile_assign(g, o),

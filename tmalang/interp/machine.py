@@ -155,6 +155,7 @@ class CTA:
 
 
 INT_OPS = {
+    ">": lambda a, b: int(a > b),
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "/": lambda a, b: int(a / b), "%": lambda a, b: a - b * int(a / b), "&": lambda a, b: a & b,
     "^": lambda a, b: a ^ b, "max": max, "min": min,
@@ -185,6 +186,11 @@ def _for_tiles(m: CTA, w: Warp, o: ops.ForTiles):
 def _for_range(m: CTA, w: Warp, o: ops.ForRange):
     for k in range(m.value(w, o.count)):
         w.env[o.var] = k
+        yield from m.region(w, o.body)
+
+
+def _if(m: CTA, w: Warp, o: ops.If):
+    if m.value(w, o.cond):
         yield from m.region(w, o.body)
 
 
@@ -389,7 +395,7 @@ def _check_proxy_fence(m: CTA, w: Warp, o: ops.TmaStore) -> None:
 
 
 SEMANTICS = {
-    ops.Let: _let, ops.ForTiles: _for_tiles, ops.ForRange: _for_range, ops.Elect: _elect, ops.Sync: _sync,
+    ops.Let: _let, ops.ForTiles: _for_tiles, ops.ForRange: _for_range, ops.If: _if, ops.Elect: _elect, ops.Sync: _sync,
     ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarExpectTx: _mbar_expect_tx,
     ops.MbarArriveExpectTx: _mbar_arrive_expect_tx, ops.MbarWait: _mbar_wait,
     ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.BulkCommit: _bulk_commit,

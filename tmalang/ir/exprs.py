@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BINARY_OPS = ("+", "-", "*", "/", "%", "&", "^", "max", "min")
+BINARY_OPS = ("+", "-", "*", "/", "%", "&", "^", ">", "max", "min")
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,15 @@ class ForRange(Op):
     body: list[Op]
 
 
+@op("if")
+@dataclass
+class If(Op):
+    """Run `body` when `cond` is non-zero (uniform across the threads that reach it)."""
+
+    cond: Expr
+    body: list[Op]
+
+
 @op("let")
 @dataclass
 class Let(Op):

@@ -17,7 +17,7 @@ _DONE_AFTER = {
     "plan_smem": "every buffer and mbarrier has an offset",
     "dispatch_roles": "the block size is known",
 }
-_ORDER = ["lower", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "schedule_barriers",
+_ORDER = ["lower", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "schedule_barriers", "defer_mma_release",
           "plan_smem", "dispatch_roles"]
 
 

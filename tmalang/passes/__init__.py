@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..ir import ops
 from ..ir.verifier import verify
 from . import (
+    defer_mma_release,
     dispatch_roles,
     expand_pipelines,
     fence_proxy_writes,
@@ -23,6 +24,7 @@ PIPELINE = [
     ("fence_proxy_writes", fence_proxy_writes),  # needs explicit stores; before releases are ordered
     ("order_slot_release", order_slot_release),  # needs fences/syncs in place to know what is ordered
     ("schedule_barriers", schedule_barriers),    # counts arrivals once every arrive site exists
+    ("defer_mma_release", defer_mma_release),    # after counting: its tail release is an alternative site
     ("plan_smem", plan_smem),                    # lays out the buffers and barriers the passes above made
     ("dispatch_roles", dispatch_roles),          # last: sizes the block and budgets registers
 ]
