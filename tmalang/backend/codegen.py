@@ -151,8 +151,13 @@ def _role(g: KernelCodegen, o: ops.RoleOp) -> None:
 
 
 def _elect(g: KernelCodegen, o: ops.Elect) -> None:
-    first = 0 if o.scope == "block" else 32 * g.role.first_warp
-    g.if_then(g.b.icmp_unsigned("==", g.tid, I32(first)), lambda: g.region(o.body))
+    if o.scope == "warpgroup":
+        lane_in_group = g.b.and_(g.b.sub(g.tid, I32(32 * g.role.first_warp)), I32(127))
+        chosen = g.b.icmp_unsigned("==", lane_in_group, I32(0))
+    else:
+        first = 0 if o.scope == "block" else 32 * g.role.first_warp
+        chosen = g.b.icmp_unsigned("==", g.tid, I32(first))
+    g.if_then(chosen, lambda: g.region(o.body))
 
 
 def _let(g: KernelCodegen, o: ops.Let) -> None:

@@ -195,7 +195,10 @@ def _if(m: CTA, w: Warp, o: ops.If):
 
 
 def _elect(m: CTA, w: Warp, o: ops.Elect):
-    chosen = w.index == 0 if o.scope == "block" else w.leads_role
+    if o.scope == "warpgroup":
+        chosen = (w.index - w.role.first_warp) % 4 == 0
+    else:
+        chosen = w.index == 0 if o.scope == "block" else w.leads_role
     if chosen:
         w.elected = True
         yield from m.region(w, o.body)
@@ -204,14 +207,21 @@ def _elect(m: CTA, w: Warp, o: ops.Elect):
 
 def _sync(m: CTA, w: Warp, o: ops.Sync):
     members = [x.index for x in m.warps if o.scope == "block" or x.role is w.role]
-    key = (id(o), o.scope, w.role.symbol if w.role and o.scope == "role" else "", w.syncs)
+    yield from barrier(m, w, o, members, f"bar.sync with {len(members)} warps")
+
+
+def barrier(m: CTA, w: Warp, o: ops.Op, members: list[int], what: str):
+    """Block until every member warp reaches this op; each leaves knowing what all knew.
+
+    The n-th barrier a warp passes at `o` meets the n-th of the others (warps run the same code).
+    """
+    key = (id(o), tuple(members), w.syncs)
     arrived = m.sync_arrivals.setdefault(key, set())
     arrived.add(w.index)
     m.races.sync_arrive(w.agent, key)
     w.syncs += 1
     while not set(members) <= arrived:
-        yield Blocked(o, f"bar.sync with {len(members)} warps ({len(arrived)} arrived)",
-                      lambda: set(members) <= arrived)
+        yield Blocked(o, f"{what} ({len(arrived)} arrived)", lambda: set(members) <= arrived)
     m.races.sync_leave(w.agent, key)
 
 
@@ -241,13 +251,18 @@ def _arrival_quota(kernel: ops.KernelOp) -> dict[int, int]:
     def visit(region, role, elected):
         for o in region:
             if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx)):
-                quota[id(o)] = 1 if elected else 32 * (role.last_warp - role.first_warp + 1)
+                quota[id(o)] = elected or 32 * (role.last_warp - role.first_warp + 1)
             for r in o.regions():
-                visit(r, role, elected or isinstance(o, ops.Elect))
+                visit(r, role, elected_threads(o, role) if isinstance(o, ops.Elect) else elected)
 
     for role in ops.roles(kernel):
         visit(role.body, role, False)
     return quota
+
+
+def elected_threads(o: ops.Elect, role: ops.RoleOp) -> int:
+    """How many threads an elect block runs on."""
+    return (role.last_warp - role.first_warp + 1) // 4 if o.scope == "warpgroup" else 1
 
 
 def _arrive(m: CTA, w: Warp, bar: Mbarrier, o: ops.Op, count: int) -> None:

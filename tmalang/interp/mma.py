@@ -16,6 +16,12 @@ import numpy as np
 from ..ir import exprs as ex
 from ..ir import ops
 from .state import ProtocolError
+
+
+def barrier(m, w, o, members, what):
+    from .machine import barrier as warps_barrier   # machine imports this module
+
+    yield from warps_barrier(m, w, o, members, what)
 from .tiles import FLOAT_OPS, _store_as
 
 
@@ -71,10 +77,15 @@ def wgmma_commit(m, w, o) -> None:
     w.mma_open = []
 
 
-def wgmma_wait(m, w, o: ops.WgmmaWait) -> None:
+def wgmma_wait(m, w, o: ops.WgmmaWait):
+    """Retire groups, then meet the warpgroup: wgmma.wait_group is .sync.aligned, and an MMA is one
+    warpgroup operation, so after the wait every warp knows all four warps' MMAs finished."""
     while len(w.mma_groups) > o.pending:
         for agent in w.mma_groups.pop(0):
             m.races.acquire_transfer(w.agent, agent)
+    offset = w.index - w.role.first_warp
+    first = w.index - offset % 4
+    yield from barrier(m, w, o, list(range(first, first + 4)), "wgmma.wait_group across the warpgroup")
 
 
 def acc_store(m, w, o: ops.AccStore) -> None:

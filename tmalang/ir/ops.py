@@ -179,9 +179,10 @@ class Let(Op):
 @op("elect")
 @dataclass
 class Elect(Op):
-    """Run `body` on one thread: the role's first thread, or thread 0 of the block."""
+    """Run `body` on one thread: the role's first thread, the first thread of each of the role's
+    warpgroups, or thread 0 of the block."""
 
-    scope: str                      # "role" | "block"
+    scope: str                      # "role" | "warpgroup" | "block"
     body: list[Op]
 
 

@@ -7,6 +7,8 @@ Guarantees, for every elected arrive on a pipeline's `empty` barrier:
     finished reading the slot (the PTX rule for reusing a store's source);
   - if the role's threads touched the slot with ordinary accesses since their last `sync`, a
     `sync scope=role` precedes the release, so no thread still reads a slot the producer refills;
+    if only wgmma touched it, each warpgroup releases for itself instead (`elect
+    scope=warpgroup`: its wgmma wait already covers its four warps), with no role-wide sync;
 and every role that issues TMA stores ends with `bulk_wait read=false pending=0`, so no copy is in
 flight when its CTA exits.
 """
@@ -30,12 +32,14 @@ def _pipelined(buffer: str) -> bool:
 def _region(region: list[ops.Op]) -> list[ops.Op]:
     out: list[ops.Op] = []
     stored: set[str] = set()
-    touched = False
+    touched = None   # "generic" (ordinary smem access), "mma" (wgmma only) or None since the last sync
     for o in region:
-        if isinstance(o, (ops.TileAssign, ops.Wgmma)):
-            touched = True   # every warp (warpgroup) must be done with the slot before one thread frees it
+        if isinstance(o, ops.TileAssign):
+            touched = "generic"   # every warp must be done with the slot before one thread frees it
+        elif isinstance(o, ops.Wgmma):
+            touched = touched or "mma"
         elif isinstance(o, ops.Sync):
-            touched = False
+            touched = None
         elif isinstance(o, ops.Elect):
             stores = [s for s in o.body if isinstance(s, ops.TmaStore) and _pipelined(s.source.name)]
             if stores:
@@ -46,9 +50,11 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
             if pipeline is not None:
                 if any(b.startswith(pipeline + ".") for b in stored):
                     o.body.insert(0, ops.BulkWait(0, True, span=o.span))
-                if touched:
+                if touched == "mma" and len(o.body) == 1:
+                    o.scope = "warpgroup"
+                elif touched:
                     out.append(ops.Sync("role", span=o.span))
-                stored, touched = set(), False
+                stored, touched = set(), None
         else:
             for r in o.regions():
                 r[:] = _region(r)

@@ -2,8 +2,8 @@
 
 Requires: explicit barrier operations (pipelines expanded, releases ordered).
 Guarantees:
-  - every mbarrier's `count` is the number of arrivals one phase receives: 1 per elected arrive
-    site, the role's thread count per arrive site every thread runs. A count the user declared
+  - every mbarrier's `count` is the number of arrivals one phase receives: per arrive site, 1
+    inside `elect` (one per warpgroup for warpgroup scope), else the role's thread count. A count the user declared
     must equal it, and an mbarrier that is waited on must have an arrive site — otherwise the
     phase never completes (a hang) or completes early (a race), so both are errors here;
   - `tx_bytes` is the bytes one phase expects; where expect_tx bytes are constants they must
@@ -30,10 +30,10 @@ def run(kernel: ops.KernelOp) -> None:
     first_site: dict[str, tuple] = {}
     for role in ops.roles(kernel):
         threads = 32 * (role.last_warp - role.first_warp + 1)
-        for o, elected in _sites(role.body, False):
+        for o, elected in _sites(role.body, 0, role):
             if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx)):
                 name = o.barrier.name
-                arrivals[name] += 1 if elected else threads
+                arrivals[name] += elected or threads
                 first_site.setdefault(name, (o, role, elected))
     _check_tx(ops.roles(kernel), barriers, boxes)
     for name, decl in barriers.items():
@@ -41,11 +41,15 @@ def run(kernel: ops.KernelOp) -> None:
     _insert_init(kernel, barriers)
 
 
-def _sites(region, elected):
+def _sites(region, elected: int, role: ops.RoleOp):
+    """(op, threads running it if inside elect else 0) for every op of a role."""
     for o in region:
         yield o, elected
+        inner = elected
+        if isinstance(o, ops.Elect):
+            inner = (role.last_warp - role.first_warp + 1) // 4 if o.scope == "warpgroup" else 1
         for r in o.regions():
-            yield from _sites(r, elected or isinstance(o, ops.Elect))
+            yield from _sites(r, inner, role)
 
 
 def _settle_count(decl: ops.MbarrierDecl, derived: int, site) -> None:
@@ -56,7 +60,8 @@ def _settle_count(decl: ops.MbarrierDecl, derived: int, site) -> None:
         decl.count = derived
     elif decl.count != derived:
         o, role, elected = site
-        who = "one elected thread" if elected else f"all {32 * (role.last_warp - role.first_warp + 1)} threads"
+        who = {0: f"all {32 * (role.last_warp - role.first_warp + 1)} threads", 1: "one elected thread"}.get(
+            elected, f"{elected} elected threads (one per warpgroup)")
         raise error("E100", f"mbarrier '{decl.symbol}' is declared with {decl.count} arrival(s) per phase, "
                     f"but {derived} arrive", o.span,
                     f"role '{role.symbol}' arrives here with {who}",
