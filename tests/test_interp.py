@@ -163,3 +163,13 @@ def test_box_semantics_with_element_strides_and_nan_fill():
     target = np.zeros_like(tensor)
     write_box(target, box, [1, 1], np.ones((2, 2), dtype=np.float32))
     assert target.sum() == 2 and target[4, 8] == 1 and target[6, 8] == 1
+
+
+@pytest.mark.parametrize("counts,group", [([7, 5], 3), ([8, 8], 8), ([1, 9], 4), ([9, 1], 2), ([6, 4], 0)])
+def test_grouped_tile_order_visits_every_tile_once(counts, group):
+    from tmalang.interp.machine import tile_coords
+
+    seen = [tuple(tile_coords(t, counts, group)) for t in range(counts[0] * counts[1])]
+    assert sorted(seen) == [(m, n) for m in range(counts[0]) for n in range(counts[1])]
+    if group and counts[0] > 1:
+        assert seen[1] == (1, 0), "a band walks its rows first"

@@ -183,17 +183,33 @@ def _for_tiles(g: KernelCodegen, o: ops.ForTiles) -> None:
     t = g.b.load(g.vars[f"{o.index}.tile"])
     g.b.cbranch(g.b.icmp_unsigned("<", t, total), body_bb, exit_bb)
     g.b.position_at_end(body_bb)
-    rest = g.b.load(g.vars[f"{o.index}.tile"])
-    for name, count in reversed(list(zip(o.vars, counts))):
+    tile = g.b.load(g.vars[f"{o.index}.tile"])
+    for name, value in zip(o.vars, _tile_coords(g, tile, counts, o.group)):
         g.vars.setdefault(name, g.alloca(name))
-        g.b.store(g.b.urem(rest, count), g.vars[name])
-        rest = g.b.udiv(rest, count)
+        g.b.store(value, g.vars[name])
     g.region(o.body)
     step = g.b.add(g.b.load(g.vars[f"{o.index}.tile"]), g._sreg("nctaid.x"))
     g.b.store(step, g.vars[f"{o.index}.tile"])
     g.b.store(g.b.add(g.b.load(g.vars[o.index]), I32(1)), g.vars[o.index])
     g.b.branch(cond_bb)
     g.b.position_at_end(exit_bb)
+
+
+def _tile_coords(g: KernelCodegen, t: ir.Value, counts: list[ir.Value], group: int) -> list[ir.Value]:
+    """Linear tile index → tile indices (the same function as interp.machine.tile_coords)."""
+    b = g.b
+    if group:
+        band = b.mul(I32(group), counts[1])
+        first = b.mul(b.udiv(t, band), I32(group))
+        left = b.sub(counts[0], first)
+        rows = b.select(b.icmp_unsigned("<", left, I32(group)), left, I32(group))
+        within = b.urem(t, band)
+        return [b.add(first, b.urem(within, rows)), b.udiv(within, rows)]
+    coords = []
+    for count in reversed(counts):
+        coords.append(b.urem(t, count))
+        t = b.udiv(t, count)
+    return coords[::-1]
 
 
 def _for_range(g: KernelCodegen, o: ops.ForRange) -> None:

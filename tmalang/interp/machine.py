@@ -176,11 +176,24 @@ def _for_tiles(m: CTA, w: Warp, o: ops.ForTiles):
     total = int(np.prod(counts))
     w.env[o.index] = 0
     for t in range(m.cta, total, m.ctas):
-        for name, count in reversed(list(zip(o.vars, counts))):
-            w.env[name] = t % count
-            t //= count
+        for name, value in zip(o.vars, tile_coords(t, counts, o.group)):
+            w.env[name] = value
         yield from m.region(w, o.body)
         w.env[o.index] += 1
+
+
+def tile_coords(t: int, counts: list[int], group: int) -> list[int]:
+    """The tile indices of linear tile t: row-major, or in bands of `group` rows (2-D)."""
+    if group:
+        band = group * counts[1]
+        first = t // band * group
+        rows = min(counts[0] - first, group)
+        return [first + t % band % rows, t % band // rows]
+    coords = []
+    for count in reversed(counts):
+        coords.append(t % count)
+        t //= count
+    return coords[::-1]
 
 
 def _for_range(m: CTA, w: Warp, o: ops.ForRange):

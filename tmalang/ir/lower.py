@@ -66,7 +66,8 @@ class _Statements:
         self.loops += 1
         index = s.index or f"tile{self.loops}"
         box = self.info.box_for(s.box)
-        return ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, self.block(s.body), span=s.span)
+        return ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, s.group or 0, self.block(s.body),
+                            span=s.span)
 
     def _ForSteps(self, s: ast.ForSteps):
         extent = self.int_expr(s.extent)

@@ -138,13 +138,16 @@ class RoleOp(Op):
 class ForTiles(Op):
     """Loop over the tiles of `tensor` cut by `box`; persistent grids stride over them.
 
-    Binds `vars` (tile index per dim, outermost first) and `index` (this CTA's iteration).
+    Binds `vars` (tile index per dim, outermost first) and `index` (this CTA's iteration). With
+    `group` G, tile t of a 2-D space lies in band t // (G * columns) and walks that band's G rows
+    first, so concurrently running CTAs share operand tiles in L2.
     """
 
     vars: list[str]
     tensor: str
     box: str
     index: str
+    group: int                      # 0: row-major; G: bands of G tile rows, walked column by column
     body: list[Op]
 
 

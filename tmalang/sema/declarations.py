@@ -113,7 +113,7 @@ class KernelInfo:
     symbols: dict[str, object] = field(default_factory=dict)
     dims: dict[str, Span] = field(default_factory=dict)    # symbolic dims bound at launch
     roles: list[Role] = field(default_factory=list)
-    tile_space: tuple | None = None   # (shape, box shape) shared by every tile loop
+    tile_space: tuple | None = None   # (shape, box shape, group, first loop) shared by every tile loop
     accumulators: dict = field(default_factory=dict)   # (role, name) -> sema.mma.Accumulator
 
     def lookup(self, ref: ast.Ref, *kinds: type, what: str):

@@ -49,11 +49,13 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
     if len(s.vars) != len(box.shape):
         raise error("E052", f"tiles of rank-{len(box.shape)} box '{box.name}' bind {len(box.shape)} "
                     f"indices, not {len(s.vars)}", s.span)
-    space = (tuple(tensor.shape), tuple(box.shape))
+    if s.group is not None and (s.group < 1 or len(box.shape) != 2):
+        raise error("E052", "grouped tile order needs a 2-D tile space and a group of at least 1 row", s.span)
+    space = (tuple(tensor.shape), tuple(box.shape), s.group or 0)
     if info.tile_space is None:
         info.tile_space = space + (s,)
-    elif info.tile_space[:2] != space:
-        first = info.tile_space[2]
+    elif info.tile_space[:3] != space:
+        first = info.tile_space[3]
         raise error("E053", f"this loop walks tiles {_space(space)} but an earlier loop walks tiles "
                     f"{_space(info.tile_space)}", s.span,
                     f"the loops must agree so that producers and consumers run the same trip count "
@@ -97,8 +99,9 @@ def _check_local(info: KernelInfo, scope: Scope, name: str, span) -> None:
 
 
 def _space(space) -> str:
-    shape, box = space[:2]
-    return f"of [{', '.join(map(str, shape))}] by [{', '.join(map(str, box))}]"
+    shape, box, group = space[:3]
+    order = f" grouped {group}" if group else ""
+    return f"of [{', '.join(map(str, shape))}] by [{', '.join(map(str, box))}]{order}"
 
 
 def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:

@@ -62,6 +62,7 @@ class ForTiles(Node):
     box: Ref
     index: str | None
     body: list["Stmt"]
+    group: int | None = None     # `grouped G`: G rows of tiles walked column by column
 
 
 @dataclass

@@ -181,10 +181,11 @@ class _Builder(Transformer):
 
     # ---- statements
     def for_tiles(self, meta, children):
-        *names, tensor, box, index, body = children
+        *names, tensor, box, group, index, body = children
         index = str(index) if index is not None else None
         vars_ = [str(n) for n in names]
-        return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body)
+        group = int(group) if group is not None else None
+        return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body, group)
 
     def for_steps(self, meta, children):
         var, extent, chunk, body = children
