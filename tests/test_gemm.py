@@ -54,7 +54,7 @@ def test_interpreter_validates_512_cubed_quickly(gemm):
 
 
 def test_ptx_uses_wgmma_without_spills(gemm):
-    assert gemm.ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 4
+    assert gemm.ptx.count("wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16") == 4
     assert "wgmma.fence.sync.aligned" in gemm.ptx and "wgmma.wait_group.sync.aligned 0" in gemm.ptx
     stats = gemm.stats()
     assert stats.spill_stores == 0 and stats.spill_loads == 0
@@ -93,7 +93,7 @@ def test_interpreter_catches_a_slot_released_under_an_inflight_wgmma(gemm):
     elect = next(o for o in loop_release.body if isinstance(o, ops.Elect))
     elect.body[0] = ops.MbarArrive(ex.BufferRef("ring.empty", ex.Var("s")), span=elect.body[0].span)
     rng = np.random.default_rng(3)
-    a, b = bf16_matrix(rng, 128, 512), bf16_matrix(rng, 256, 512)
-    c = np.zeros((128, 256), dtype=BF16)
+    a, b = bf16_matrix(rng, 128, 512), bf16_matrix(rng, 192, 512)
+    c = np.zeros((128, 192), dtype=BF16)
     with pytest.raises(tmalang.TmalangError, match="E40[125]"):
         interpret(kernel, gemm.manifest, a, b, c, seed=1, explore=8)

@@ -113,3 +113,23 @@ def test_blocksum_matches_numpy_exactly(shape):
     args, expected = CASES["blocksum"](np.random.default_rng(11), shape)
     _kernel("blocksum")(*args)
     np.testing.assert_array_equal(args[-1], expected)
+
+
+def test_repeated_launch_reuses_parameters_but_sees_new_data(torch):
+    """The repeat fast path skips validation and encoding only for identical arguments."""
+    k = _kernel("saxpy")
+    x, y, out = (torch.randn(300, 200, device="cuda") for _ in range(3))
+    k(np.float32(2), x, y, out)
+    x.copy_(torch.randn_like(x))              # same pointer, new contents
+    k(np.float32(2), x, y, out)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(out.cpu().numpy(), np.float32(2) * x.cpu().numpy() + y.cpu().numpy())
+    k(np.float32(3), x, y, out)               # a new scalar: a new launch
+    other = torch.empty_like(out)
+    k(np.float32(3), x, y, other)             # a new output tensor: new tensor maps
+    torch.cuda.synchronize()
+    expected = np.float32(3) * x.cpu().numpy() + y.cpu().numpy()
+    np.testing.assert_array_equal(out.cpu().numpy(), expected)
+    np.testing.assert_array_equal(other.cpu().numpy(), expected)
+    with pytest.raises(Exception):
+        k(np.float32(3), x, y, torch.empty(300, 201, device="cuda"))   # still validated

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..backend.manifest import Manifest, TensorMapParam
 from . import driver
 from .binding import Binding, bind, common_device
@@ -44,8 +46,17 @@ class Launcher:
         self.manifest = manifest
         self._cubin = cubin
         self._loaded: dict[int, _Loaded] = {}
+        self._repeat: tuple | None = None    # (signature, device, function, config, params)
 
     def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> None:
+        signature = _device_signature(args, dims, stream)
+        if signature is not None and self._repeat is not None and self._repeat[0] == signature:
+            # the very arguments of the previous launch: already validated and encoded
+            _, device, function, config, params = self._repeat
+            driver.activate(device)
+            driver.launch(function, config, params.address)
+            return
+        self._repeat = None
         m = self.manifest
         binding = bind(m, args, dims)
         device = launch_device(binding)
@@ -65,6 +76,8 @@ class Launcher:
             params = pack_params(binding, tensor_map)
             driver.launch(loaded.function, config, params.address)
             staging.finish()
+        if signature is not None:
+            self._repeat = (signature, device, loaded.function, config, params)
 
     def _load(self, device: int) -> _Loaded:
         if device not in self._loaded:
@@ -75,6 +88,27 @@ class Launcher:
             capacity = _capacity(m, function, device) if m.grid.kind == "persistent" else None
             self._loaded[device] = _Loaded(module, function, capacity)
         return self._loaded[device]
+
+
+def _device_signature(args: tuple, dims, stream) -> tuple | None:
+    """What a launch depends on, for device arrays and plain scalars only (None otherwise).
+
+    Equal signatures mean equal pointers, shapes, strides, dtypes and devices, so the previous
+    launch's validated parameters and tensor maps are still exact. Host (NumPy) arrays need
+    staging every time and are never repeated.
+    """
+    try:
+        key = [stream_handle(stream), None if dims is None else tuple(sorted(dims.items()))]
+    except LaunchError:
+        return None
+    for a in args:
+        if isinstance(a, (int, float, np.generic)) and not isinstance(a, bool):
+            key.append((type(a), a))
+        elif hasattr(a, "data_ptr") and hasattr(a, "stride") and getattr(a, "is_cuda", False):
+            key.append((a.data_ptr(), tuple(a.shape), a.stride(), a.dtype, a.device.index))
+        else:
+            return None
+    return tuple(key)
 
 
 def _capacity(m: Manifest, function, device: int) -> int:
