@@ -158,4 +158,4 @@ def build_manifest(kernel: ops.KernelOp, arch: str) -> Manifest:
     tensor = ops.decls(kernel, ops.TensorDecl)[loop.tensor]
     grid = GridSpec(kernel.grid, tuple(zip(tensor.shape, boxes[loop.box].shape)))
     return Manifest(kernel.symbol, arch, tuple(args), tuple(codegen.ptx_params(kernel)), kernel.threads,
-                    kernel.smem_bytes, grid)
+                    kernel.smem_bytes, grid, cluster=(kernel.cluster, 1, 1))

@@ -171,12 +171,16 @@ def _for_tiles(g: KernelCodegen, o: ops.ForTiles) -> None:
     box = g.boxes[o.box]
     tensor = ops.decls(g.kernel, ops.TensorDecl)[box.tensor]
     counts = [g.b.udiv(g.b.add(_dim(g, d), I32(e - 1)), I32(e)) for d, e in zip(tensor.shape, box.shape)]
+    cluster = g.kernel.cluster
+    if cluster > 1:   # a cluster walks one tile per CTA along dim 0: count those rows in clusters
+        counts[0] = g.b.udiv(g.b.add(counts[0], I32(cluster - 1)), I32(cluster))
     total = counts[0]
     for c in counts[1:]:
         total = g.b.mul(total, c)
     _let(g, ops.Let(o.index, ex.Const(0)))
     g.vars[f"{o.index}.tile"] = g.alloca(f"{o.index}.tile")
-    g.b.store(g._sreg("ctaid.x"), g.vars[f"{o.index}.tile"])
+    ctaid = g._sreg("ctaid.x")
+    g.b.store(g.b.udiv(ctaid, I32(cluster)) if cluster > 1 else ctaid, g.vars[f"{o.index}.tile"])
     cond_bb, body_bb, exit_bb = (g.fn.append_basic_block(f"{o.index}.{n}") for n in ("cond", "body", "exit"))
     g.b.branch(cond_bb)
     g.b.position_at_end(cond_bb)
@@ -184,11 +188,16 @@ def _for_tiles(g: KernelCodegen, o: ops.ForTiles) -> None:
     g.b.cbranch(g.b.icmp_unsigned("<", t, total), body_bb, exit_bb)
     g.b.position_at_end(body_bb)
     tile = g.b.load(g.vars[f"{o.index}.tile"])
-    for name, value in zip(o.vars, _tile_coords(g, tile, counts, o.group)):
+    coords = _tile_coords(g, tile, counts, o.group // cluster)
+    if cluster > 1:   # this CTA's row of the cluster's tiles: rank = ctaid mod cluster size
+        coords[0] = g.b.add(g.b.mul(coords[0], I32(cluster)), g.b.urem(ctaid, I32(cluster)))
+    for name, value in zip(o.vars, coords):
         g.vars.setdefault(name, g.alloca(name))
         g.b.store(value, g.vars[name])
     g.region(o.body)
-    step = g.b.add(g.b.load(g.vars[f"{o.index}.tile"]), g._sreg("nctaid.x"))
+    stride = g._sreg("nctaid.x")
+    stride = g.b.udiv(stride, I32(cluster)) if cluster > 1 else stride
+    step = g.b.add(g.b.load(g.vars[f"{o.index}.tile"]), stride)
     g.b.store(step, g.vars[f"{o.index}.tile"])
     g.b.store(g.b.add(g.b.load(g.vars[o.index]), I32(1)), g.vars[o.index])
     g.b.branch(cond_bb)
@@ -261,7 +270,9 @@ def _mbar_wait(g: KernelCodegen, o: ops.MbarWait) -> None:
 
 
 def _sync(g: KernelCodegen, o: ops.Sync) -> None:
-    if o.scope == "block":
+    if o.scope == "cluster":
+        g.asm(ptx_asm.PTX["sync_cluster"], "", [])
+    elif o.scope == "block":
         g.asm(ptx_asm.PTX["sync_block"], "", [])
     elif g.role_threads() == 32:
         g.asm(ptx_asm.PTX["sync_warp"], "", [])

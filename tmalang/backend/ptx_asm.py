@@ -38,6 +38,7 @@ PTX = {
     "sync_block": "bar.sync 0;",
     "sync_named": "bar.sync $0, $1;",
     "sync_warp": "bar.warp.sync -1;",
+    "sync_cluster": "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;",
     "setmaxnreg_inc": "setmaxnreg.inc.sync.aligned.u32 $0;",
     "setmaxnreg_dec": "setmaxnreg.dec.sync.aligned.u32 $0;",
 }

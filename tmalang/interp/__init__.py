@@ -18,8 +18,8 @@ from ..diagnostics import TmalangError
 from ..ir import ops
 from ..runtime.binding import bind
 from ..runtime.dtypes import NUMPY
-from .machine import CTA
-from .scheduler import run_cta
+from .machine import CTA, Cluster
+from .scheduler import run_cluster
 from .state import ProtocolError
 from .trace import Trace
 
@@ -64,10 +64,14 @@ def _run_once(kernel, manifest, args, binding, seed, ctas, trace) -> dict[str, n
     params.update(binding.scalars)
     launch = Launch(arrays, params, None if seed is None else np.random.default_rng(seed), trace)
     tiles = binding.tile_count()
+    size = kernel.cluster
     count = tiles if manifest.grid.kind == "tiles" else min(tiles, ctas or DEFAULT_PERSISTENT_CTAS)
-    for cta in range(count):
+    count = -(-count // size) * size          # whole clusters, as the runtime launches them
+    for first in range(0, count, size):
         try:
-            run_cta(CTA(kernel, launch, cta, count), launch.rng)
+            cluster = Cluster()
+            run_cluster([CTA(kernel, launch, cta, count, cluster) for cta in range(first, first + size)],
+                        launch.rng)
         except ProtocolError as exc:
             notes = list(exc.notes)
             if seed is not None:

@@ -34,12 +34,13 @@ class Blocked:
 class Warp:
     index: int
     role: ops.RoleOp | None
+    cta: int = 0
     env: dict = field(default_factory=dict)
     elected: bool = False
     groups: list[BulkGroup] = field(default_factory=list)   # committed, not yet waited
     open_group: BulkGroup | None = None
     current: ops.Op | None = None
-    syncs: int = 0                  # bar.syncs passed: the n-th sync of every member meets the others
+    passes: dict = field(default_factory=dict)   # barrier op -> times this warp passed it
     mma_open: list = field(default_factory=list)     # wgmma agents not yet committed
     mma_groups: list = field(default_factory=list)   # committed wgmma groups not yet waited
     acc_dirty: bool = True          # ordinary instructions touched the accumulator since wgmma.fence
@@ -47,16 +48,28 @@ class Warp:
 
     @property
     def agent(self) -> tuple:
-        return ("warp", self.index)
+        return ("warp", self.cta, self.index)
 
     @property
     def leads_role(self) -> bool:
         return self.role is not None and self.index == self.role.first_warp
 
 
+@dataclass
+class Cluster:
+    """What the CTAs of one cluster share: each other, the happens-before clocks, barriers of warps."""
+
+    ctas: list = field(default_factory=list)
+    races: RaceDetector = field(default_factory=RaceDetector)
+    sync_arrivals: dict = field(default_factory=dict)
+
+
 class CTA:
-    def __init__(self, kernel: ops.KernelOp, launch, cta: int, ctas: int):
+    def __init__(self, kernel: ops.KernelOp, launch, cta: int, ctas: int, cluster: Cluster | None = None):
         self.kernel, self.launch, self.cta, self.ctas = kernel, launch, cta, ctas
+        self.cluster = cluster or Cluster()
+        self.cluster.ctas.append(self)
+        self.rank = len(self.cluster.ctas) - 1          # %cluster_ctarank
         self.smem = Smem.allocate(kernel.smem_bytes)
         self.boxes = ops.decls(kernel, ops.BoxDecl)
         self.buffers = ops.decls(kernel, ops.BufferDecl)
@@ -67,7 +80,7 @@ class CTA:
             for s in range(d.stages)
         }
         self.trace = launch.trace
-        self.races = RaceDetector()
+        self.races = self.cluster.races
         self.unfenced: dict[tuple, set[int]] = {}   # tile -> warps whose generic writes lack a proxy fence
         self.quota = _arrival_quota(kernel)          # arrive op -> arrivals it makes in one phase
         self.phase_arrivals: dict[tuple, dict] = {}  # barrier -> arrive op -> arrivals this phase
@@ -77,10 +90,10 @@ class CTA:
         # per mbarrier: the newest phase a TMA load fed, and how many phases a wait has observed
         self.fed: dict[tuple, tuple[int, ops.Op]] = {}
         self.observed: dict[tuple, int] = {}
-        self.sync_arrivals: dict[tuple, set] = {}
+        self.sync_arrivals = self.cluster.sync_arrivals
         self.step = 0
         roles = ops.roles(kernel)
-        self.warps = [Warp(w, next((r for r in roles if r.first_warp <= w <= r.last_warp), None))
+        self.warps = [Warp(w, next((r for r in roles if r.first_warp <= w <= r.last_warp), None), cta)
                       for w in range(kernel.threads // 32)]
 
     # ---- evaluation
@@ -113,8 +126,12 @@ class CTA:
         return self.smem.tile(decl.offset + stage * decl.bytes, box_tile_bytes(box)[0],
                               self.launch.np_dtype(box.dtype))
 
-    def tile_key(self, warp: Warp, ref: ex.BufferRef) -> tuple[str, int]:
-        return ref.name, self.value(warp, ref.index)
+    def tile_key(self, warp: Warp, ref: ex.BufferRef) -> tuple[str, int, int]:
+        """(buffer, stage, CTA): one tile of one CTA's shared memory, for the race detector."""
+        return ref.name, self.value(warp, ref.index), self.cta
+
+    def phase_key(self, bar: Mbarrier, phase: int) -> tuple:
+        return self.cta, bar.name, bar.stage, phase
 
     def who(self, warp: Warp) -> str:
         role = warp.role.symbol if warp.role else "-"
@@ -173,10 +190,14 @@ def _for_tiles(m: CTA, w: Warp, o: ops.ForTiles):
     box = m.boxes[o.box]
     tensor = m.tensors[o.tensor]
     counts = [-(-m.launch.dim(d) // e) for d, e in zip(tensor.shape, box.shape)]
+    size = m.kernel.cluster
+    counts[0] = -(-counts[0] // size)      # a cluster walks one tile per CTA along dim 0
     total = int(np.prod(counts))
     w.env[o.index] = 0
-    for t in range(m.cta, total, m.ctas):
-        for name, value in zip(o.vars, tile_coords(t, counts, o.group)):
+    for t in range(m.cta // size, total, m.ctas // size):
+        coords = tile_coords(t, counts, o.group // size)
+        coords[0] = coords[0] * size + m.rank
+        for name, value in zip(o.vars, coords):
             w.env[name] = value
         yield from m.region(w, o.body)
         w.env[o.index] += 1
@@ -219,20 +240,26 @@ def _elect(m: CTA, w: Warp, o: ops.Elect):
 
 
 def _sync(m: CTA, w: Warp, o: ops.Sync):
-    members = [x.index for x in m.warps if o.scope == "block" or x.role is w.role]
-    yield from barrier(m, w, o, members, f"bar.sync with {len(members)} warps")
+    if o.scope == "cluster":
+        members = [(c.cta, x.index) for c in m.cluster.ctas for x in c.warps]
+        what = f"barrier.cluster with {len(members)} warps in {len(m.cluster.ctas)} CTAs"
+    else:
+        members = [(m.cta, x.index) for x in m.warps if o.scope == "block" or x.role is w.role]
+        what = f"bar.sync with {len(members)} warps"
+    yield from barrier(m, w, o, members, what)
 
 
 def barrier(m: CTA, w: Warp, o: ops.Op, members: list[int], what: str):
     """Block until every member warp reaches this op; each leaves knowing what all knew.
 
-    The n-th barrier a warp passes at `o` meets the n-th of the others (warps run the same code).
+    The n-th time a warp passes `o` meets the n-th time of the others (they run the same code).
     """
-    key = (id(o), tuple(members), w.syncs)
+    count = w.passes.get(id(o), 0)
+    w.passes[id(o)] = count + 1
+    key = (id(o), tuple(members), count)
     arrived = m.sync_arrivals.setdefault(key, set())
-    arrived.add(w.index)
+    arrived.add((m.cta, w.index))
     m.races.sync_arrive(w.agent, key)
-    w.syncs += 1
     while not set(members) <= arrived:
         yield Blocked(o, f"{what} ({len(arrived)} arrived)", lambda: set(members) <= arrived)
     m.races.sync_leave(w.agent, key)
@@ -285,13 +312,13 @@ def _arrive(m: CTA, w: Warp, bar: Mbarrier, o: ops.Op, count: int) -> None:
         raise _surplus(m, w, bar, o, "this arrive site already arrived in the phase in progress")
     previous = m.site_phase.get((id(o), key))
     if previous is not None and previous == bar.completed - 1 and \
-            not m.races.knows_phase(w.agent, (bar.name, bar.stage, previous)):
+            not m.races.knows_phase(w.agent, m.phase_key(bar, previous)):
         raise _surplus(m, w, bar, o, f"it arrives for phase {bar.completed} without having observed the "
                        f"completion of phase {previous}, to which it also arrived: its arrivals outrun the phases")
     m.site_phase[(id(o), key)] = bar.completed
     made[id(o)] = made.get(id(o), 0) + count
     bar.pending -= count
-    m.races.release_to_phase(w.agent, (bar.name, bar.stage, bar.completed))
+    m.races.release_to_phase(w.agent, m.phase_key(bar, bar.completed))
     _settle(m, bar, o)
 
 
@@ -334,7 +361,7 @@ def _mbar_wait(m: CTA, w: Warp, o: ops.MbarWait):
     m.observed[key] = max(m.observed.get(key, 0), bar.completed)
     seen = bar.completed - 1 if (bar.completed - 1) & 1 == parity else bar.completed - 2
     if seen >= 0:   # a wait for parity 1 before any phase completed is the free first pass
-        m.races.acquire_phase(w.agent, (bar.name, bar.stage, seen))
+        m.races.acquire_phase(w.agent, m.phase_key(bar, seen))
 
 
 def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
@@ -354,7 +381,7 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         m.races.access(key, agent, True, None, o.span, who)
         dest[...] = read_box(source, box, coords)
         bar.tx -= dest.nbytes
-        m.races.release_to_phase(agent, (bar.name, bar.stage, bar.completed))
+        m.races.release_to_phase(agent, m.phase_key(bar, bar.completed))
         _settle(m, bar, o)
 
     m.in_flight.append(Transfer("load", w.index, o.span, apply, bar, dest.nbytes,

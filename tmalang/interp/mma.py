@@ -85,7 +85,8 @@ def wgmma_wait(m, w, o: ops.WgmmaWait):
             m.races.acquire_transfer(w.agent, agent)
     offset = w.index - w.role.first_warp
     first = w.index - offset % 4
-    yield from barrier(m, w, o, list(range(first, first + 4)), "wgmma.wait_group across the warpgroup")
+    members = [(m.cta, i) for i in range(first, first + 4)]
+    yield from barrier(m, w, o, members, "wgmma.wait_group across the warpgroup")
 
 
 def acc_store(m, w, o: ops.AccStore) -> None:

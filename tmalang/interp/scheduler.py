@@ -11,39 +11,44 @@ from .machine import CTA, Blocked
 from .state import ProtocolError
 
 
-def run_cta(cta: CTA, rng) -> None:
-    if cta.trace is not None:
-        cta.trace.name_tracks(cta.cta, cta.warps)
-    programs = {w.index: cta.program(w) for w in cta.warps}
-    blocked: dict[int, Blocked] = {}
+def run_cluster(ctas: list[CTA], rng) -> None:
+    """Run the CTAs of one cluster together: their warps interleave, their transfers land."""
+    for cta in ctas:
+        if cta.trace is not None:
+            cta.trace.name_tracks(cta.cta, cta.warps)
+    programs = {(c.rank, w.index): c.program(w) for c in ctas for w in c.warps}
+    blocked: dict[tuple, Blocked] = {}
     order = list(programs)
-    turn = 0
-    while programs or cta.in_flight:
-        cta.step += 1
-        landed = [t for t in cta.in_flight if t.due <= cta.step]
-        for t in landed if rng is None else _shuffled(landed, rng):
-            _complete(cta, t)
-        runnable = [i for i in order if i in programs and (i not in blocked or blocked[i].ready())]
+    turn, step = 0, 0
+    while programs or any(c.in_flight for c in ctas):
+        step += 1
+        for c in ctas:
+            c.step = step
+        landed = [(c, t) for c in ctas for t in c.in_flight if t.due <= step]
+        for c, t in landed if rng is None else _shuffled(landed, rng):
+            _complete(c, t)
+        runnable = [k for k in order if k in programs and (k not in blocked or blocked[k].ready())]
         if not runnable:
-            if cta.in_flight:
-                cta.step = min(t.due for t in cta.in_flight) - 1   # idle until the engine delivers
+            pending = [t.due for c in ctas for t in c.in_flight]
+            if pending:
+                step = min(pending) - 1   # idle until the engine delivers
                 continue
-            raise _deadlock(cta, blocked)
+            raise _deadlock(ctas, blocked)
         if rng is None:
-            index = runnable[turn % len(runnable)]
+            key = runnable[turn % len(runnable)]
             turn += 1
         else:
-            index = runnable[int(rng.integers(len(runnable)))]
-        blocked.pop(index, None)
+            key = runnable[int(rng.integers(len(runnable)))]
+        blocked.pop(key, None)
         try:
-            event = next(programs[index])
+            event = next(programs[key])
         except StopIteration:
-            del programs[index]
-            if not programs:
-                _check_exit(cta)
+            del programs[key]
+            if not any(k[0] == key[0] for k in programs):
+                _check_exit(ctas[key[0]])
             continue
         if isinstance(event, Blocked):
-            blocked[index] = event
+            blocked[key] = event
 
 
 def _check_exit(cta: CTA) -> None:
@@ -74,12 +79,14 @@ def _shuffled(items, rng):
     return items
 
 
-def _deadlock(cta: CTA, blocked: dict[int, Blocked]) -> ProtocolError:
+def _deadlock(ctas: list[CTA], blocked: dict[tuple, Blocked]) -> ProtocolError:
     notes = []
-    for index, b in sorted(blocked.items()):
-        warp = cta.warps[index]
+    for (rank, index), b in sorted(blocked.items()):
+        cta = ctas[rank]
         where = b.op.span.location() if b.op.span else "?"
-        notes.append(f"{cta.who(warp)} waits at {where} on {b.what}")
+        prefix = f"CTA {cta.cta}: " if len(ctas) > 1 else ""
+        notes.append(f"{prefix}{cta.who(cta.warps[index])} waits at {where} on {b.what}")
     first = blocked[min(blocked)].op.span if blocked else None
-    return ProtocolError("E401", f"deadlock in CTA {cta.cta}: every live warp is blocked and no copy is in flight",
+    where = f"CTA {ctas[0].cta}" if len(ctas) == 1 else f"the cluster of CTAs {ctas[0].cta}..{ctas[-1].cta}"
+    return ProtocolError("E401", f"deadlock in {where}: every live warp is blocked and no copy is in flight",
                          first, notes)

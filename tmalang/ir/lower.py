@@ -25,7 +25,7 @@ def lower_kernel(info: KernelInfo) -> ops.KernelOp:
         lowerer.accs = {name for (owner, name) in info.accumulators if owner == role.name}
         body.append(ops.RoleOp(role.name, role.first_warp, role.last_warp, role.regs or 0,
                                lowerer.block(role.decl.body), span=role.decl.span))
-    return ops.KernelOp(info.node.name, info.grid, 0, 0, body, span=info.node.span)
+    return ops.KernelOp(info.node.name, info.grid, info.cluster, 0, 0, body, span=info.node.span)
 
 
 def _param(sym) -> ops.Op:

@@ -50,6 +50,7 @@ def op(name: str):
 class KernelOp(Op):
     symbol: str
     grid: str                       # "tiles" | "persistent"
+    cluster: int                    # CTAs per cluster (1: no cluster)
     threads: int                    # 0 until dispatch_roles sizes the block
     smem_bytes: int                 # 0 until plan_smem
     body: list[Op]
@@ -351,7 +352,7 @@ class Fence(Op):
 @op("sync")
 @dataclass
 class Sync(Op):
-    """A barrier across the role's threads (scope role) or the whole block."""
+    """A barrier across the role's threads (scope role), the whole block, or the whole cluster."""
 
     scope: str
 

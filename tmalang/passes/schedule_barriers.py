@@ -10,7 +10,9 @@ Guarantees:
     equal the bytes of the TMA loads completing on that barrier in the same role;
   - the kernel body starts with one thread initialising every stage of every barrier, then
     `fence.mbarrier_init` (barrier state visible to the async proxy), then a block-wide sync,
-    before any role runs.
+    before any role runs; in a cluster the sync is cluster-wide (other CTAs multicast into this
+    CTA's smem and arrive on its barriers), and the kernel ends with a cluster-wide sync too, so
+    no CTA exits while another may still reach its shared memory.
 """
 
 from __future__ import annotations
@@ -99,4 +101,7 @@ def _insert_init(kernel: ops.KernelOp, barriers) -> None:
     ]
     init = ops.Elect("block", [*inits, ops.Fence("mbarrier_init", span=kernel.span)], span=kernel.span)
     first_role = next(i for i, o in enumerate(kernel.body) if isinstance(o, ops.RoleOp))
-    kernel.body[first_role:first_role] = [init, ops.Sync("block", span=kernel.span)]
+    scope = "cluster" if kernel.cluster > 1 else "block"
+    kernel.body[first_role:first_role] = [init, ops.Sync(scope, span=kernel.span)]
+    if kernel.cluster > 1:
+        kernel.body.append(ops.Sync("cluster", span=kernel.span))

@@ -9,7 +9,7 @@ from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 
 _DECLS = {
-    ast.GridDecl: d.check_grid, ast.BoxDecl: d.check_box, ast.PipelineDecl: d.check_pipeline,
+    ast.GridDecl: d.check_grid, ast.ClusterDecl: d.check_cluster, ast.BoxDecl: d.check_box, ast.PipelineDecl: d.check_pipeline,
     ast.SmemDecl: d.check_smem, ast.MbarrierDecl: d.check_mbarrier,
 }
 
@@ -36,6 +36,9 @@ def check_kernel(kernel: ast.Kernel) -> KernelInfo:
     for role in info.roles:
         check_role_body(info, role)
     _check_pipelines_used(info)
+    if info.cluster > 1 and info.grid != "persistent":
+        raise error("E058", "clusters need `grid persistent` in v0", info.cluster_decl.span,
+                    "a persistent grid pads the tile space to whole clusters")
     if info.tile_space is None:
         raise error("E055", f"kernel '{kernel.name}' has no tile loop", kernel.name_span,
                     "the grid is sized from a `for tile (...) in tiles(T, BOX)` loop")

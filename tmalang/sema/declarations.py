@@ -110,6 +110,8 @@ class KernelInfo:
     node: ast.Kernel
     grid: str = "tiles"
     grid_decl: ast.GridDecl | None = None
+    cluster: int = 1
+    cluster_decl: ast.ClusterDecl | None = None
     symbols: dict[str, object] = field(default_factory=dict)
     dims: dict[str, Span] = field(default_factory=dict)    # symbolic dims bound at launch
     roles: list[Role] = field(default_factory=list)
@@ -268,6 +270,18 @@ def check_grid(info: KernelInfo, d: ast.GridDecl) -> None:
         raise error("E050", f"unknown grid kind '{d.kind.name}'", d.kind.span,
                     f"expected one of: {', '.join(GRID_KINDS)}")
     info.grid = d.kind.name
+
+
+CLUSTER_SIZES = (1, 2, 4, 8)   # portable cluster sizes
+
+
+def check_cluster(info: KernelInfo, d: ast.ClusterDecl) -> None:
+    if info.cluster_decl is not None:
+        raise error("E057", "the cluster is already declared", d.span)
+    if d.size not in CLUSTER_SIZES:
+        raise error("E058", f"cluster size must be one of {', '.join(map(str, CLUSTER_SIZES))}, got {d.size}",
+                    d.span, "larger clusters need a non-portable opt-in")
+    info.cluster, info.cluster_decl = d.size, d
 
 
 def check_roles(info: KernelInfo, decls: list[ast.RoleDecl]) -> None:

@@ -51,6 +51,9 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
                     f"indices, not {len(s.vars)}", s.span)
     if s.group is not None and (s.group < 1 or len(box.shape) != 2):
         raise error("E052", "grouped tile order needs a 2-D tile space and a group of at least 1 row", s.span)
+    if s.group and s.group % info.cluster:
+        raise error("E052", f"the group ({s.group} rows) must be a multiple of the cluster size ({info.cluster})",
+                    s.span, "the CTAs of a cluster take adjacent rows of one band")
     space = (tuple(tensor.shape), tuple(box.shape), s.group or 0)
     if info.tile_space is None:
         info.tile_space = space + (s,)

@@ -202,6 +202,13 @@ class GridDecl(Node):
 
 
 @dataclass
+class ClusterDecl(Node):
+    """`cluster N`: CTAs launch in clusters of N along the grid; tiles pair up along dim 0."""
+
+    size: int
+
+
+@dataclass
 class BoxDecl(Node):
     name: str
     tensor: Ref
@@ -249,7 +256,7 @@ class RoleDecl(Node):
     regs_span: Span | None = field(repr=False, compare=False, default=None)
 
 
-Decl = GridDecl | BoxDecl | PipelineDecl | SmemDecl | MbarrierDecl | RoleDecl
+Decl = GridDecl | ClusterDecl | BoxDecl | PipelineDecl | SmemDecl | MbarrierDecl | RoleDecl
 
 
 @dataclass

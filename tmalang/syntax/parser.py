@@ -126,6 +126,9 @@ class _Builder(Transformer):
     def grid_decl(self, meta, children):
         return ast.GridDecl(self._span(meta), self._ref(children[0]))
 
+    def cluster_decl(self, meta, children):
+        return ast.ClusterDecl(self._span(meta), int(children[0]))
+
     def box_decl(self, meta, children):
         name, tensor, shape, *options = children
         box = ast.BoxDecl(self._span(meta), str(name), self._ref(tensor), shape)
