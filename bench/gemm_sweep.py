@@ -21,19 +21,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm import median_ms  # noqa: E402
 
 SOURCE = (Path(__file__).resolve().parents[1] / "examples" / "gemm_sm90.tma").read_text()
-VARIANTS = {  # name: (tile N, stages, group)
-    "128x256, 3 stages": (256, 3, 8),
-    "128x192, 4 stages (example)": (192, 4, 8),
-    "128x128, 5 stages": (128, 5, 8),
-    "128x128, 6 stages": (128, 6, 8),
-    "128x192, 4 stages, no grouping": (192, 4, 0),
+VARIANTS = {  # name: (tile N, stages, group, cluster with B multicast)
+    "128x192, 4 stages, 2x1 cluster, B multicast (example)": (192, 4, 8, 2),
+    "128x192, 4 stages, no cluster": (192, 4, 8, 1),
+    "128x256, 3 stages, 2x1 cluster, B multicast": (256, 3, 8, 2),
+    "128x128, 6 stages, 2x1 cluster, B multicast": (128, 6, 8, 2),
 }
 
 
-def variant(n: int, stages: int, group: int) -> str:
+def variant(n: int, stages: int, group: int, cluster: int = 1) -> str:
     text = SOURCE.replace("b[192, 64]", f"b[{n}, 64]").replace("c[128, 192]", f"c[128, {n}]")
     text = text.replace("f32[128, 192]", f"f32[128, {n}]").replace("ring[4]", f"ring[{stages}]")
-    return text.replace(" grouped 8", f" grouped {group}" if group else "")
+    text = text.replace(" grouped 8", f" grouped {group}" if group else "")
+    if cluster == 1:
+        text = text.replace("    cluster 2\n", "").replace(" multicast\n", "\n")
+    return text
 
 
 def main() -> None:

@@ -35,7 +35,7 @@ def _barriers(kernel: ops.KernelOp) -> list[list[str]]:
         for o in ops.walk(role.body):
             if isinstance(o, ops.MbarWait):
                 waits[o.barrier.name].append(f"{role.symbol} {o.parity}")
-            elif isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx)):
+            elif isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster)):
                 arrives[o.barrier.name].append(role.symbol)
     rows = []
     for m in ops.decls(kernel, ops.MbarrierDecl).values():

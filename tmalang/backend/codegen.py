@@ -51,7 +51,7 @@ class KernelCodegen:
         self.warp = self.b.lshr(self.tid, I32(5), name="warp")
         self.smem_base = self._aligned_smem_base()
         for o in self.kernel.body:
-            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync)):
+            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.SetMaxNReg)):
                 self.op(o)
         self.b.ret_void()
         return self.fn
@@ -247,9 +247,19 @@ def _dim(g: KernelCodegen, dim: str | int) -> ir.Value:
 def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
     box = g.boxes[o.box]
     coords = g.element_coords(box, o.coords)
-    rank = len(coords)
-    args = [g.address(o.dest), g.tensor_map(o.box), *coords, g.address(o.barrier)]
-    g.asm(ptx_asm.tma_load(rank), ",".join(["r", "l"] + ["r"] * rank + ["r"]), args)
+    rank, dest = len(coords), g.address(o.dest)
+    constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"])
+    if not o.multicast:
+        g.asm(ptx_asm.tma_load(rank), constraints, [dest, g.tensor_map(o.box), *coords, g.address(o.barrier)])
+        return
+    # this CTA loads slice `cta rank` of dim 0 and writes it into every CTA of the cluster
+    parts, cta = box.multicast, g._sreg("cluster.ctarank")
+    slice_rows = box.shape[0] // parts
+    slice_bytes = g.buffers[o.dest.name].bytes // parts
+    coords[-1] = g.b.add(coords[-1], g.b.mul(cta, I32(slice_rows)))   # innermost first: dim 0 is last
+    dest = g.b.add(dest, g.b.mul(cta, I32(slice_bytes)))
+    template = ptx_asm.tma_load_multicast(rank, (1 << parts) - 1)
+    g.asm(template, constraints, [dest, g.tensor_map(o.box), *coords, g.address(o.barrier)])
 
 
 def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
@@ -296,12 +306,16 @@ EMITTERS = {
     ops.MbarInit: lambda g, o: g.asm(ptx_asm.PTX["mbar_init"], "r,n", [g.address(o.barrier), I32(o.count)]),
     ops.MbarExpectTx: lambda g, o: g.asm(ptx_asm.PTX["mbar_expect_tx"], "r,r", [g.address(o.barrier), g.expr(o.bytes)]),
     ops.MbarArrive: lambda g, o: g.asm(ptx_asm.PTX["mbar_arrive"], "r", [g.address(o.barrier)]),
+    ops.MbarArriveCluster: lambda g, o: [g.asm(ptx_asm.PTX["mbar_arrive_remote"], "r,r", [g.address(o.barrier), I32(c)])
+                                         for c in range(g.kernel.cluster)],
     ops.MbarArriveExpectTx: lambda g, o: g.asm(ptx_asm.PTX["mbar_arrive_expect_tx"], "r,r",
                                                [g.address(o.barrier), g.expr(o.bytes)]),
     ops.Fence: lambda g, o: g.asm(ptx_asm.PTX[f"fence_{o.kind}"], "", []),
     ops.BulkCommit: lambda g, o: g.asm(ptx_asm.PTX["bulk_commit"], "", []),
     ops.BulkWait: lambda g, o: g.asm(ptx_asm.PTX["bulk_wait_read" if o.read else "bulk_wait"], "n", [I32(o.pending)]),
-    ops.SetMaxNReg: lambda g, o: g.asm(ptx_asm.PTX[f"setmaxnreg_{o.action}"], "n", [I32(o.regs)]),
+    ops.SetMaxNReg: lambda g, o: g.if_then(
+        g.b.icmp_unsigned("==", g.b.lshr(g.warp, I32(2)), I32(o.warpgroup)),
+        lambda: g.asm(ptx_asm.PTX[f"setmaxnreg_{o.action}"], "n", [I32(o.regs)])),
     **MMA_EMITTERS,
 }
 
@@ -311,7 +325,8 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     tensors = ops.decls(kernel, ops.TensorDecl)
     params: list = []
     for box in ops.decls(kernel, ops.BoxDecl).values():
-        params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, tuple(box.shape), tuple(box.strides),
+        shape = (box.shape[0] // box.multicast, *box.shape[1:])   # a multicast map covers one CTA's slice
+        params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, tuple(box.strides),
                                      box.swizzle, box.oob, box.l2))
     symbols = dict.fromkeys(d for t in tensors.values() for d in t.shape if isinstance(d, str))
     params += [DimParam(s) for s in symbols]

@@ -37,8 +37,8 @@ def _operand(g, ref: ex.BufferRef, row_block: ir.Value | None) -> tuple[wgmma.KM
     box = g.boxes[g.buffers[ref.name].box]
     tile = wgmma.KMajorTile(box.shape[0], box.shape[1], box.dtype, box.swizzle)
     address = g.address(ref)
-    if row_block is not None:
-        address = g.b.add(address, g.b.mul(row_block, I32(tile.row_block_offset(1))))
+    if row_block is not None:   # 64 rows = 8 swizzle atoms of 8 rows, SBO bytes apart
+        address = g.b.add(address, g.b.mul(row_block, I32(8 * tile.sbo)))
     encoded = g.b.lshr(g.b.and_(g.b.zext(address, I64), I64(wgmma.ENCODE_MASK)), I64(4))
     return tile, g.b.or_(encoded, I64(tile.descriptor_base()))
 

@@ -18,6 +18,13 @@ def tma_load(rank: int) -> str:
             f"[$0], [$1, {{{coords}}}], [${rank + 2}];")
 
 
+def tma_load_multicast(rank: int, mask: int) -> str:
+    """A load whose data and complete_tx go to the same smem/mbarrier offsets of every CTA in `mask`."""
+    coords = ", ".join(f"${i + 2}" for i in range(rank))
+    return (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+            f".multicast::cluster [$0], [$1, {{{coords}}}], [${rank + 2}], {mask};")
+
+
 def tma_store(rank: int) -> str:
     coords = ", ".join(f"${i + 1}" for i in range(rank))
     return f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group [$0, {{{coords}}}], [${rank + 1}];"
@@ -31,6 +38,10 @@ PTX = {
     "mbar_expect_tx": "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;",
     "mbar_arrive": "mbarrier.arrive.shared::cta.b64 _, [$0];",
     "mbar_arrive_expect_tx": "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+    # arrive on the barrier at the same offset in CTA $1 of the cluster (default .release semantics,
+    # as for a local arrive: an explicit .cluster scope costs a cluster-wide fence per arrival)
+    "mbar_arrive_remote": "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $0, $1; "
+                          "mbarrier.arrive.shared::cluster.b64 _, [ra]; }",
     # one probe; the loop around it is LLVM IR, so no labels need to be unique
     "mbar_try_wait": "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.b32 $0, 1, 0, p; }",
     "fence_proxy_async": "fence.proxy.async.shared::cta;",

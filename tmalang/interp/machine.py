@@ -11,7 +11,7 @@ waits for. Granularity is the warp: an op outside `elect` is executed by all 32 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -144,7 +144,7 @@ class CTA:
             if isinstance(o, ops.RoleOp):
                 if o is warp.role:
                     yield from self.region(warp, o.body)
-            elif isinstance(o, (ops.Elect, ops.Sync)):
+            elif isinstance(o, (ops.Elect, ops.Sync, ops.SetMaxNReg)):
                 yield from self.run(warp, o)
         self.retire(warp)
 
@@ -292,6 +292,8 @@ def _arrival_quota(kernel: ops.KernelOp) -> dict[int, int]:
         for o in region:
             if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx)):
                 quota[id(o)] = elected or 32 * (role.last_warp - role.first_warp + 1)
+            if isinstance(o, ops.MbarArriveCluster):   # per sending CTA, and phase_arrivals counts per sender
+                quota[id(o)] = elected or 32 * (role.last_warp - role.first_warp + 1)
             for r in o.regions():
                 visit(r, role, elected_threads(o, role) if isinstance(o, ops.Elect) else elected)
 
@@ -306,7 +308,8 @@ def elected_threads(o: ops.Elect, role: ops.RoleOp) -> int:
 
 
 def _arrive(m: CTA, w: Warp, bar: Mbarrier, o: ops.Op, count: int) -> None:
-    key = (bar.name, bar.stage)
+    """`count` arrivals by warp `w` (of any CTA of the cluster) on barrier `bar` of CTA `m`."""
+    key = (bar.name, bar.stage, w.cta)
     made = m.phase_arrivals.setdefault(key, {})
     if count > bar.pending or made.get(id(o), 0) + count > m.quota.get(id(o), count):
         raise _surplus(m, w, bar, o, "this arrive site already arrived in the phase in progress")
@@ -332,13 +335,19 @@ def _settle(m: CTA, bar: Mbarrier, o: ops.Op) -> None:
         raise ProtocolError("E403", f"mbarrier '{bar.name}[{bar.stage}]' completes its arrivals with "
                             f"{-bar.tx} more bytes landed than expected", o.span, [bar.describe()])
     if bar.settle():
-        m.phase_arrivals.pop((bar.name, bar.stage), None)
+        for key in [k for k in m.phase_arrivals if k[:2] == (bar.name, bar.stage)]:
+            del m.phase_arrivals[key]
         if m.trace is not None:
             m.trace.phase(m.cta, bar.name, bar.stage, bar.completed - 1, m.step)
 
 
 def _mbar_arrive(m: CTA, w: Warp, o: ops.MbarArrive):
     _arrive(m, w, m.barrier(w, o.barrier, o), o, _arrivals(w))
+
+
+def _mbar_arrive_cluster(m: CTA, w: Warp, o: ops.MbarArriveCluster):
+    for c in m.cluster.ctas:
+        _arrive(c, w, c.barrier(w, o.barrier, o), o, _arrivals(w))
 
 
 def _mbar_expect_tx(m: CTA, w: Warp, o: ops.MbarExpectTx):
@@ -365,28 +374,40 @@ def _mbar_wait(m: CTA, w: Warp, o: ops.MbarWait):
 
 
 def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
+    """A box (or with multicast, this CTA's slice of it) lands in smem and completes its bytes on
+    the barrier at the same offset — in this CTA, or in every CTA of the cluster."""
     box = m.boxes[o.box]
-    bar = m.barrier(w, o.barrier, o)
-    if (bar.name, bar.stage) in m.init_unfenced:
-        raise ProtocolError("E407", f"TMA load completes on mbarrier '{bar.name}[{bar.stage}]' whose "
-                            "initialisation no fence.mbarrier_init made visible to the async proxy", o.span,
-                            [m.who(w), "after mbarrier.init, fence (mbarrier_init or proxy_async) and sync "
-                             "before any TMA operation uses the barrier"])
     coords = [m.value(w, c) for c in o.coords]
-    dest = m.tile(w, o.dest)
-    source = m.launch.arrays[box.tensor]
-    agent, key, who = m.races.issue(w.agent), m.tile_key(w, o.dest), f"the TMA load issued by {m.who(w)}"
+    parts = box.multicast if o.multicast else 1
+    share = ("slice", m.rank) if o.multicast else None
+    if parts > 1:   # rows [rank, rank + 1) * extent / parts of the box, as a box of its own
+        box = replace(box, shape=[box.shape[0] // parts, *box.shape[1:]])
+        coords = [coords[0] * parts + m.rank, *coords[1:]]
+    data = read_box(m.launch.arrays[box.tensor], box, coords)
+    agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
+    targets = m.cluster.ctas if o.multicast else [m]
+    deliveries = []
+    for c in targets:
+        bar = c.barrier(w, o.barrier, o)
+        if (bar.name, bar.stage) in c.init_unfenced:
+            raise ProtocolError("E407", f"TMA load completes on mbarrier '{bar.name}[{bar.stage}]' whose "
+                                "initialisation no fence.mbarrier_init made visible to the async proxy", o.span,
+                                [m.who(w), "after mbarrier.init, fence (mbarrier_init or proxy_async) and sync "
+                                 "before any TMA operation uses the barrier"])
+        rows = slice(m.rank * box.shape[0], (m.rank + 1) * box.shape[0]) if parts > 1 else slice(None)
+        deliveries.append((c, bar, c.tile(w, o.dest)[rows], c.tile_key(w, o.dest)))
+        c.fed[(bar.name, bar.stage)] = (bar.completed, o)
 
     def apply():
-        m.races.access(key, agent, True, None, o.span, who)
-        dest[...] = read_box(source, box, coords)
-        bar.tx -= dest.nbytes
-        m.races.release_to_phase(agent, m.phase_key(bar, bar.completed))
-        _settle(m, bar, o)
+        for c, bar, dest, key in deliveries:
+            c.races.access(key, agent, True, share, o.span, who)
+            dest[...] = data
+            bar.tx -= dest.nbytes
+            c.races.release_to_phase(agent, c.phase_key(bar, bar.completed))
+            _settle(c, bar, o)
 
-    m.in_flight.append(Transfer("load", w.index, o.span, apply, bar, dest.nbytes,
+    m.in_flight.append(Transfer("load", w.index, o.span, apply, None, data.nbytes,
                                 due=m.launch.due(m.step), issued=m.step))
-    m.fed[(bar.name, bar.stage)] = (bar.completed, o)
 
 
 def _tma_store(m: CTA, w: Warp, o: ops.TmaStore):
@@ -451,7 +472,7 @@ def _check_proxy_fence(m: CTA, w: Warp, o: ops.TmaStore) -> None:
 
 SEMANTICS = {
     ops.Let: _let, ops.ForTiles: _for_tiles, ops.ForRange: _for_range, ops.If: _if, ops.Elect: _elect, ops.Sync: _sync,
-    ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarExpectTx: _mbar_expect_tx,
+    ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarArriveCluster: _mbar_arrive_cluster, ops.MbarExpectTx: _mbar_expect_tx,
     ops.MbarArriveExpectTx: _mbar_arrive_expect_tx, ops.MbarWait: _mbar_wait,
     ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.BulkCommit: _bulk_commit,
     ops.BulkWait: _bulk_wait, ops.TileAssign: _tile_assign,

@@ -17,7 +17,7 @@ SMEM_TILE_ALIGN = {"none": 128, "32B": 256, "64B": 512, "128B": 1024}
 def lower_kernel(info: KernelInfo) -> ops.KernelOp:
     body: list[ops.Op] = [_param(info.symbols[p.name]) for p in info.node.params]
     for sym in info.symbols.values():
-        decl = _declaration(sym)
+        decl = _declaration(sym, info.cluster if info.multicast_boxes.get(getattr(sym, "name", "")) else 1)
         if decl is not None:
             body.append(decl)
     lowerer = _Statements(info)
@@ -34,10 +34,10 @@ def _param(sym) -> ops.Op:
     return ops.TensorDecl(sym.name, sym.dtype.name, list(sym.shape), span=sym.span)
 
 
-def _declaration(sym) -> ops.Op | None:
+def _declaration(sym, multicast: int) -> ops.Op | None:
     if isinstance(sym, Box):
         return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
-                           sym.swizzle, sym.oob, sym.l2, span=sym.span)
+                           sym.swizzle, sym.oob, sym.l2, multicast, span=sym.span)
     if isinstance(sym, Pipeline):
         fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
         return ops.PipelineDecl(sym.name, sym.stages, fields, span=sym.span)
@@ -89,7 +89,7 @@ class _Statements:
     def _Load(self, s: ast.Load):
         barrier = ex.BufferRef(s.barrier.name, ex.Const(0)) if s.barrier else None
         return ops.TmaLoad(self.info.box_for(s.source).name, [self.int_expr(c) for c in s.coords],
-                           self.tile(s.dest), barrier, span=s.span)
+                           self.tile(s.dest), barrier, s.multicast, span=s.span)
 
     def _Store(self, s: ast.Store):
         return ops.TmaStore(self.info.box_for(s.target).name, [self.int_expr(c) for c in s.coords],

@@ -82,6 +82,7 @@ class BoxDecl(Op):
     swizzle: str
     oob: str
     l2: str
+    multicast: int                  # >1: each CTA's tensor map covers 1/multicast of dim 0
 
     def bytes(self, itemsize: int) -> int:
         total = itemsize
@@ -216,6 +217,7 @@ class TmaLoad(Op):
     coords: list[Expr]            # tile indices, outermost first
     dest: BufferRef
     barrier: BufferRef | None
+    multicast: bool               # this CTA's slice of the box, written into every CTA of the cluster
 
 
 @op("tma_store")
@@ -329,6 +331,14 @@ class MbarArrive(Op):
     barrier: BufferRef
 
 
+@op("mbar_arrive_cluster")
+@dataclass
+class MbarArriveCluster(Op):
+    """Arrive on this barrier (same offset) in every CTA of the cluster."""
+
+    barrier: BufferRef
+
+
 @op("mbar_arrive_expect_tx")
 @dataclass
 class MbarArriveExpectTx(Op):
@@ -360,8 +370,11 @@ class Sync(Op):
 @op("setmaxnreg")
 @dataclass
 class SetMaxNReg(Op):
+    """The register budget of warpgroup `warpgroup`: one instruction all four of its warps run."""
+
     action: str                     # "inc" | "dec"
     regs: int
+    warpgroup: int
 
 
 def walk(ops: list[Op]):

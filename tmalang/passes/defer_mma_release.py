@@ -43,14 +43,16 @@ def _match(loop: ops.ForRange):
     end = start + 1 if start < len(body) and isinstance(body[start], ops.Sync) else start
     if end >= len(body) or not isinstance(body[end], ops.Elect):
         return None
-    arrives = [s for s in body[end].body if isinstance(s, ops.MbarArrive) and s.barrier.name.endswith(".empty")]
+    arrives = [s for s in body[end].body
+               if isinstance(s, (ops.MbarArrive, ops.MbarArriveCluster)) and s.barrier.name.endswith(".empty")]
     if len(arrives) != 1 or not isinstance(arrives[0].barrier.index, ex.Var):
         return None
     return waits[0], body[start:end + 1], arrives[0].barrier.index.name
 
 
 def _rewrite(loop: ops.ForRange, wait: int, release: list[ops.Op], slot: str) -> list[ops.Op]:
-    pipeline = next(s for s in release[-1].body if isinstance(s, ops.MbarArrive)).barrier.name[: -len(".empty")]
+    arrive = next(s for s in release[-1].body if isinstance(s, (ops.MbarArrive, ops.MbarArriveCluster)))
+    pipeline = arrive.barrier.name[: -len(".empty")]
     previous = f"{pipeline}.prev"
     loop.body[wait] = ops.WgmmaWait(1, span=loop.body[wait].span)
     at = loop.body.index(release[0])
@@ -68,8 +70,8 @@ def _retarget(release: list[ops.Op], previous: str) -> list[ops.Op]:
     copies = []
     for o in release:
         if isinstance(o, ops.Elect):
-            body = [ops.MbarArrive(ex.BufferRef(s.barrier.name, ex.Var(previous)), span=s.span)
-                    if isinstance(s, ops.MbarArrive) else s for s in o.body]
+            body = [type(s)(ex.BufferRef(s.barrier.name, ex.Var(previous)), span=s.span)
+                    if isinstance(s, (ops.MbarArrive, ops.MbarArriveCluster)) else s for s in o.body]
             copies.append(ops.Elect(o.scope, body, span=o.span))
         else:
             copies.append(ops.Sync(o.scope, span=o.span))

@@ -4,10 +4,11 @@ Requires: roles with disjoint warp ranges (sema), all other passes done.
 Guarantees:
   - `kernel.threads` covers the highest warp any role uses, rounded up to whole warpgroups when
     a role sets a register budget (setmaxnreg acts on a whole warpgroup);
-  - each role with `regs` begins with `setmaxnreg inc|dec` relative to the entry budget
-    `entry_registers(threads)` (the backend passes it to ptxas as .maxnreg, so the CTA really
-    owns that many registers at launch), and warps of such a warpgroup that no role owns get an
-    empty role that only gives its registers back;
+  - each warpgroup with a budget runs one `setmaxnreg inc|dec warpgroup=g` (relative to the
+    entry budget `entry_registers(threads)`, which the backend passes to ptxas as .maxnreg, so the
+    CTA really owns that many registers at launch) before the roles are dispatched: one
+    instruction for all four warps, as `.sync.aligned` requires — the same budget issued from
+    different roles' code is not the same instruction, and hangs once warps wait at a barrier;
   - the budgets fit the registers the CTA owns at launch, otherwise setmaxnreg.inc would wait
     forever for registers that are never freed.
 """
@@ -33,15 +34,14 @@ def run(kernel: ops.KernelOp) -> None:
     kernel.threads = 32 * warps
     if not budgeted:
         return
-    _pad_warpgroups(kernel, roles, warps)
     entry = entry_registers(kernel.threads)
-    demand = 0
-    for role in ops.roles(kernel):
-        count = 32 * (role.last_warp - role.first_warp + 1)
-        demand += count * (role.regs or entry)
-        if role.regs and role.regs != entry:
-            action = "inc" if role.regs > entry else "dec"
-            role.body.insert(0, ops.SetMaxNReg(action, role.regs, span=role.span))
+    budgets = _warpgroup_budgets(roles, warps)
+    demand = sum(128 * (budgets.get(wg) or entry) for wg in range(warps // 4))
+    first_role = next(i for i, o in enumerate(kernel.body) if isinstance(o, ops.RoleOp))
+    for wg, regs in sorted(budgets.items(), reverse=True):
+        if regs != entry:
+            action = "inc" if regs > entry else "dec"
+            kernel.body.insert(first_role, ops.SetMaxNReg(action, regs, wg, span=kernel.span))
     if demand > entry * kernel.threads:
         loudest = max(roles, key=lambda r: r.regs)
         raise error("E045", f"register budgets need {demand} registers but the CTA owns "
@@ -49,22 +49,11 @@ def run(kernel: ops.KernelOp) -> None:
                     "setmaxnreg.inc would wait forever; lower a budget or use fewer warps")
 
 
-def _pad_warpgroups(kernel: ops.KernelOp, roles: list[ops.RoleOp], warps: int) -> None:
-    owned = {w: r for r in roles for w in range(r.first_warp, r.last_warp + 1)}
-    for wg in range(warps // 4):
-        members = [owned.get(w) for w in range(4 * wg, 4 * wg + 4)]
-        budget = next((r.regs for r in members if r is not None and r.regs), 0)
-        idle = [w for w, r in zip(range(4 * wg, 4 * wg + 4), members) if r is None]
-        if budget and idle:
-            for first, last in _runs(idle):
-                kernel.body.append(ops.RoleOp(f"idle.w{first}", first, last, budget, [], span=kernel.span))
-
-
-def _runs(warps: list[int]) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    for w in warps:
-        if runs and runs[-1][1] == w - 1:
-            runs[-1] = (runs[-1][0], w)
-        else:
-            runs.append((w, w))
-    return runs
+def _warpgroup_budgets(roles: list[ops.RoleOp], warps: int) -> dict[int, int]:
+    """Warpgroup -> register budget, from the roles that own its warps (sema made them agree)."""
+    budgets = {}
+    for role in roles:
+        if role.regs:
+            for w in range(role.first_warp, role.last_warp + 1):
+                budgets[w // 4] = role.regs
+    return budgets

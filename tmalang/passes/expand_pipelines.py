@@ -7,7 +7,9 @@ becomes one smem buffer per field (`@P.field`, S stages) and two mbarrier arrays
 `%P.it`; use i takes stage i mod S; consumers wait `full` on parity (i / S) & 1 and producers wait
 `empty` on the opposite parity, so their first pass over the ring does not block. The
 producer's single elected thread arms `full` with the bytes of all its loads and issues them;
-the consumer's elected thread issues its stores and then arrives on `empty`.
+the consumer's elected thread issues its stores and then arrives on `empty`. When another
+CTA's producer multicasts into the slot, the release arrives on `empty` in every CTA of the
+cluster (`mbar_arrive_cluster`): no producer may refill a slot any of its receivers still reads.
 """
 
 from __future__ import annotations
@@ -28,10 +30,12 @@ def run(kernel: ops.KernelOp) -> None:
             body += _declare(o, boxes)
         else:
             body.append(o)
+    multicast = {o.pipeline for role in ops.roles(kernel) for o in ops.walk(role.body)
+                 if isinstance(o, ops.Produce) and any(load.multicast for load in o.body)}
     for role in ops.roles(kernel):
         used = [p for p in pipelines if any(getattr(o, "pipeline", None) == p for o in ops.walk(role.body))]
         counters = [ops.Let(f"{p}.it", ex.Const(0), span=pipelines[p].span) for p in used]
-        role.body = counters + _expand(role.body, pipelines, boxes)
+        role.body = counters + _expand(role.body, pipelines, boxes, multicast)
     kernel.body = body
 
 
@@ -47,16 +51,16 @@ def _declare(p: ops.PipelineDecl, boxes) -> list[ops.Op]:
     return decls
 
 
-def _expand(region: list[ops.Op], pipelines, boxes) -> list[ops.Op]:
+def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str]) -> list[ops.Op]:
     out: list[ops.Op] = []
     for o in region:
         if isinstance(o, ops.Produce):
             out += _produce(o, pipelines[o.pipeline], boxes)
         elif isinstance(o, ops.Consume):
-            out += _consume(o, pipelines[o.pipeline])
+            out += _consume(o, pipelines[o.pipeline], o.pipeline in multicast)
         else:
             for r in o.regions():
-                r[:] = _expand(r, pipelines, boxes)
+                r[:] = _expand(r, pipelines, boxes, multicast)
             out.append(o)
     return out
 
@@ -76,17 +80,18 @@ def _produce(o: ops.Produce, p: ops.PipelineDecl, boxes) -> list[ops.Op]:
     stage = ex.Var(o.slot)
     full = ex.BufferRef(f"{p.symbol}.full", stage)
     empty = ex.BufferRef(f"{p.symbol}.empty", stage)
-    loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, span=l.span) for l in o.body]
+    loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, l.multicast, span=l.span) for l in o.body]
     nbytes = sum(boxes[l.box].bytes(DTYPES[boxes[l.box].dtype].itemsize) for l in loads)
     free_parity = ex.Bin("^", ex.parity_of(counter, p.stages), ex.Const(1))
     issue = ops.Elect("role", [ops.MbarArriveExpectTx(full, ex.Const(nbytes), span=o.span), *loads], span=o.span)
     return [slot, ops.MbarWait(empty, free_parity, span=o.span), issue, _advance(o, p)]
 
 
-def _consume(o: ops.Consume, p: ops.PipelineDecl) -> list[ops.Op]:
+def _consume(o: ops.Consume, p: ops.PipelineDecl, cluster_wide: bool) -> list[ops.Op]:
     counter, slot = _slot(o, p)
     stage = ex.Var(o.slot)
     body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TmaStore) else s for s in o.body]
-    release = ops.Elect("role", [ops.MbarArrive(ex.BufferRef(f"{p.symbol}.empty", stage), span=o.span)], span=o.span)
+    arrive = ops.MbarArriveCluster if cluster_wide else ops.MbarArrive
+    release = ops.Elect("role", [arrive(ex.BufferRef(f"{p.symbol}.empty", stage), span=o.span)], span=o.span)
     ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(counter, p.stages), span=o.span)
     return [slot, ready, *body, release, _advance(o, p)]

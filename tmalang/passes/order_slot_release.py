@@ -64,6 +64,6 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
 
 def _released_pipeline(o: ops.Elect) -> str | None:
     for s in o.body:
-        if isinstance(s, ops.MbarArrive) and s.barrier.name.endswith(".empty"):
+        if isinstance(s, (ops.MbarArrive, ops.MbarArriveCluster)) and s.barrier.name.endswith(".empty"):
             return s.barrier.name[: -len(".empty")]
     return None

@@ -3,7 +3,8 @@
 Requires: explicit barrier operations (pipelines expanded, releases ordered).
 Guarantees:
   - every mbarrier's `count` is the number of arrivals one phase receives: per arrive site, 1
-    inside `elect` (one per warpgroup for warpgroup scope), else the role's thread count. A count the user declared
+    inside `elect` (one per warpgroup for warpgroup scope), else the role's thread count; times
+    the cluster size for a cluster-wide arrive (every CTA's site arrives on every CTA's barrier). A count the user declared
     must equal it, and an mbarrier that is waited on must have an arrive site — otherwise the
     phase never completes (a hang) or completes early (a race), so both are errors here;
   - `tx_bytes` is the bytes one phase expects; where expect_tx bytes are constants they must
@@ -33,9 +34,10 @@ def run(kernel: ops.KernelOp) -> None:
     for role in ops.roles(kernel):
         threads = 32 * (role.last_warp - role.first_warp + 1)
         for o, elected in _sites(role.body, 0, role):
-            if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx)):
+            if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster)):
                 name = o.barrier.name
-                arrivals[name] += elected or threads
+                senders = kernel.cluster if isinstance(o, ops.MbarArriveCluster) else 1
+                arrivals[name] += (elected or threads) * senders
                 first_site.setdefault(name, (o, role, elected))
     _check_tx(ops.roles(kernel), barriers, boxes)
     for name, decl in barriers.items():

@@ -112,6 +112,7 @@ class KernelInfo:
     grid_decl: ast.GridDecl | None = None
     cluster: int = 1
     cluster_decl: ast.ClusterDecl | None = None
+    multicast_boxes: dict = field(default_factory=dict)   # box name -> loaded with multicast
     symbols: dict[str, object] = field(default_factory=dict)
     dims: dict[str, Span] = field(default_factory=dict)    # symbolic dims bound at launch
     roles: list[Role] = field(default_factory=list)

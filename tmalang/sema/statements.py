@@ -25,6 +25,7 @@ class Scope:
     elected: bool = False
     in_loop: bool = False                       # inside a tile loop
     nest: tuple = ()                            # the loops around here, for trip-count agreement
+    tile_vars: tuple = ()                       # the enclosing tile loop's indices
     loaded: set = field(default_factory=set, compare=False)  # fields a produce block fills
     accs: dict = field(default_factory=dict, compare=False)  # the role's accumulators (sema/mma.py)
 
@@ -69,7 +70,8 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
         if name in names[:i]:
             raise error("E017", f"'{name}' is bound twice by this loop", s.span)
     loop = ("tiles", space)
-    _block(info, s.body, replace(scope, ints=scope.ints | set(names), in_loop=True, nest=scope.nest + (loop,)))
+    _block(info, s.body, replace(scope, ints=scope.ints | set(names), in_loop=True, nest=scope.nest + (loop,),
+                                 tile_vars=tuple(s.vars)))
 
 
 def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
@@ -176,6 +178,7 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
     box.tensor.read = True
+    _check_multicast(info, s, box, scope)
     if scope.pipeline is not None:
         if not scope.producing:
             raise error("E061", "a consume block cannot issue loads", s.span,
@@ -190,6 +193,36 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
                     "write `load BOX[...] -> buffer, BARRIER`")
     info.lookup(s.barrier, Mbarrier, what="mbarrier")
     _require_elected(s, scope, "TMA load")
+
+
+def _check_multicast(info: KernelInfo, s: ast.Load, box: Box, scope: Scope) -> None:
+    """A multicast load: every CTA of the cluster loads one slice along dim 0 into all of them."""
+    used = info.multicast_boxes.setdefault(box.name, s.multicast)
+    if used != s.multicast:
+        raise error("E059", f"box '{box.name}' is loaded both with and without multicast", s.span,
+                    "a multicast box's tensor map describes one CTA's slice; declare a second box")
+    if not s.multicast:
+        return
+    if info.cluster == 1:
+        raise error("E059", "multicast needs a cluster", s.span, "declare `cluster 2` (or 4, 8)")
+    if scope.pipeline is None:
+        raise error("E059", "multicast loads belong in produce blocks (v0)", s.span)
+    rows, size = box.shape[0], info.cluster
+    if rows % size or (box.swizzle != "none" and (rows // size) % 8):
+        raise error("E059", f"box '{box.name}' has {rows} rows, which do not split into {size} slices"
+                    + (" of whole 8-row swizzle atoms" if box.swizzle != "none" else ""), s.span)
+    varying = scope.tile_vars[0] if scope.tile_vars else None
+    if varying and any(_mentions(c, varying) for c in s.coords):
+        raise error("E059", f"a multicast load must be the same in every CTA of the cluster, but '{varying}' "
+                    "differs between them", s.span,
+                    "the cluster's CTAs walk adjacent tiles along the first tile index")
+
+
+def _mentions(e, name: str) -> bool:
+    if isinstance(e, ast.Ref):
+        return e.field is None and e.name == name
+    return any(_mentions(c, name) for c in {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand]}
+               .get(type(e), list)())
 
 
 def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:

@@ -115,6 +115,7 @@ class Load(Node):
     coords: list[Expr]
     dest: Ref
     barrier: Ref | None
+    multicast: bool = False      # each CTA of the cluster loads a slice into every CTA's smem
 
 
 @dataclass

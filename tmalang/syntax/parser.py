@@ -214,9 +214,9 @@ class _Builder(Transformer):
         return exprs
 
     def load(self, meta, children):
-        source, coords, dest, barrier = children
+        source, coords, dest, barrier, multicast = children
         barrier = self._ref(barrier) if barrier is not None else None
-        return ast.Load(self._span(meta), self._ref(source), coords, dest, barrier)
+        return ast.Load(self._span(meta), self._ref(source), coords, dest, barrier, multicast is not None)
 
     def store(self, meta, children):
         target, coords, source = children
