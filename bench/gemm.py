@@ -100,14 +100,20 @@ def main() -> None:
         flops = 2 * m * n * k
         batch = max(4, int(4e12 // flops))
         result = {"shape": [m, n, k]}
-        for name, run in (("cublas", lambda i: torch.matmul(sets[i][0], sets[i][1].T, out=c)),
+        cublas = lambda i: torch.matmul(sets[i][0], sets[i][1].T, out=c)  # noqa: E731
+        # cuBLAS is timed before and after the others and the faster of the two is the
+        # reference, so clock drift during the run cannot flatter the ratios
+        for name, run in (("cublas", cublas),
                           ("tmalang", lambda i: gemm(sets[i][0], sets[i][1], c)),
-                          ("triton", lambda i: triton_run(sets[i][0], sets[i][1], c))):
+                          ("triton", lambda i: triton_run(sets[i][0], sets[i][1], c)),
+                          ("cublas_again", cublas)):
             run(0)
             torch.cuda.synchronize()
             error = ((c.double() - reference.double()).norm() / reference.double().norm()).item()
             ms = median_ms(run, args.samples, batch)
             result[name] = {"ms": ms, "tflops": flops / ms / 1e9, "rel_err_vs_cublas": error}
+        if result["cublas_again"]["tflops"] > result["cublas"]["tflops"]:
+            result["cublas"], result["cublas_again"] = result["cublas_again"], result["cublas"]
         result["tmalang_vs_cublas"] = result["tmalang"]["tflops"] / result["cublas"]["tflops"]
         result["triton_vs_cublas"] = result["triton"]["tflops"] / result["cublas"]["tflops"]
         rows.append(result)
