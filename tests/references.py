@@ -52,9 +52,21 @@ def gemm_case(rng, shape):
     return [a, b, c], a.astype(np.float64) @ b.astype(np.float64).T
 
 
+def gemm_fp8_case(rng, shape):
+    import ml_dtypes
+
+    m, n = shape
+    k = max(1, (m + n) // 3)
+    def matrix(rows, cols, dtype):
+        return rng.standard_normal((rows, -(-cols // 16) * 16)).astype(dtype)[:, :cols]
+    a, b = matrix(m, k, ml_dtypes.float8_e4m3fn), matrix(n, k, ml_dtypes.float8_e4m3fn)
+    c = np.full((m, -(-n // 8) * 8), np.nan, dtype=ml_dtypes.bfloat16)[:, :n]
+    return [a, b, c], a.astype(np.float64) @ b.astype(np.float64).T
+
+
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
-         "gemm": gemm_case}
-RTOL = {"gemm": 1e-2}   # relative Frobenius error against float64; others are exact
+         "gemm": gemm_case, "gemm_fp8": gemm_fp8_case}
+RTOL = {"gemm": 1e-2, "gemm_fp8": 1e-2}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:

@@ -97,3 +97,23 @@ def test_interpreter_catches_a_slot_released_under_an_inflight_wgmma(gemm):
     c = np.zeros((128, 192), dtype=BF16)
     with pytest.raises(tmalang.TmalangError, match="E40[125]"):
         interpret(kernel, gemm.manifest, a, b, c, seed=1, explore=8)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(1000, 1000, 1024), (130, 300, 112), (4096, 4096, 4096)])
+def test_h100_fp8_matches_float64(m, n, k):
+    torch = pytest.importorskip("torch")
+    gemm = tmalang.compile_file(ROOT / "examples" / "gemm_fp8_sm90.tma")
+    gen = torch.Generator(device="cuda").manual_seed(m + k)
+
+    def matrix(rows, cols):
+        base = torch.randn(rows, -(-cols // 16) * 16, device="cuda", generator=gen).to(torch.float8_e4m3fn)
+        return base[:, :cols]
+
+    a, b = matrix(m, k), matrix(n, k)
+    c = torch.full((m, -(-n // 8) * 8), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
+    gemm(a, b, c)
+    torch.cuda.synchronize()
+    reference = a.double() @ b.double().T
+    error = (torch.linalg.norm(c.double() - reference) / torch.linalg.norm(reference)).item()
+    assert error < 1e-2, error

@@ -16,7 +16,7 @@ from ..syntax import ast
 from . import statements as st
 from .declarations import Box, KernelInfo, Role
 
-MMA_INPUT_DTYPES = ("bf16", "f16")
+MMA_INPUT_DTYPES = ("bf16", "f16", "f8e4m3", "f8e5m2")
 ACC_DTYPES = ("f32",)
 
 
