@@ -51,7 +51,7 @@ class KernelCodegen:
         self.warp = self.b.lshr(self.tid, I32(5), name="warp")
         self.smem_base = self._aligned_smem_base()
         for o in self.kernel.body:
-            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.SetMaxNReg)):
+            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.WarpgroupBlock)):
                 self.op(o)
         self.b.ret_void()
         return self.fn
@@ -313,9 +313,11 @@ EMITTERS = {
     ops.Fence: lambda g, o: g.asm(ptx_asm.PTX[f"fence_{o.kind}"], "", []),
     ops.BulkCommit: lambda g, o: g.asm(ptx_asm.PTX["bulk_commit"], "", []),
     ops.BulkWait: lambda g, o: g.asm(ptx_asm.PTX["bulk_wait_read" if o.read else "bulk_wait"], "n", [I32(o.pending)]),
-    ops.SetMaxNReg: lambda g, o: g.if_then(
-        g.b.icmp_unsigned("==", g.b.lshr(g.warp, I32(2)), I32(o.warpgroup)),
-        lambda: g.asm(ptx_asm.PTX[f"setmaxnreg_{o.action}"], "n", [I32(o.regs)])),
+    ops.SetMaxNReg: lambda g, o: g.asm(ptx_asm.PTX[f"setmaxnreg_{o.action}"], "n", [I32(o.regs)]),
+    ops.WarpgroupBlock: lambda g, o: g.if_then(
+        g.b.and_(g.b.icmp_unsigned(">=", g.b.lshr(g.warp, I32(2)), I32(o.first)),
+                 g.b.icmp_unsigned("<=", g.b.lshr(g.warp, I32(2)), I32(o.last))),
+        lambda: g.region(o.body)),
     **MMA_EMITTERS,
 }
 

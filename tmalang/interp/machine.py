@@ -144,7 +144,11 @@ class CTA:
             if isinstance(o, ops.RoleOp):
                 if o is warp.role:
                     yield from self.region(warp, o.body)
-            elif isinstance(o, (ops.Elect, ops.Sync, ops.SetMaxNReg)):
+            elif isinstance(o, ops.WarpgroupBlock):
+                for r in o.body:
+                    if r is warp.role:
+                        yield from self.region(warp, r.body)
+            elif isinstance(o, (ops.Elect, ops.Sync)):
                 yield from self.run(warp, o)
         self.retire(warp)
 

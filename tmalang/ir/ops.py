@@ -367,14 +367,23 @@ class Sync(Op):
     scope: str
 
 
+@op("warpgroups")
+@dataclass
+class WarpgroupBlock(Op):
+    """Warpgroups first..last (inclusive): runs `body` (setmaxnreg, then their roles) on their warps."""
+
+    first: int
+    last: int
+    body: list[Op]
+
+
 @op("setmaxnreg")
 @dataclass
 class SetMaxNReg(Op):
-    """The register budget of warpgroup `warpgroup`: one instruction all four of its warps run."""
+    """Set the register budget of the warpgroups running it (one instruction for all their warps)."""
 
     action: str                     # "inc" | "dec"
     regs: int
-    warpgroup: int
 
 
 def walk(ops: list[Op]):
@@ -390,4 +399,11 @@ def decls(kernel: KernelOp, cls: type[Op]) -> dict[str, Op]:
 
 
 def roles(kernel: KernelOp) -> list[RoleOp]:
-    return [o for o in kernel.body if isinstance(o, RoleOp)]
+    """The kernel's roles, also those dispatch_roles placed inside warpgroup blocks."""
+    found = []
+    for o in kernel.body:
+        if isinstance(o, RoleOp):
+            found.append(o)
+        elif isinstance(o, WarpgroupBlock):
+            found += [r for r in o.body if isinstance(r, RoleOp)]
+    return found

@@ -44,7 +44,7 @@ class _Verifier:
         for o in self.kernel.body:
             self.declaration(o)
         for o in self.kernel.body:
-            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.SetMaxNReg)):
+            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.WarpgroupBlock)):
                 self.region([o], set())
         if self.after("dispatch_roles") and self.kernel.threads <= 0:
             self.fail(_DONE_AFTER["dispatch_roles"])

@@ -4,11 +4,13 @@ Requires: roles with disjoint warp ranges (sema), all other passes done.
 Guarantees:
   - `kernel.threads` covers the highest warp any role uses, rounded up to whole warpgroups when
     a role sets a register budget (setmaxnreg acts on a whole warpgroup);
-  - each warpgroup with a budget runs one `setmaxnreg inc|dec warpgroup=g` (relative to the
-    entry budget `entry_registers(threads)`, which the backend passes to ptxas as .maxnreg, so the
-    CTA really owns that many registers at launch) before the roles are dispatched: one
-    instruction for all four warps, as `.sync.aligned` requires — the same budget issued from
-    different roles' code is not the same instruction, and hangs once warps wait at a barrier;
+  - each run of warpgroups with one budget becomes a `warpgroups` block that starts with one
+    `setmaxnreg inc|dec` (relative to the entry budget `entry_registers(threads)`, which the
+    backend passes to ptxas as .maxnreg, so the CTA owns that many registers at launch) and
+    then holds the roles of those warps: one instruction for all their warps, as `.sync.aligned`
+    requires (the same budget issued from different roles' code is not one instruction, and
+    hung on the H100 once warps waited at a cluster barrier), and it dominates the roles' code,
+    so ptxas allocates that code within the new budget;
   - the budgets fit the registers the CTA owns at launch, otherwise setmaxnreg.inc would wait
     forever for registers that are never freed.
 """
@@ -37,16 +39,32 @@ def run(kernel: ops.KernelOp) -> None:
     entry = entry_registers(kernel.threads)
     budgets = _warpgroup_budgets(roles, warps)
     demand = sum(128 * (budgets.get(wg) or entry) for wg in range(warps // 4))
-    first_role = next(i for i, o in enumerate(kernel.body) if isinstance(o, ops.RoleOp))
-    for wg, regs in sorted(budgets.items(), reverse=True):
-        if regs != entry:
-            action = "inc" if regs > entry else "dec"
-            kernel.body.insert(first_role, ops.SetMaxNReg(action, regs, wg, span=kernel.span))
+    for first, last, regs in reversed(_runs(budgets, entry)):
+        inside = [r for r in roles if first <= r.first_warp // 4 and r.last_warp // 4 <= last]
+        action = "inc" if regs > entry else "dec"
+        block = ops.WarpgroupBlock(first, last, [ops.SetMaxNReg(action, regs, span=kernel.span), *inside],
+                                   span=kernel.span)
+        at = kernel.body.index(inside[0]) if inside else len(kernel.body)
+        kernel.body = [o for o in kernel.body if o not in inside]
+        kernel.body.insert(min(at, len(kernel.body)), block)
     if demand > entry * kernel.threads:
         loudest = max(roles, key=lambda r: r.regs)
         raise error("E045", f"register budgets need {demand} registers but the CTA owns "
                     f"{entry * kernel.threads} ({kernel.threads} threads x {entry} at launch)", loudest.span,
                     "setmaxnreg.inc would wait forever; lower a budget or use fewer warps")
+
+
+def _runs(budgets: dict[int, int], entry: int) -> list[tuple[int, int, int]]:
+    """Maximal runs of consecutive warpgroups sharing a budget other than the entry one."""
+    runs: list[tuple[int, int, int]] = []
+    for wg, regs in sorted(budgets.items()):
+        if regs == entry:
+            continue
+        if runs and runs[-1][1] == wg - 1 and runs[-1][2] == regs:
+            runs[-1] = (runs[-1][0], wg, regs)
+        else:
+            runs.append((wg, wg, regs))
+    return runs
 
 
 def _warpgroup_budgets(roles: list[ops.RoleOp], warps: int) -> dict[int, int]:
