@@ -118,3 +118,33 @@ def test_h100_fp8_matches_float64(m, n, k):
     error = (torch.linalg.norm(c.double() - reference) / torch.linalg.norm(reference)).item()
     assert error < 1e-2, error
 
+
+
+@pytest.mark.parametrize("remove,code", [(lambda o: isinstance(o, ops_module().WgmmaFence), "E414"),
+                                         (lambda o: isinstance(o, ops_module().WgmmaWait) and o.pending == 0, "E413")])
+def test_interpreter_checks_wgmma_ordering(gemm, remove, code):
+    """Without wgmma.fence after acc_zero (E414), or without the final wait before the epilogue
+    reads the accumulator (E413), the interpreter reports the misuse."""
+    import copy
+
+    from tmalang.interp import interpret
+
+    kernel = copy.deepcopy(gemm._c.ir)
+
+    def strip(region):
+        region[:] = [o for o in region if not remove(o)]
+        for o in region:
+            for r in o.regions():
+                strip(r)
+
+    strip(kernel.body)
+    rng = np.random.default_rng(4)
+    a, b = bf16_matrix(rng, 128, 128), bf16_matrix(rng, 192, 128)
+    with pytest.raises(tmalang.TmalangError, match=code):
+        interpret(kernel, gemm.manifest, a, b, np.zeros((128, 192), dtype=BF16))
+
+
+def ops_module():
+    from tmalang.ir import ops
+
+    return ops
