@@ -98,15 +98,9 @@ inline Error encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, uint64_t 
 
 inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// Launches with cuLaunchKernelEx, with a cluster-dimension attribute for clustered kernels.
-inline Error launch(CUfunction f, unsigned grid, unsigned block, unsigned smem, CUstream stream, void** params,
-                    unsigned cluster = 1) {
-  if (grid == 0) return {};
-  if (smem > 48 * 1024) {
-    Error e = check(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
-                    "cuFuncSetAttribute");
-    if (e) return e;
-  }
+// A 1-D launch configuration; `attribute` (kept alive by the caller) carries the cluster shape.
+inline CUlaunchConfig launch_config(unsigned grid, unsigned block, unsigned smem, CUstream stream, unsigned cluster,
+                                    CUlaunchAttribute* attribute) {
   CUlaunchConfig config = {};
   config.gridDimX = grid;
   config.gridDimY = config.gridDimZ = 1;
@@ -114,38 +108,42 @@ inline Error launch(CUfunction f, unsigned grid, unsigned block, unsigned smem, 
   config.blockDimY = config.blockDimZ = 1;
   config.sharedMemBytes = smem;
   config.hStream = stream;
-  CUlaunchAttribute attribute = {};
   if (cluster > 1) {
-    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute.value.clusterDim.x = cluster;
-    attribute.value.clusterDim.y = attribute.value.clusterDim.z = 1;
-    config.attrs = &attribute;
+    *attribute = {};
+    attribute->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute->value.clusterDim.x = cluster;
+    attribute->value.clusterDim.y = attribute->value.clusterDim.z = 1;
+    config.attrs = attribute;
     config.numAttrs = 1;
   }
+  return config;
+}
+
+// The kernel may use more than 48 KB of dynamic shared memory only after opting in.
+inline Error opt_in_smem(CUfunction f, unsigned smem) {
+  if (smem <= 48 * 1024) return {};
+  return check(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)), "cuFuncSetAttribute");
+}
+
+// Launches with cuLaunchKernelEx, with a cluster-dimension attribute for clustered kernels.
+inline Error launch(CUfunction f, unsigned grid, unsigned block, unsigned smem, CUstream stream, void** params,
+                    unsigned cluster = 1) {
+  if (grid == 0) return {};
+  Error e = opt_in_smem(f, smem);
+  if (e) return e;
+  CUlaunchAttribute attribute;
+  CUlaunchConfig config = launch_config(grid, block, smem, stream, cluster, &attribute);
   return check(cuLaunchKernelEx(&config, f, params, nullptr), "cuLaunchKernelEx");
 }
 
 // Resident CTAs for a persistent grid of clusters: the occupancy calculator's cluster count.
 inline Error cluster_capacity(CUfunction f, unsigned block, unsigned smem, unsigned cluster, unsigned* capacity) {
-  if (smem > 48 * 1024) {   // the occupancy of a >48 KB kernel is only defined once it opted in
-    Error e = check(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)),
-                    "cuFuncSetAttribute");
-    if (e) return e;
-  }
-  CUlaunchConfig config = {};
-  config.gridDimX = cluster;
-  config.gridDimY = config.gridDimZ = 1;
-  config.blockDimX = block;
-  config.blockDimY = config.blockDimZ = 1;
-  config.sharedMemBytes = smem;
-  CUlaunchAttribute attribute = {};
-  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-  attribute.value.clusterDim.x = cluster;
-  attribute.value.clusterDim.y = attribute.value.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  Error e = opt_in_smem(f, smem);   // the occupancy of a >48 KB kernel is defined once it opted in
+  if (e) return e;
+  CUlaunchAttribute attribute;
+  CUlaunchConfig config = launch_config(cluster, block, smem, nullptr, cluster, &attribute);
   int clusters = 0;
-  Error e = check(cuOccupancyMaxActiveClusters(&clusters, f, &config), "cuOccupancyMaxActiveClusters");
+  e = check(cuOccupancyMaxActiveClusters(&clusters, f, &config), "cuOccupancyMaxActiveClusters");
   if (!e && clusters == 0) e = fail(CUDA_ERROR_INVALID_VALUE, "no cluster of this kernel fits on the device");
   *capacity = unsigned(clusters) * cluster;
   return e;
