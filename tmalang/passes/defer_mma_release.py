@@ -16,21 +16,16 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
+from .rewrite import rewrite_roles
 
 
 def run(kernel: ops.KernelOp) -> None:
-    for role in ops.roles(kernel):
-        role.body = _region(role.body)
+    rewrite_roles(kernel, _deferred)
 
 
-def _region(region: list[ops.Op]) -> list[ops.Op]:
-    out: list[ops.Op] = []
-    for o in region:
-        for r in o.regions():
-            r[:] = _region(r)
-        plan = _match(o) if isinstance(o, ops.ForRange) else None
-        out += _rewrite(o, *plan) if plan else [o]
-    return out
+def _deferred(o: ops.Op) -> list[ops.Op]:
+    plan = _match(o) if isinstance(o, ops.ForRange) else None
+    return _rewrite(o, *plan) if plan else [o]
 
 
 def _match(loop: ops.ForRange):

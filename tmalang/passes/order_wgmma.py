@@ -11,20 +11,14 @@ the producer. (Keeping one group in flight across k-steps is a later optimisatio
 from __future__ import annotations
 
 from ..ir import ops
+from .rewrite import rewrite_roles
 
 
 def run(kernel: ops.KernelOp) -> None:
-    for role in ops.roles(kernel):
-        role.body = _region(role.body)
+    rewrite_roles(kernel, _fenced)
 
 
-def _region(region: list[ops.Op]) -> list[ops.Op]:
-    out: list[ops.Op] = []
-    for o in region:
-        if isinstance(o, ops.Wgmma):
-            out += [ops.WgmmaFence(span=o.span), o, ops.WgmmaCommit(span=o.span), ops.WgmmaWait(0, span=o.span)]
-            continue
-        for r in o.regions():
-            r[:] = _region(r)
-        out.append(o)
-    return out
+def _fenced(o: ops.Op) -> list[ops.Op]:
+    if not isinstance(o, ops.Wgmma):
+        return [o]
+    return [ops.WgmmaFence(span=o.span), o, ops.WgmmaCommit(span=o.span), ops.WgmmaWait(0, span=o.span)]
