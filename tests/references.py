@@ -64,9 +64,20 @@ def gemm_fp8_case(rng, shape):
     return [a, b, c], a.astype(np.float64) @ b.astype(np.float64).T
 
 
+def gemm_bias_relu_case(rng, shape):
+    import ml_dtypes
+
+    (a, b, c), product = gemm_case(rng, shape)
+    n = shape[1]
+    bias = rng.standard_normal(-(-n // 4) * 4).astype(np.float32)[:n]
+    alpha = np.float32(0.75)
+    expected = np.maximum(alpha * product + bias.astype(np.float64), 0.0)
+    return [a, b, bias, alpha, c], expected
+
+
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
-         "gemm": gemm_case, "gemm_fp8": gemm_fp8_case}
-RTOL = {"gemm": 1e-2, "gemm_fp8": 1e-2}   # relative Frobenius error against float64; others are exact
+         "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case}
+RTOL = {"gemm": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:

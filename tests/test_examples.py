@@ -46,6 +46,21 @@ def test_ptx_has_the_async_machinery(path):
     assert ".param .align 64 .b8" in c.ptx  # tensor maps as grid-constant params
 
 
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=IDS)
+def test_each_thread_barrier_is_emitted_once(path):
+    """bar.sync is `.aligned`: a warp must reach it together. LLVM may not copy one into both
+    arms of an `elect` branch (gemm_bias_relu hung on the H100 when it did), so the PTX holds
+    exactly one barrier instruction per role or block sync of the final IR."""
+    import re
+
+    from tmalang.ir import ops
+
+    c, _ = _compile(path)
+    syncs = [o for o in ops.walk(c.ir.body) if isinstance(o, ops.Sync) and o.scope != "cluster"]
+    assert len(re.findall(r"\bbar\.(?:warp\.)?sync\b", c.ptx)) == len(syncs)
+
+
 TARGETS = [(p, arch) for p in EXAMPLES for arch in (["sm_90a"] if "sm90" in p.stem else ["sm_90a", "sm_100a"])]
 
 

@@ -60,8 +60,9 @@ def test_ptx_uses_wgmma_without_spills(gemm):
     assert stats.spill_stores == 0 and stats.spill_loads == 0
 
 
-def check_on_h100(kernel, m: int, n: int, k: int, input_dtype: str) -> None:
-    """Random inputs (rows padded to 16 bytes), a NaN-poisoned bf16 output, float64 reference."""
+def check_on_h100(kernel, m: int, n: int, k: int, input_dtype: str, fused: bool = False) -> None:
+    """Random inputs (rows padded to 16 bytes), a NaN-poisoned bf16 output, float64 reference.
+    `fused`: the kernel takes (a, b, bias, alpha, c) and computes relu(alpha · A·Bᵀ + bias)."""
     torch = pytest.importorskip("torch")
     dtype = getattr(torch, input_dtype)
     gen = torch.Generator(device="cuda").manual_seed(m * 7 + n + k)
@@ -73,9 +74,14 @@ def check_on_h100(kernel, m: int, n: int, k: int, input_dtype: str) -> None:
 
     a, b = matrix(m, k), matrix(n, k)
     c = torch.full((m, -(-n // 8) * 8), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
-    kernel(a, b, c)
-    torch.cuda.synchronize()
     reference = a.double() @ b.double().T
+    if fused:
+        bias = torch.randn(-(-n // 4) * 4, device="cuda", generator=gen)[:n]
+        kernel(a, b, bias, np.float32(0.5), c)
+        reference = torch.relu(0.5 * reference + bias.double())
+    else:
+        kernel(a, b, c)
+    torch.cuda.synchronize()
     error = (torch.linalg.norm(c.double() - reference) / torch.linalg.norm(reference)).item()
     assert error < 1e-2, error
 
@@ -140,3 +146,10 @@ def ops_module():
     from tmalang.ir import ops
 
     return ops
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(1000, 1000, 1000), (130, 300, 100), (2048, 4096, 1024)])
+def test_h100_fused_epilogue_matches_float64(m, n, k):
+    """relu(alpha · A·Bᵀ + bias), the bias slice loaded by the consumers themselves."""
+    check_on_h100(tmalang.compile_file(ROOT / "examples" / "gemm_bias_relu_sm90.tma"), m, n, k, "bfloat16", fused=True)

@@ -80,7 +80,10 @@ class KernelCodegen:
         clobber = "~{memory}"
         constraints = f"{constraints},{clobber}" if constraints else clobber
         fnty = ir.FunctionType(ret, [a.type for a in args])
-        return self.b.call(ir.InlineAsm(fnty, template, constraints, side_effect=True), args)
+        # convergent: LLVM must not duplicate a `.aligned` instruction (bar.sync, wgmma,
+        # setmaxnreg) into both arms of a branch, where a warp would reach it divergently.
+        return self.b.call(ir.InlineAsm(fnty, template, constraints, side_effect=True), args,
+                           attrs=("convergent",))
 
     def if_then(self, cond: ir.Value, body) -> None:
         with self.b.if_then(cond):

@@ -77,7 +77,8 @@ def _acc_store(g, o: ops.AccStore) -> None:
         block, half = divmod(i, 4)
         row = g.b.add(row0, I32(8 * (half // 2)))
         col = g.b.add(col0, I32(8 * block))
-        pair = [_evaluate(g, o.value, g.b.load(regs[i + j]), box.dtype) for j in range(2)]
+        pair = [_evaluate(g, o.value, g.b.load(regs[i + j]), box.dtype, (row, g.b.add(col, I32(j))))
+                for j in range(2)]
         vector = ir.Constant(ir.VectorType(storage, 2), ir.Undefined)
         for j, value in enumerate(pair):
             vector = g.b.insert_element(vector, value, I32(j))
@@ -86,15 +87,29 @@ def _acc_store(g, o: ops.AccStore) -> None:
         g.b.store(vector, pointer).align = 2 * itemsize
 
 
-def _evaluate(g, e: ex.Expr, acc: ir.Value, dtype: str) -> ir.Value:
-    """One epilogue element in f32, converted to the storage type of `dtype` at the end."""
-    value = _float(g, e, acc)
+def _evaluate(g, e: ex.Expr, acc: ir.Value, dtype: str, at: tuple[ir.Value, ir.Value]) -> ir.Value:
+    """One epilogue element (at (row, col)) in f32, converted to the storage type of `dtype`."""
+    value = _float(g, e, acc, at)
     return value if dtype == "f32" else g.b.fptrunc(value, STORAGE[dtype])
 
 
-def _float(g, e: ex.Expr, acc: ir.Value) -> ir.Value:
+def _tile_element(g, ref: ex.BufferRef, at: tuple[ir.Value, ir.Value]) -> ir.Value:
+    """Element (row, col) of an unswizzled smem tile, or element col of a row vector, as f32."""
+    box = g.boxes[g.buffers[ref.name].box]
+    row, col = at
+    index = col if len(box.shape) == 1 else g.b.add(g.b.mul(row, I32(box.shape[1])), col)
+    itemsize = {"f32": 4, "f16": 2, "bf16": 2}[box.dtype]
+    pointer = g.b.inttoptr(g.b.add(g.address(ref), g.b.mul(index, I32(itemsize))), ir.PointerType(addrspace=3))
+    value = g.b.load(pointer, typ=STORAGE[box.dtype])
+    value.align = itemsize
+    return value if box.dtype == "f32" else g.b.fpext(value, F32)
+
+
+def _float(g, e: ex.Expr, acc: ir.Value, at) -> ir.Value:
     if isinstance(e, ex.AccRef):
         return acc
+    if isinstance(e, ex.BufferRef):
+        return _tile_element(g, e, at)
     if isinstance(e, ex.Const):
         return F32(float(e.value))
     if isinstance(e, ex.Param):
@@ -103,11 +118,11 @@ def _float(g, e: ex.Expr, acc: ir.Value) -> ir.Value:
             return g.b.fptrunc(arg, F32)
         return arg if isinstance(arg.type, ir.FloatType) else g.b.sitofp(arg, F32)
     if isinstance(e, ex.Neg):
-        return g.b.fneg(_float(g, e.operand, acc))
+        return g.b.fneg(_float(g, e.operand, acc, at))
     if isinstance(e, ex.Cast):
-        inner = _float(g, e.operand, acc)
+        inner = _float(g, e.operand, acc, at)
         return inner if e.dtype == "f32" else g.b.fpext(g.b.fptrunc(inner, STORAGE[e.dtype]), F32)
-    lhs, rhs = _float(g, e.lhs, acc), _float(g, e.rhs, acc)
+    lhs, rhs = _float(g, e.lhs, acc, at), _float(g, e.rhs, acc, at)
     if e.op in ("max", "min"):
         name = f"llvm.{e.op}imum.f32"
         fn = g.module.globals.get(name) or ir.Function(g.module, ir.FunctionType(F32, [F32, F32]), name)

@@ -95,23 +95,30 @@ def acc_store(m, w, o: ops.AccStore) -> None:
     group, rows = _rows(w)
     dest = m.tile(w, o.dest)
     m.races.access(m.tile_key(w, o.dest), w.agent, True, ("rows", w.index), o.span, f"epilogue in {m.who(w)}")
+    for ref in {r.name: r for r in ex.buffer_refs(o.value)}.values():
+        m.races.access(m.tile_key(w, ref), w.agent, False, ("rows", w.index), o.span, f"epilogue in {m.who(w)}")
+    block = slice(64 * group + rows.start, 64 * group + rows.stop)
     with np.errstate(all="ignore"):
-        value = _evaluate(m, o.value, _slice(m, w, name)[rows])
+        value = _evaluate(m, w, o.value, _slice(m, w, name)[rows], block)
         dest[64 * group:][rows] = _store_as(np.broadcast_to(value, dest[64 * group:][rows].shape), dest.dtype)
 
 
-def _evaluate(m, e: ex.Expr, acc: np.ndarray):
+def _evaluate(m, w, e: ex.Expr, acc: np.ndarray, block: slice):
+    """The epilogue over this warp's rows `block`; a row vector broadcasts over them."""
     if isinstance(e, ex.AccRef):
         return acc
+    if isinstance(e, ex.BufferRef):
+        tile = m.tile(w, e).astype(np.float32)
+        return tile[None, :] if tile.ndim == 1 else tile[block]
     if isinstance(e, ex.Const):
         return np.float32(e.value)
     if isinstance(e, ex.Param):
         return np.float32(m.launch.params[e.name])
     if isinstance(e, ex.Neg):
-        return -_evaluate(m, e.operand, acc)
+        return -_evaluate(m, w, e.operand, acc, block)
     if isinstance(e, ex.Cast):
-        return _store_as(_evaluate(m, e.operand, acc), m.launch.np_dtype(e.dtype)).astype(np.float32)
-    return np.asarray(FLOAT_OPS[e.op](_evaluate(m, e.lhs, acc), _evaluate(m, e.rhs, acc)), dtype=np.float32)
+        return _store_as(_evaluate(m, w, e.operand, acc, block), m.launch.np_dtype(e.dtype)).astype(np.float32)
+    return np.asarray(FLOAT_OPS[e.op](_evaluate(m, w, e.lhs, acc, block), _evaluate(m, w, e.rhs, acc, block)), dtype=np.float32)
 
 
 SEMANTICS = {

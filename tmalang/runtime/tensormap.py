@@ -75,7 +75,7 @@ def encode_tensor_map(param: TensorMapParam, view: ArrayView, device_ptr: int) -
             f.rank,
             f.address,
             [cu.cuuint64_t(n) for n in f.global_dim],
-            [cu.cuuint64_t(s) for s in f.global_strides],
+            [cu.cuuint64_t(s) for s in _strides_argument(f)],
             [cu.cuuint32_t(n) for n in f.box_dim],
             [cu.cuuint32_t(s) for s in f.element_strides],
             cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -88,6 +88,20 @@ def encode_tensor_map(param: TensorMapParam, view: ArrayView, device_ptr: int) -
             exc.code, f"box '{param.box}' of argument '{param.tensor}': {exc.message}", repr(f)
         ) from None
     return struct.pack("<16Q", *(int(word) for word in tensor_map.opaque))
+
+
+def _strides_argument(f: TensorMapFields) -> tuple[int, ...]:
+    """The globalStrides array to pass. A rank-1 map has no strides, but an empty list reaches
+    the driver as a null pointer, which it rejects; it never reads a stand-in entry, which we
+    still make valid (the row's byte size rounded up to 16)."""
+    if f.global_strides:
+        return f.global_strides
+    itemsize = _ITEMSIZE[f.data_type]
+    return (-(-f.global_dim[0] * itemsize // 16) * 16,)
+
+
+_ITEMSIZE = {"FLOAT64": 8, "INT64": 8, "UINT64": 8, "FLOAT32": 4, "INT32": 4, "UINT32": 4,
+             "FLOAT16": 2, "BFLOAT16": 2, "UINT16": 2, "UINT8": 1}
 
 
 def _lookup(table: dict[str, str], key: str, field: str, param: TensorMapParam) -> str:

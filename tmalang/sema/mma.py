@@ -115,13 +115,26 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
         raise error("E080", f"an epilogue writes f32, f16 or bf16 tiles; '{s.target.text()}' is "
                     f"{target.dtype.name}", s.target.span)
     for r in _refs(s.value):
-        if r.field is not None or (r.name not in scope.accs and not isinstance(info.symbols.get(r.name), st.Scalar)):
-            raise error("E067", f"'{r.text()}' cannot mix with accumulator '{acc.name}' in one epilogue", r.span,
-                        "an epilogue reads accumulators, scalars and numbers")
-        if r.name in scope.accs and r.name != acc.name:
-            raise error("E067", "an epilogue reads one accumulator", r.span)
+        if r.field is None and r.name in scope.accs:
+            if r.name != acc.name:
+                raise error("E067", "an epilogue reads one accumulator", r.span)
+        elif not (r.field is None and isinstance(info.symbols.get(r.name), st.Scalar)):
+            _check_epilogue_tile(info, r, scope, acc)
     st._tile_expr_functions(s.value)
     return True
+
+
+def _check_epilogue_tile(info: KernelInfo, ref: ast.Ref, scope, acc: Accumulator) -> None:
+    """An smem tile in an epilogue: a row vector [C] broadcast over the rows (a bias), or a tile
+    of the accumulator's shape (a residual), unswizzled, in a dtype tile math reads."""
+    tile = st._tile_ref(info, ref, scope)
+    if tile.shape not in ([acc.shape[1]], acc.shape) or tile.swizzle != "none":
+        raise error("E067", f"'{ref.text()}' ({tile.dtype.name}{tile.shape}) cannot join accumulator "
+                    f"'{acc.name}' {acc.shape}", ref.span,
+                    f"an epilogue reads a row vector [{acc.shape[1]}] (broadcast over rows) or an "
+                    f"unswizzled [{acc.shape[0]}, {acc.shape[1]}] tile, scalars and numbers")
+    if tile.dtype.name not in ("f32", "f16", "bf16"):
+        raise error("E080", f"an epilogue reads f32, f16 or bf16 tiles; '{ref.text()}' is {tile.dtype.name}", ref.span)
 
 
 def _refs(e) -> list[ast.Ref]:
