@@ -1,9 +1,10 @@
-"""Tile/stage variants of examples/gemm_sm90.tma at one shape, against cuBLAS in the same run.
+"""Tile, stage and epilogue variants of the bf16 GEMM at one shape, against cuBLAS in the same run.
 
-Each variant is the example's text with the tile shape and ring depth substituted, so every
-number here is a kernel the language expresses as written.
+Every variant is a tmalang program written out in full below, so every number here is a kernel
+the language expresses as written. cuBLAS is timed before and after the variants; the faster
+of its two figures is the reference.
 
-    python bench/gemm_sweep.py 8192
+    python bench/gemm_sweep.py [SIZE ...] [--out results.json]
 """
 
 from __future__ import annotations
@@ -13,6 +14,10 @@ from pathlib import Path
 
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+
 import torch  # noqa: E402
 
 import tmalang  # noqa: E402
@@ -20,44 +25,110 @@ import tmalang  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm import median_ms  # noqa: E402
 
-SOURCE = (Path(__file__).resolve().parents[1] / "examples" / "gemm_sm90.tma").read_text()
-VARIANTS = {  # name: (tile N, stages, group, cluster with B multicast)
-    "128x192, 4 stages, 2x1 cluster, B multicast (example)": (192, 4, 8, 2),
-    "128x192, 4 stages, no cluster": (192, 4, 8, 1),
-    "128x256, 3 stages, 2x1 cluster, B multicast": (256, 3, 8, 2),
-    "128x128, 6 stages, 2x1 cluster, B multicast": (128, 6, 8, 2),
+EXAMPLE = (Path(__file__).resolve().parents[1] / "examples" / "gemm_sm90.tma").read_text()
+
+
+def gemm_source(n: int, stages: int, block: int, buffers: int, group: int = 8) -> str:
+    """128 x n tiles, a ring of `stages`, the epilogue written in [128, block] column blocks
+    through `buffers` staging tiles used in turn."""
+    parts = n // block
+    stores, staging = [], [f"cs{i}" for i in range(buffers)]
+    for j in range(parts):
+        cs = staging[j % buffers]
+        column = f"{parts} * n + {j}" if parts > 1 else "n"
+        stores.append(f"""            elect {{ wait_group read {buffers - 1} }}   // {cs}'s previous store has read it
+            sync
+            {cs} = bf16(acc{f"[0, {j}]" if parts > 1 else ""})
+            elect {{
+                store C[m, {column}] <- {cs}
+                commit_group
+            }}""")
+    smem = "\n".join(f"    smem {cs}: C" for cs in staging)
+    epilogue = "\n".join(stores)
+    return f"""kernel gemm(a: bf16[M, K], b: bf16[N, K], c: bf16[M, N]) {{
+    grid persistent
+    cluster 2
+    box A = a[128, 64] swizzle 128B
+    box B = b[{n}, 64] swizzle 128B
+    box T = c[128, {n}]
+    box C = c[128, {block}]
+{smem}
+    pipeline ring[{stages}] {{ a: A, b: B }}
+
+    role producer: warp 0, regs 40 {{
+        for tile (m, n) in tiles(c, T) grouped {group} {{
+            for k in steps(K, 64) {{
+                produce ring as s {{
+                    load A[m, k] -> s.a
+                    load B[n, k] -> s.b multicast
+                }}
+            }}
+        }}
+    }}
+    role consumer: warps 4..11, regs 232 {{
+        accumulator acc: f32[128, {n}]
+        for tile (m, n) in tiles(c, T) grouped {group} {{
+            acc = 0
+            for k in steps(K, 64) {{
+                consume ring as s {{ mma acc, s.a, s.b }}
+            }}
+{epilogue}
+        }}
+        elect {{ wait_group 0 }}
+    }}
+}}
+"""
+
+
+VARIANTS = {
+    "example: 128x192, 4 stages, whole-tile epilogue": EXAMPLE,
+    "128x192, 4 stages, epilogue 3 x [128, 64], 2 buffers": gemm_source(192, 4, 64, 2),
+    "128x256, 3 stages, whole-tile epilogue": gemm_source(256, 3, 256, 1),
+    "128x256, 4 stages, epilogue 2 x [128, 128], 1 buffer": gemm_source(256, 4, 128, 1),
+    "128x256, 4 stages, epilogue 4 x [128, 64], 2 buffers": gemm_source(256, 4, 64, 2),
+    "128x256, 4 stages, epilogue 4 x [128, 64], 2 buffers, grouped 16": gemm_source(256, 4, 64, 2, 16),
 }
 
 
-def variant(n: int, stages: int, group: int, cluster: int = 1) -> str:
-    text = SOURCE.replace("b[192, 64]", f"b[{n}, 64]").replace("c[128, 192]", f"c[128, {n}]")
-    text = text.replace("f32[128, 192]", f"f32[128, {n}]").replace("ring[4]", f"ring[{stages}]")
-    text = text.replace(" grouped 8", f" grouped {group}" if group else "")
-    if cluster == 1:
-        text = text.replace("    cluster 2\n", "").replace(" multicast\n", "\n")
-    return text
+def sweep(size: int, samples: int) -> list[dict]:
+    sets = [(torch.randn(size, size, device="cuda").to(torch.bfloat16),
+             torch.randn(size, size, device="cuda").to(torch.bfloat16)) for _ in range(2)]
+    c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
+    reference = (sets[0][0] @ sets[0][1].T).double()
+    flops, batch = 2 * size ** 3, max(4, int(4e12 // (2 * size ** 3)))
+
+    def cublas():
+        return flops / median_ms(lambda i: torch.matmul(sets[i][0], sets[i][1].T, out=c), samples, batch) / 1e9
+
+    rows, first = [], cublas()
+    for name, source in VARIANTS.items():
+        kernel = tmalang.compile(source)
+        c.fill_(float("nan"))
+        kernel(sets[0][0], sets[0][1], c)
+        torch.cuda.synchronize()
+        error = ((c.double() - reference).norm() / reference.norm()).item()
+        tflops = flops / median_ms(lambda i: kernel(sets[i][0], sets[i][1], c), samples, batch) / 1e9
+        rows.append({"variant": name, "tflops": tflops, "rel_err_vs_cublas": error,
+                     "smem_bytes": kernel.manifest.smem_bytes})
+    best = max(first, cublas())
+    print(f"{size}^3 cuBLAS {best:.0f} TFLOP/s")
+    for row in rows:
+        row.update(shape=[size] * 3, cublas_tflops=best, vs_cublas=row["tflops"] / best)
+        print(f"  {row['variant']:<62} {row['tflops']:5.0f} ({row['vs_cublas']:.3f}x)  "
+              f"err {row['rel_err_vs_cublas']:.1e}  smem {row['smem_bytes']}", flush=True)
+    return rows
 
 
 def main() -> None:
-    for size in [int(x) for x in sys.argv[1:]] or [8192]:
-        sweep(size)
-
-
-def sweep(size: int) -> None:
-    a = torch.randn(size, size, device="cuda").to(torch.bfloat16)
-    b = torch.randn(size, size, device="cuda").to(torch.bfloat16)
-    c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
-    reference = a @ b.T
-    flops = 2 * size ** 3
-    t = median_ms(lambda i: torch.matmul(a, b.T, out=c), 10, 4)
-    print(f"{size}^3 cuBLAS: {flops / t / 1e9:.0f} TFLOP/s")
-    for name, params in VARIANTS.items():
-        kernel = tmalang.compile(variant(*params))
-        kernel(a, b, c)
-        torch.cuda.synchronize()
-        error = ((c.double() - reference.double()).norm() / reference.double().norm()).item()
-        t = median_ms(lambda i: kernel(a, b, c), 10, 4)
-        print(f"{name:<32} {flops / t / 1e9:6.0f} TFLOP/s  rel err {error:.1e}  smem {kernel.manifest.smem_bytes}")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("sizes", type=int, nargs="*", default=[8192])
+    parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    rows = [row for size in args.sizes for row in sweep(size, args.samples)]
+    if args.out:
+        args.out.write_text(json.dumps({"benchmark": "bf16 GEMM variants vs cuBLAS", "gpu": torch.cuda.get_device_name(),
+                                        "date": datetime.date.today().isoformat(), "results": rows}, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ class KernelCodegen:
         self.roles = ops.roles(kernel)
         self.vars: dict[str, ir.AllocaInstr] = {}
         self.accumulators: dict[str, list[ir.AllocaInstr]] = {}   # per-thread registers of each accumulator
+        self.accumulator_roles: dict[str, str] = {}                # accumulator -> the role holding it
         self.role: ops.RoleOp | None = None
         arg_types = [ir.PointerType() if isinstance(p, TensorMapParam) else self._scalar_type(p) for p in params]
         self.fn = ir.Function(module, ir.FunctionType(VOID, arg_types), kernel.symbol)

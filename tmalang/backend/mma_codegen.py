@@ -21,6 +21,34 @@ I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 
 def _acc_decl(g, o: ops.AccDecl) -> None:
     g.accumulators[o.symbol] = [g.alloca(f"{o.symbol}.{i}", F32) for i in range(o.shape[1] // 2)]
+    g.accumulator_roles[o.symbol] = g.role.name
+
+
+def _pin_accumulators(g) -> None:
+    """Pass every accumulator register of the role through an empty asm that claims to rewrite it.
+
+    LLVM sees the accumulators as plain SSA values and would move the epilogue's reads above
+    `wgmma.wait_group`, or the zeroing of `acc = 0` below `wgmma.fence`: nothing ties them to
+    those asm statements. ptxas then finds ordinary instructions touching registers of an
+    in-flight wgmma and serialises every wgmma of the kernel (C7514). Pinned after each wait
+    and before each fence, reads depend on the wait and writes precede the fence. The asm is
+    empty: no instruction reaches the SASS."""
+    for name, role in g.accumulator_roles.items():
+        if role != g.role.name:
+            continue
+        for reg in g.accumulators[name]:
+            pin = ir.InlineAsm(ir.FunctionType(F32, [F32]), "", "=f,0", side_effect=True)
+            g.b.store(g.b.call(pin, [g.b.load(reg)]), reg)
+
+
+def _wgmma_fence(g, o: ops.WgmmaFence) -> None:
+    _pin_accumulators(g)
+    g.asm(wgmma.FENCE, "", [])
+
+
+def _wgmma_wait(g, o: ops.WgmmaWait) -> None:
+    g.asm(wgmma.wait_group(o.pending), "", [])
+    _pin_accumulators(g)
 
 
 def _acc_zero(g, o: ops.AccZero) -> None:
@@ -60,12 +88,13 @@ def _wgmma(g, o: ops.Wgmma) -> None:
 
 
 def _acc_store(g, o: ops.AccStore) -> None:
-    """Each thread writes its fragment: element i sits at the (row, col) wgmma.accumulator_coord gives."""
-    name = next(e.name for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
-    regs = g.accumulators[name]
+    """Each thread writes its fragment: element i sits at the (row, col) wgmma.accumulator_coord
+    gives. An `acc[col]` epilogue writes the registers of columns col .. col + dest width only."""
+    acc = next(e for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
     dest = g.buffers[o.dest.name]
     box = g.boxes[dest.box]
     cols, storage = box.shape[1], STORAGE[box.dtype]
+    regs = g.accumulators[acc.name][acc.col // 2:(acc.col + cols) // 2]   # 4 registers per 8 columns
     itemsize = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}[box.dtype]
     thread = g.b.sub(g.tid, I32(32 * g.role.first_warp))
     group, lane = g.b.lshr(thread, I32(7)), g.b.and_(thread, I32(31))
@@ -134,8 +163,8 @@ MMA_EMITTERS = {
     ops.AccDecl: _acc_decl,
     ops.AccZero: _acc_zero,
     ops.Wgmma: _wgmma,
-    ops.WgmmaFence: lambda g, o: g.asm(wgmma.FENCE, "", []),
+    ops.WgmmaFence: _wgmma_fence,
     ops.WgmmaCommit: lambda g, o: g.asm(wgmma.COMMIT_GROUP, "", []),
-    ops.WgmmaWait: lambda g, o: g.asm(wgmma.wait_group(o.pending), "", []),
+    ops.WgmmaWait: _wgmma_wait,
     ops.AccStore: _acc_store,
 }

@@ -90,16 +90,19 @@ def wgmma_wait(m, w, o: ops.WgmmaWait):
 
 
 def acc_store(m, w, o: ops.AccStore) -> None:
-    name = next(e.name for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
+    """The warp's rows of `dest` = the epilogue over its accumulator fragment; with `acc[col]`,
+    over the dest-wide block of columns starting at `col`."""
+    acc = next(e for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
     _touch_registers(m, w, o)
     group, rows = _rows(w)
     dest = m.tile(w, o.dest)
+    columns = slice(acc.col, acc.col + dest.shape[-1])
     m.races.access(m.tile_key(w, o.dest), w.agent, True, ("rows", w.index), o.span, f"epilogue in {m.who(w)}")
     for ref in {r.name: r for r in ex.buffer_refs(o.value)}.values():
         m.races.access(m.tile_key(w, ref), w.agent, False, ("rows", w.index), o.span, f"epilogue in {m.who(w)}")
     block = slice(64 * group + rows.start, 64 * group + rows.stop)
     with np.errstate(all="ignore"):
-        value = _evaluate(m, w, o.value, _slice(m, w, name)[rows], block)
+        value = _evaluate(m, w, o.value, _slice(m, w, acc.name)[rows, columns], block)
         dest[64 * group:][rows] = _store_as(np.broadcast_to(value, dest[64 * group:][rows].shape), dest.dtype)
 
 

@@ -57,12 +57,14 @@ class BufferRef:
 
 @dataclass(frozen=True)
 class AccRef:
-    """The element of register accumulator `name` at the position being computed (epilogues)."""
+    """The element of register accumulator `name` at the position being computed (epilogues),
+    `col` columns to the right: an epilogue into a block of the accumulator's columns."""
 
     name: str
+    col: int = 0
 
     def __str__(self) -> str:
-        return f"!{self.name}"
+        return f"!{self.name}" + (f"[{self.col}]" if self.col else "")
 
 
 @dataclass(frozen=True)

@@ -98,6 +98,7 @@ class _Statements:
     def _Assign(self, s: ast.Assign):
         if s.target.field is None and s.target.name in self.accs:
             return ops.AccZero(s.target.name, span=s.span)
+        self.block_cols = self._tile_box(s.target).shape[-1]   # an `acc[0, j]` block's width
         value = self.tile_expr(s.value)
         if any(isinstance(e, ex.AccRef) for e in ex.walk(value)):
             return ops.AccStore(self.tile(s.target), value, span=s.span)
@@ -139,6 +140,15 @@ class _Statements:
             return ex.BufferRef(f"{self.slots[ref.name]}.{ref.field}", ex.Var(ref.name))
         return ex.BufferRef(ref.name, ex.Const(0))
 
+    def _tile_box(self, ref: ast.Ref) -> Box:
+        if ref.field is not None:
+            return self.info.symbols[self.slots[ref.name]].fields[ref.field]
+        return self.info.symbols[ref.name].box
+
+    def _block_column(self, ref: ast.Ref) -> int:
+        """The first accumulator column an epilogue reads: j × block width for `acc[0, j]`."""
+        return 0 if ref.block is None else ref.block[1].value * self.block_cols
+
     def int_expr(self, e) -> ex.Expr:
         if isinstance(e, ast.Number):
             return ex.Const(e.value)
@@ -158,7 +168,7 @@ class _Statements:
             if e.field is None and isinstance(self.info.symbols.get(e.name), Scalar):
                 return ex.Param(e.name)
             if e.field is None and e.name in self.accs:
-                return ex.AccRef(e.name)
+                return ex.AccRef(e.name, self._block_column(e))
             return self.tile(e)
         if isinstance(e, ast.Neg):
             inner = self.tile_expr(e.operand)

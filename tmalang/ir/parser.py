@@ -92,7 +92,14 @@ class _Line:
         if kind == "param":
             return ex.Param(text[1:])
         if kind == "acc":
-            return ex.AccRef(text[1:])
+            if self.peek()[1] != "[":
+                return ex.AccRef(text[1:])
+            self.take("[")
+            kind, col, _ = self.take()
+            if kind != "num" or not col.isdigit():
+                self.fail(f"expected a column offset, found '{col}'")
+            self.take("]")
+            return ex.AccRef(text[1:], int(col))
         if kind == "sym":
             self.take("[")
             index = self.expr()

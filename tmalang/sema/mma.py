@@ -106,9 +106,11 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
     target = st._tile_ref(info, s.target, scope)
     if scope.elected:
         raise error("E083", "an epilogue inside elect runs on one thread, which holds only its fragment", s.span)
-    if target.shape != acc.shape:
+    if accs[0].block is not None:
+        _check_block(accs[0], acc, target)
+    elif target.shape != acc.shape:
         raise error("E067", f"tile {s.target.text()} has shape {target.shape}, accumulator '{acc.name}' has "
-                    f"{acc.shape}", s.target.span)
+                    f"{acc.shape}", s.target.span, f"to write it in parts, read a block: {acc.name}[0, j]")
     if target.swizzle != "none":
         raise error("E089", "an epilogue writes an unswizzled smem tile in v1", s.target.span)
     if target.dtype.name not in ("f32", "f16", "bf16"):
@@ -116,23 +118,46 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
                     f"{target.dtype.name}", s.target.span)
     for r in _refs(s.value):
         if r.field is None and r.name in scope.accs:
-            if r.name != acc.name:
-                raise error("E067", "an epilogue reads one accumulator", r.span)
-        elif not (r.field is None and isinstance(info.symbols.get(r.name), st.Scalar)):
-            _check_epilogue_tile(info, r, scope, acc)
+            if r.name != acc.name or (r.block is None) != (accs[0].block is None) or \
+                    (r.block is not None and block_index(r) != block_index(accs[0])):
+                raise error("E067", "an epilogue reads one accumulator, or one block of it", r.span)
+        elif r.block is not None or r.field is not None or not isinstance(info.symbols.get(r.name), st.Scalar):
+            _check_epilogue_tile(info, r, scope, target)
     st._tile_expr_functions(s.value)
     return True
 
 
-def _check_epilogue_tile(info: KernelInfo, ref: ast.Ref, scope, acc: Accumulator) -> None:
+def block_index(ref: ast.Ref) -> tuple[int, ...]:
+    return tuple(c.value for c in ref.block)
+
+
+def _check_block(ref: ast.Ref, acc: Accumulator, target: Box) -> None:
+    """`acc[0, j]`: columns j·Ct .. (j+1)·Ct − 1 of the accumulator, all of its rows, where the
+    target is [R, Ct]. Rows stay whole because each warpgroup holds its own 64 of them."""
+    rows, cols = acc.shape
+    if len(ref.block) != 2 or not all(isinstance(c, ast.Number) and isinstance(c.value, int) for c in ref.block):
+        raise error("E093", f"'{ref.text()}': an accumulator block index is two integer literals", ref.span,
+                    f"e.g. {acc.name}[0, 1]")
+    if len(target.shape) != 2 or target.shape[0] != rows or cols % target.shape[1] or target.shape[1] % 8:
+        raise error("E067", f"target {target.shape} does not cut accumulator '{acc.name}' {acc.shape} into "
+                    "column blocks", ref.span, f"a block of {acc.name} is [{rows}, C] with C a multiple of 8 "
+                    f"that divides {cols}")
+    i, j = block_index(ref)
+    if i != 0 or j >= cols // target.shape[1]:
+        raise error("E093", f"block ({i}, {j}) is outside accumulator '{acc.name}' cut in {target.shape} blocks",
+                    ref.span, f"blocks are (0, 0) .. (0, {cols // target.shape[1] - 1})")
+
+
+def _check_epilogue_tile(info: KernelInfo, ref: ast.Ref, scope, target: Box) -> None:
     """An smem tile in an epilogue: a row vector [C] broadcast over the rows (a bias), or a tile
-    of the accumulator's shape (a residual), unswizzled, in a dtype tile math reads."""
+    of the target's shape (a residual), unswizzled, in a dtype tile math reads."""
     tile = st._tile_ref(info, ref, scope)
-    if tile.shape not in ([acc.shape[1]], acc.shape) or tile.swizzle != "none":
-        raise error("E067", f"'{ref.text()}' ({tile.dtype.name}{tile.shape}) cannot join accumulator "
-                    f"'{acc.name}' {acc.shape}", ref.span,
-                    f"an epilogue reads a row vector [{acc.shape[1]}] (broadcast over rows) or an "
-                    f"unswizzled [{acc.shape[0]}, {acc.shape[1]}] tile, scalars and numbers")
+    rows, cols = target.shape
+    if tile.shape not in ([cols], [rows, cols]) or tile.swizzle != "none":
+        raise error("E067", f"'{ref.text()}' ({tile.dtype.name}{tile.shape}) cannot join the epilogue into "
+                    f"[{rows}, {cols}]", ref.span,
+                    f"an epilogue reads a row vector [{cols}] (broadcast over rows) or an "
+                    f"unswizzled [{rows}, {cols}] tile, scalars and numbers")
     if tile.dtype.name not in ("f32", "f16", "bf16"):
         raise error("E080", f"an epilogue reads f32, f16 or bf16 tiles; '{ref.text()}' is {tile.dtype.name}", ref.span)
 

@@ -144,6 +144,9 @@ def _consume(info, s, scope):
 
 def _tile_ref(info: KernelInfo, ref: ast.Ref, scope: Scope) -> Box:
     """The box shape of a shared-memory tile: `slot.field` or an smem buffer."""
+    if ref.block is not None:
+        raise error("E093", f"'{ref.text()}': only an accumulator read in an epilogue takes a block index",
+                    ref.span, "tiles are read whole; e.g. cs = bf16(acc[0, 1]) reads block (0, 1) of acc")
     if ref.field is not None:
         if scope.pipeline is None or ref.name != scope.slot:
             raise error("E012", f"no pipeline slot named '{ref.name}' here", ref.span)
@@ -262,9 +265,9 @@ def _tile_expr(info: KernelInfo, e, scope: Scope, target: Box) -> None:
     if isinstance(e, ast.Number):
         return
     if isinstance(e, ast.Ref):
-        if e.field is None and isinstance(info.symbols.get(e.name), Scalar):
+        if e.field is None and e.block is None and isinstance(info.symbols.get(e.name), Scalar):
             return
-        if e.field is None and e.name in scope.ints:
+        if e.field is None and e.block is None and e.name in scope.ints:
             raise error("E066", f"'{e.name}' is an integer index, not a tile or scalar", e.span)
         tile = _tile_ref(info, e, scope)
         if tile.shape != target.shape:
@@ -313,6 +316,8 @@ def _int_expr(info: KernelInfo, e, scope: Scope) -> None:
         if e.value >= 2**31:
             raise error("E066", f"integer {e.value} does not fit in 32 bits", e.span)
     elif isinstance(e, ast.Ref):
+        if e.block is not None:
+            raise error("E066", f"'{e.text()}' is not an integer variable", e.span)
         if e.field is not None or (e.name not in scope.ints and not _is_int_param(info, e.name)):
             raise error("E066", f"unknown integer variable '{e.text()}'", e.span,
                         f"in scope: {', '.join(sorted(scope.ints)) or 'none'}")

@@ -22,12 +22,15 @@ class Number(Node):
 
 @dataclass
 class Ref(Node):
-    """`name` or `slot.field`."""
+    """`name`, `slot.field`, or `name[i, j]`: block (i, j) of an accumulator (epilogues only)."""
 
     name: str
     field: str | None = None
+    block: list | None = None
 
     def text(self) -> str:
+        if self.block is not None:
+            return f"{self.name}[{', '.join(str(getattr(c, 'value', '…')) for c in self.block)}]"
         return f"{self.name}.{self.field}" if self.field else self.name
 
 

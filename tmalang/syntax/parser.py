@@ -260,6 +260,13 @@ class _Builder(Transformer):
         name, *rest = children
         return ast.Ref(self._span(meta), str(name), str(rest[0]) if rest and rest[0] is not None else None)
 
+    def block_index(self, meta, exprs):
+        return exprs
+
+    def block_ref(self, meta, children):
+        name, coords = children
+        return ast.Ref(self._span(meta), str(name), None, coords)
+
     def number(self, meta, children):
         text = str(children[0])
         value = float(text) if any(c in text for c in ".eE") else int(text)
