@@ -54,7 +54,7 @@ def test_interpreter_validates_512_cubed_quickly(gemm):
 
 
 def test_ptx_uses_wgmma_without_spills(gemm):
-    assert gemm.ptx.count("wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16") == 4
+    assert gemm.ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16") == 4
     assert "wgmma.fence.sync.aligned" in gemm.ptx and "wgmma.wait_group.sync.aligned 0" in gemm.ptx
     stats = gemm.stats()
     assert stats.spill_stores == 0 and stats.spill_loads == 0

@@ -111,9 +111,20 @@ def _acc_store(g, o: ops.AccStore) -> None:
         vector = ir.Constant(ir.VectorType(storage, 2), ir.Undefined)
         for j, value in enumerate(pair):
             vector = g.b.insert_element(vector, value, I32(j))
-        offset = g.b.mul(g.b.add(g.b.mul(row, I32(cols)), col), I32(itemsize))
+        offset = _swizzled(g, g.b.mul(g.b.add(g.b.mul(row, I32(cols)), col), I32(itemsize)), box.swizzle)
         pointer = g.b.inttoptr(g.b.add(base, offset), ir.PointerType(addrspace=3))
         g.b.store(vector, pointer).align = 2 * itemsize
+
+
+def _swizzled(g, offset: ir.Value, swizzle: str) -> ir.Value:
+    """Where TMA keeps byte `offset` of a tile whose rows are one swizzle span long: the 16-byte
+    chunk index is XORed with the row (mod the span's chunk count). A quad of lanes writes one
+    chunk and the 8 rows of a warp's store land in 8 different chunks: no bank conflicts."""
+    if swizzle == "none":
+        return offset
+    chunks = int(swizzle[:-1]) // 16
+    row = g.b.and_(g.b.lshr(offset, I32(7)), I32(chunks - 1))
+    return g.b.xor(offset, g.b.shl(row, I32(4)))
 
 
 def _evaluate(g, e: ex.Expr, acc: ir.Value, dtype: str, at: tuple[ir.Value, ir.Value]) -> ir.Value:

@@ -111,8 +111,11 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
     elif target.shape != acc.shape:
         raise error("E067", f"tile {s.target.text()} has shape {target.shape}, accumulator '{acc.name}' has "
                     f"{acc.shape}", s.target.span, f"to write it in parts, read a block: {acc.name}[0, j]")
-    if target.swizzle != "none":
-        raise error("E089", "an epilogue writes an unswizzled smem tile in v1", s.target.span)
+    if target.swizzle != "none" and target.shape[-1] * target.dtype.itemsize != int(target.swizzle[:-1]):
+        raise error("E089", f"an epilogue into a tile with swizzle {target.swizzle} needs rows of exactly "
+                    f"{target.swizzle[:-1]} bytes; '{s.target.text()}' has {target.shape[-1] * target.dtype.itemsize}",
+                    s.target.span, "cut the accumulator into column blocks, e.g. cs = bf16(acc[0, j]) into "
+                    f"[{target.shape[0]}, {int(target.swizzle[:-1]) // target.dtype.itemsize}] tiles")
     if target.dtype.name not in ("f32", "f16", "bf16"):
         raise error("E080", f"an epilogue writes f32, f16 or bf16 tiles; '{s.target.text()}' is "
                     f"{target.dtype.name}", s.target.span)

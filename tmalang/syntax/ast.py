@@ -30,8 +30,14 @@ class Ref(Node):
 
     def text(self) -> str:
         if self.block is not None:
-            return f"{self.name}[{', '.join(str(getattr(c, 'value', '…')) for c in self.block)}]"
+            return f"{self.name}[{', '.join(_index_text(c) for c in self.block)}]"
         return f"{self.name}.{self.field}" if self.field else self.name
+
+
+def _index_text(e) -> str:
+    if isinstance(e, Ref):
+        return e.text()
+    return str(e.value) if hasattr(e, "value") else "…"
 
 
 @dataclass
