@@ -75,9 +75,22 @@ def gemm_bias_relu_case(rng, shape):
     return [a, b, bias, alpha, c], expected
 
 
+def gemm_chain_case(rng, shape):
+    """D = bf16(A·Bᵀ)·Wᵀ with an H that is not a multiple of the 64-wide slices."""
+    import ml_dtypes
+
+    (a, _, d), _ = gemm_case(rng, shape)
+    m, n = shape
+    h = max(1, (m + 2 * n) // 5)
+    b = rng.standard_normal((h, -(-a.shape[1] // 8) * 8)).astype(ml_dtypes.bfloat16)[:, :a.shape[1]]
+    w = rng.standard_normal((n, -(-h // 8) * 8)).astype(ml_dtypes.bfloat16)[:, :h]
+    p = (a.astype(np.float64) @ b.astype(np.float64).T).astype(ml_dtypes.bfloat16).astype(np.float64)
+    return [a, b, w, d], p @ w.astype(np.float64).T
+
+
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
-         "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case}
-RTOL = {"gemm": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2}   # relative Frobenius error against float64; others are exact
+         "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case}
+RTOL = {"gemm": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:

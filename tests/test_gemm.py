@@ -153,3 +153,54 @@ def ops_module():
 def test_h100_fused_epilogue_matches_float64(m, n, k):
     """relu(alpha · A·Bᵀ + bias), the bias slice loaded by the consumers themselves."""
     check_on_h100(tmalang.compile_file(ROOT / "examples" / "gemm_bias_relu_sm90.tma"), m, n, k, "bfloat16", fused=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,h", [(1000, 1000, 1000, 296), (130, 300, 100, 72), (2048, 2048, 1024, 512)])
+def test_h100_chain_matches_float64(m, n, k, h):
+    """D = bf16(A·Bᵀ)·Wᵀ, the intermediate fed to the second GEMM from registers."""
+    torch = pytest.importorskip("torch")
+    chain = tmalang.compile_file(ROOT / "examples" / "gemm_chain_sm90.tma")
+    gen = torch.Generator(device="cuda").manual_seed(m + n + k + h)
+
+    def matrix(rows, cols):
+        return torch.randn(rows, -(-cols // 8) * 8, device="cuda", generator=gen).to(torch.bfloat16)[:, :cols]
+
+    a, b, w = matrix(m, k), matrix(h, k), matrix(n, h)
+    d = torch.full((m, -(-n // 8) * 8), float("nan"), device="cuda", dtype=torch.bfloat16)[:, :n]
+    chain(a, b, w, d)
+    torch.cuda.synchronize()
+    p = (a.double() @ b.double().T).to(torch.bfloat16).double()
+    reference = p @ w.double().T
+    error = (torch.linalg.norm(d.double() - reference) / torch.linalg.norm(reference)).item()
+    assert error < 1e-2, error
+
+
+def test_interpreter_rejects_register_operand_in_flight():
+    """Without the wait that completes p, the register-A wgmma would read p while the wgmmas
+    writing it are in flight: E413."""
+    import copy
+
+    import ml_dtypes
+
+    from tmalang.interp import interpret
+    from tmalang.ir import ops
+
+    chain = tmalang.compile_file(ROOT / "examples" / "gemm_chain_sm90.tma")
+    kernel = copy.deepcopy(chain._c.ir)
+
+    def strip(region):   # the wait pending=0 that ends each k loop (it precedes the register-A mma)
+        for i, o in enumerate(region):
+            if isinstance(o, ops.ForRange) and any(isinstance(x, ops.WgmmaWait) for x in o.body):
+                o.body.remove(next(x for x in o.body if isinstance(x, ops.WgmmaWait) and x.pending == 0))
+                return True
+            if any(strip(r) for r in o.regions()):
+                return True
+        return False
+
+    assert strip(kernel.body)
+    rng = np.random.default_rng(5)
+    bf = ml_dtypes.bfloat16
+    a, b, w = (rng.standard_normal(s).astype(bf) for s in ((128, 64), (64, 64), (128, 64)))
+    with pytest.raises(tmalang.TmalangError, match="E413.*reads accumulator 'p'"):
+        interpret(kernel, chain.manifest, a, b, w, np.zeros((128, 128), dtype=bf))

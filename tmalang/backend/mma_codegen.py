@@ -72,6 +72,8 @@ def _operand(g, ref: ex.BufferRef, row_block: ir.Value | None) -> tuple[wgmma.KM
 
 
 def _wgmma(g, o: ops.Wgmma) -> None:
+    if not isinstance(o.a, ex.BufferRef):
+        return _wgmma_register_a(g, o)
     regs = g.accumulators[o.acc]
     tile_a, desc_a = _operand(g, o.a, _warpgroup(g))
     tile_b, desc_b = _operand(g, o.b, None)
@@ -83,6 +85,31 @@ def _wgmma(g, o: ops.Wgmma) -> None:
         db = g.b.add(desc_b, I64(tile_b.k_step_offset(k) >> 4))
         values = [g.b.load(r) for r in regs]
         result = g.asm(template, constraints, [da, db, I32(1), *values], ret=result_type)
+        for i, reg in enumerate(regs):
+            g.b.store(g.b.extract_value(result, i), reg)
+
+
+def _wgmma_register_a(g, o: ops.Wgmma) -> None:
+    """acc += dtype(p) · bᵀ with A from registers. An accumulator's fragment is wgmma's A
+    fragment: elements 8k .. 8k+7 of p are the A elements a0..a7 of K step k (columns
+    16k .. 16k+15), and A register j packs a(2j) (low half) and a(2j+1)."""
+    regs, source = g.accumulators[o.acc], g.accumulators[o.a.operand.name]
+    tile_b, desc_b = _operand(g, o.b, None)
+    template, constraints = wgmma.inline_asm(64, 2 * len(regs), 16, o.a.dtype, tile_b.dtype, "f32",
+                                             a_from_registers=True)
+    result_type = ir.LiteralStructType([F32] * len(regs))
+    pair_type = ir.VectorType(STORAGE[o.a.dtype], 2)
+    for k in range(tile_b.k_steps):
+        a = []
+        for j in range(4):
+            pair = ir.Constant(pair_type, ir.Undefined)
+            for half in range(2):
+                value = g.b.fptrunc(g.b.load(source[8 * k + 2 * j + half]), STORAGE[o.a.dtype])
+                pair = g.b.insert_element(pair, value, I32(half))
+            a.append(g.b.bitcast(pair, I32))
+        db = g.b.add(desc_b, I64(tile_b.k_step_offset(k) >> 4))
+        values = [g.b.load(r) for r in regs]
+        result = g.asm(template, constraints, [*a, db, I32(1), *values], ret=result_type)
         for i, reg in enumerate(regs):
             g.b.store(g.b.extract_value(result, i), reg)
 

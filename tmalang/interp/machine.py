@@ -43,6 +43,7 @@ class Warp:
     passes: dict = field(default_factory=dict)   # barrier op -> times this warp passed it
     mma_open: list = field(default_factory=list)     # wgmma agents not yet committed
     mma_groups: list = field(default_factory=list)   # committed wgmma groups not yet waited
+    mma_targets: dict = field(default_factory=dict)  # wgmma agent -> the accumulator it writes
     acc_dirty: bool = True          # ordinary instructions touched the accumulator since wgmma.fence
     done: bool = False
 

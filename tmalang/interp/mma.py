@@ -59,13 +59,28 @@ def wgmma(m, w, o: ops.Wgmma) -> None:
         raise ProtocolError("E414", "wgmma after ordinary instructions touched the accumulator, with no "
                             "wgmma.fence in between", o.span, [m.who(w)])
     group, rows = _rows(w)
-    a, b = m.tile(w, o.a), m.tile(w, o.b)
+    b = m.tile(w, o.b)
     agent = m.races.issue(w.agent)
-    for ref in (o.a, o.b):
+    for ref in (o.a, o.b) if isinstance(o.a, ex.BufferRef) else (o.b,):
         m.races.access(m.tile_key(w, ref), agent, False, None, o.span, f"wgmma issued by {m.who(w)}")
-    a_rows = a[64 * group:][rows].astype(np.float32)
+    if isinstance(o.a, ex.BufferRef):
+        a_rows = m.tile(w, o.a)[64 * group:][rows].astype(np.float32)
+    else:
+        a_rows = _register_operand(m, w, o)[rows]
     _slice(m, w, o.acc)[rows] += a_rows @ b.astype(np.float32).T
     w.mma_open.append(agent)
+    w.mma_targets[agent] = o.acc
+
+
+def _register_operand(m, w, o: ops.Wgmma) -> np.ndarray:
+    """A from registers: accumulator p rounded to the operand dtype. p must be complete: a wgmma
+    still writing it would race with this one's register reads (E413)."""
+    source = o.a.operand.name
+    in_flight = [*w.mma_open, *(agent for g in w.mma_groups for agent in g)]
+    if any(w.mma_targets.get(agent) == source for agent in in_flight):
+        raise ProtocolError("E413", f"wgmma reads accumulator '{source}' while wgmma operations writing it "
+                            "are in flight", o.span, [m.who(w), "wait with wgmma_wait before using it as an operand"])
+    return _store_as(_slice(m, w, source), m.launch.np_dtype(o.a.dtype)).astype(np.float32)
 
 
 def wgmma_fence(m, w, o) -> None:
@@ -83,6 +98,7 @@ def wgmma_wait(m, w, o: ops.WgmmaWait):
     while len(w.mma_groups) > o.pending:
         for agent in w.mma_groups.pop(0):
             m.races.acquire_transfer(w.agent, agent)
+            w.mma_targets.pop(agent, None)
     offset = w.index - w.role.first_warp
     first = w.index - offset % 4
     members = [(m.cta, i) for i in range(first, first + 4)]

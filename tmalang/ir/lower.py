@@ -108,7 +108,8 @@ class _Statements:
         return ops.AccDecl(s.name, s.dtype.name, list(s.shape), span=s.span)
 
     def _Mma(self, s: ast.Mma):
-        return ops.Wgmma(s.acc.name, self.tile(s.a), self.tile(s.b), span=s.span)
+        a = ex.Cast(s.a.func, ex.AccRef(s.a.args[0].name)) if isinstance(s.a, ast.Call) else self.tile(s.a)
+        return ops.Wgmma(s.acc.name, a, self.tile(s.b), span=s.span)
 
     def _Elect(self, s):
         return ops.Elect("role", self.block(s.body), span=s.span)

@@ -274,10 +274,12 @@ class AccZero(Op):
 @op("wgmma")
 @dataclass
 class Wgmma(Op):
-    """acc += a · bᵀ over the whole K extent of the tiles (K-major a: [R, K], b: [C, K])."""
+    """acc += a · bᵀ over the whole K extent of the tiles (K-major a: [R, K], b: [C, K]).
+    `a` is an smem tile, or `cvt.bf16(!p)`: accumulator p converted in registers (wgmma's
+    register-A form; p's fragment layout is the A fragment layout, 16 columns per K step)."""
 
     acc: str
-    a: BufferRef
+    a: Expr
     b: BufferRef
 
 

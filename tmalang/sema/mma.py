@@ -70,17 +70,37 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
     acc = lookup(scope, s.acc)
     if scope.elected:
         raise error("E083", "mma inside elect: wgmma is issued by whole warpgroups", s.span)
-    a, b = st._tile_ref(info, s.a, scope), st._tile_ref(info, s.b, scope)
-    for ref, tile in ((s.a, a), (s.b, b)):
-        _check_operand(ref, tile)
-    if a.dtype != b.dtype:
-        raise error("E088", f"mma operands differ in dtype: {a.dtype.name} and {b.dtype.name}", s.span)
+    if isinstance(s.a, ast.Call):
+        a_dtype, a_shape = _register_operand(s.a, acc, scope)
+    else:
+        a = st._tile_ref(info, s.a, scope)
+        _check_operand(s.a, a)
+        a_dtype, a_shape = a.dtype.name, a.shape
+    b = st._tile_ref(info, s.b, scope)
+    _check_operand(s.b, b)
+    if a_dtype != b.dtype.name:
+        raise error("E088", f"mma operands differ in dtype: {a_dtype} and {b.dtype.name}", s.span)
     rows, cols = acc.shape
-    if a.shape[0] != rows or b.shape[0] != cols:
-        raise error("E088", f"mma shapes do not fit: acc is [{rows}, {cols}], a is {a.shape}, b is {b.shape}",
+    if a_shape[0] != rows or b.shape[0] != cols:
+        raise error("E088", f"mma shapes do not fit: acc is [{rows}, {cols}], a is {a_shape}, b is {b.shape}",
                     s.span, "a must be [acc rows, K] and b [acc columns, K] (acc += a · bᵀ)")
-    if a.shape[1] != b.shape[1]:
-        raise error("E088", f"mma operands disagree on K: {a.shape[1]} and {b.shape[1]}", s.span)
+    if a_shape[1] != b.shape[1]:
+        raise error("E088", f"mma operands disagree on K: {a_shape[1]} and {b.shape[1]}", s.span)
+
+
+def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, list[int]]:
+    """`bf16(p)` / `f16(p)` as the A operand: accumulator p of this role, converted in registers.
+    Its fragment layout is wgmma's A-register layout, so each 16 columns feed one K step."""
+    if call.func not in ("bf16", "f16") or len(call.args) != 1 or not isinstance(call.args[0], ast.Ref):
+        raise error("E088", f"'{call.func}(...)' cannot be an mma operand", call.span,
+                    "A from registers is bf16(p) or f16(p), p an accumulator of this role")
+    p = lookup(scope, call.args[0])
+    if p.name == acc.name:
+        raise error("E088", f"mma reads and writes accumulator '{acc.name}'", call.span)
+    if p.shape[1] % 16:
+        raise error("E088", f"accumulator '{p.name}' has {p.shape[1]} columns; as an mma operand they are "
+                    "K, a multiple of 16", call.span)
+    return call.func, p.shape
 
 
 def _check_operand(ref: ast.Ref, tile: Box) -> None:

@@ -95,10 +95,11 @@ class AccumulatorDecl(Node):
 
 @dataclass
 class Mma(Node):
-    """`mma acc, a, b`: acc += a · bᵀ on the tensor cores (a: [R, K], b: [C, K], both K-major)."""
+    """`mma acc, a, b`: acc += a · bᵀ on the tensor cores (a: [R, K], b: [C, K], both K-major).
+    `a` is an smem tile, or `bf16(p)` / `f16(p)`: accumulator p converted in registers."""
 
     acc: Ref
-    a: Ref
+    a: "Ref | Call"
     b: Ref
 
 
