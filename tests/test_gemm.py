@@ -204,3 +204,30 @@ def test_interpreter_rejects_register_operand_in_flight():
     a, b, w = (rng.standard_normal(s).astype(bf) for s in ((128, 64), (64, 64), (128, 64)))
     with pytest.raises(tmalang.TmalangError, match="E413.*reads accumulator 'p'"):
         interpret(kernel, chain.manifest, a, b, w, np.zeros((128, 128), dtype=bf))
+
+
+def narrow_swizzle_gemm(span: int):
+    """gemm_sm90.tma with K slices of `span` bytes (swizzle 32B or 64B) instead of 128."""
+    k = span // 2
+    return tmalang.compile((ROOT / "examples" / "gemm_sm90.tma").read_text()
+                           .replace("a[128, 64] swizzle 128B", f"a[128, {k}] swizzle {span}B")
+                           .replace("b[256, 64] swizzle 128B", f"b[256, {k}] swizzle {span}B")
+                           .replace("steps(K, 64)", f"steps(K, {k})"))
+
+
+@pytest.mark.parametrize("span", [32, 64])
+def test_narrow_swizzle_operands_compile_and_interpret(span):
+    gemm = narrow_swizzle_gemm(span)
+    assert gemm.ptx.count("wgmma.mma_async.sync.aligned.m64n256k16") == span // 32
+    rng = np.random.default_rng(span)
+    a, b = bf16_matrix(rng, 200, 104), bf16_matrix(rng, 296, 104)
+    c = np.zeros((200, 296), dtype=BF16)
+    gemm.interpret(a, b, c)
+    assert relative_error(c, a, b) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("span", [32, 64])
+def test_h100_narrow_swizzle_operands_match_float64(span):
+    """The descriptors for 32B and 64B swizzled operands (SBO 256 / 512, layout type 3 / 2)."""
+    check_on_h100(narrow_swizzle_gemm(span), 257, 513, 200, "bfloat16")

@@ -107,9 +107,10 @@ def _check_operand(ref: ast.Ref, tile: Box) -> None:
     if tile.dtype.name not in MMA_INPUT_DTYPES:
         raise error("E088", f"mma operands may be {', '.join(MMA_INPUT_DTYPES)}; '{ref.text()}' is "
                     f"{tile.dtype.name}", ref.span)
-    if len(tile.shape) != 2 or tile.swizzle != "128B" or tile.shape[1] * tile.dtype.itemsize != 128:
-        raise error("E089", f"mma operand '{ref.text()}' must be a 2-D tile with 128-byte rows and "
-                    "swizzle 128B", ref.span,
+    span = int(tile.swizzle[:-1]) if tile.swizzle in ("32B", "64B", "128B") else None
+    if len(tile.shape) != 2 or span is None or tile.shape[1] * tile.dtype.itemsize != span:
+        raise error("E089", f"mma operand '{ref.text()}' must be a 2-D swizzled tile whose rows are one "
+                    "swizzle span (32, 64 or 128 bytes)", ref.span,
                     f"e.g. box X = x[rows, {128 // tile.dtype.itemsize}] swizzle 128B (K-major)")
 
 
