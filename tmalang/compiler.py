@@ -78,6 +78,9 @@ def make_final_ir(c: Compilation) -> None:
 
 def check_target(kernel: ops.KernelOp, arch: str) -> None:
     """Instructions that exist on some targets only (wgmma is sm_90a's; sm_100a has tcgen05)."""
+    tmem = next((o for o in kernel.body if isinstance(o, ops.TmemDecl)), None)
+    if tmem is not None and arch != "sm_100a":
+        raise error("E097", f"Tensor Memory exists on sm_100a, not {arch}", tmem.span, "compile with --arch sm_100a")
     if arch == "sm_90a":
         return
     mma = next((o for o in ops.walk(kernel.body) if isinstance(o, ops.Wgmma)), None)

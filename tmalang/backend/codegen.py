@@ -12,6 +12,7 @@ from llvmlite import ir
 from ..ir import exprs as ex
 from ..ir import ops
 from . import ptx_asm
+from .tcgen05 import instructions as tcgen05
 from .manifest import DimParam, ScalarParam, TensorMapParam
 from .mma_codegen import MMA_EMITTERS
 from .tile_math import emit_tile_assign
@@ -52,7 +53,8 @@ class KernelCodegen:
         self.warp = self.b.lshr(self.tid, I32(5), name="warp")
         self.smem_base = self._aligned_smem_base()
         for o in self.kernel.body:
-            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.WarpgroupBlock)):
+            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.WarpgroupBlock, ops.Fence, ops.TmemAlloc,
+                              ops.TmemDealloc)):
                 self.op(o)
         self.b.ret_void()
         return self.fn
@@ -295,7 +297,30 @@ def _sync(g: KernelCodegen, o: ops.Sync) -> None:
         g.asm(ptx_asm.PTX["sync_named"], "n,n", [I32(barrier_id), I32(g.role_threads())])
 
 
+def _tmem_alloc(g: KernelCodegen, o: ops.TmemAlloc) -> None:
+    """Warp 0, whole (alloc is .sync.aligned): allocate, publish the address in smem, and give up
+    the permit so that CTAs of later kernels on this SM may allocate."""
+    slot = g.b.add(g.smem_base, I32(o.offset))
+
+    def body():
+        g.asm(tcgen05.alloc("$0", o.columns), "r", [slot])
+        g.asm(tcgen05.relinquish_alloc_permit(), "", [])
+    g.if_then(g.b.icmp_unsigned("==", g.warp, I32(0)), body)
+
+
+def _tmem_dealloc(g: KernelCodegen, o: ops.TmemDealloc) -> None:
+    alloc = next(a for a in g.kernel.body if isinstance(a, ops.TmemAlloc))
+    slot = g.b.inttoptr(g.b.add(g.smem_base, I32(alloc.offset)), ir.PointerType(addrspace=3))
+
+    def body():
+        base = g.b.load(slot, typ=I32)
+        g.asm(tcgen05.dealloc("$0", o.columns), "r", [base])
+    g.if_then(g.b.icmp_unsigned("==", g.warp, I32(0)), body)
+
+
 EMITTERS = {
+    ops.TmemAlloc: _tmem_alloc,
+    ops.TmemDealloc: _tmem_dealloc,
     ops.RoleOp: _role,
     ops.Elect: _elect,
     ops.Let: _let,

@@ -46,6 +46,8 @@ PTX = {
     "mbar_try_wait": "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.b32 $0, 1, 0, p; }",
     "fence_proxy_async": "fence.proxy.async.shared::cta;",
     "fence_mbarrier_init": "fence.mbarrier_init.release.cluster;",
+    "fence_tcgen05_before_thread_sync": "tcgen05.fence::before_thread_sync;",
+    "fence_tcgen05_after_thread_sync": "tcgen05.fence::after_thread_sync;",
     "sync_block": "bar.sync 0;",
     "sync_named": "bar.sync $0, $1;",
     "sync_warp": "bar.warp.sync -1;",

@@ -93,6 +93,7 @@ class CTA:
         self.observed: dict[tuple, int] = {}
         self.sync_arrivals = self.cluster.sync_arrivals
         self.step = 0
+        self.tmem_columns = 0          # Tensor Memory this CTA holds (tcgen05.alloc'ed, not freed)
         roles = ops.roles(kernel)
         self.warps = [Warp(w, next((r for r in roles if r.first_warp <= w <= r.last_warp), None), cta)
                       for w in range(kernel.threads // 32)]
@@ -149,7 +150,7 @@ class CTA:
                 for r in o.body:
                     if r is warp.role:
                         yield from self.region(warp, r.body)
-            elif isinstance(o, (ops.Elect, ops.Sync)):
+            elif isinstance(o, (ops.Elect, ops.Sync, ops.Fence, ops.TmemAlloc, ops.TmemDealloc)):
                 yield from self.run(warp, o)
         self.retire(warp)
 
@@ -168,7 +169,12 @@ class CTA:
         yield None
 
     def retire(self, warp: Warp) -> None:
-        """Judged by the protocol, not timing: every committed store group must have been waited."""
+        """Judged by the protocol, not timing: every committed store group must have been waited,
+        and the CTA's Tensor Memory freed (warp 0 allocates and frees it)."""
+        if warp.index == 0 and self.tmem_columns:
+            raise ProtocolError("E416", f"the CTA exits with {self.tmem_columns} columns of Tensor Memory allocated",
+                                warp.current.span if warp.current else None,
+                                [self.who(warp), "tcgen05.dealloc every allocation before the kernel ends"])
         if warp.groups or (warp.open_group and warp.open_group.transfers):
             span = warp.current.span if warp.current else None
             raise ProtocolError("E412", "warp exits without waiting for its TMA stores (bulk async-groups)", span,
@@ -283,6 +289,25 @@ def _fence(m: CTA, w: Warp, o: ops.Fence):
         m.init_unfenced.clear()   # the full proxy fence also publishes barrier initialisation
         for writers in m.unfenced.values():
             writers.discard(w.index)
+
+
+def _tmem_alloc(m: CTA, w: Warp, o: ops.TmemAlloc):
+    """Warp 0 takes `columns` of the CTA's 512 (sema bounds the plan; explicit IR is checked here)."""
+    if w.index != 0:
+        return
+    if m.tmem_columns + o.columns > 512:
+        raise ProtocolError("E415", f"tcgen05.alloc of {o.columns} columns exceeds the 512 columns of Tensor Memory "
+                            f"({m.tmem_columns} already allocated)", o.span, [m.who(w)])
+    m.tmem_columns += o.columns
+
+
+def _tmem_dealloc(m: CTA, w: Warp, o: ops.TmemDealloc):
+    if w.index != 0:
+        return
+    if m.tmem_columns < o.columns:
+        raise ProtocolError("E415", f"tcgen05.dealloc of {o.columns} columns, but {m.tmem_columns} are allocated",
+                            o.span, [m.who(w)])
+    m.tmem_columns -= o.columns
 
 
 def _arrivals(w: Warp) -> int:
@@ -482,5 +507,6 @@ SEMANTICS = {
     ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.BulkCommit: _bulk_commit,
     ops.BulkWait: _bulk_wait, ops.TileAssign: _tile_assign,
     ops.Fence: _fence, ops.SetMaxNReg: lambda m, w, o: None,
+    ops.TmemAlloc: _tmem_alloc, ops.TmemDealloc: _tmem_dealloc,
     **mma.SEMANTICS,
 }

@@ -6,7 +6,7 @@ user input. Spans travel with every op.
 
 from __future__ import annotations
 
-from ..sema.declarations import Box, KernelInfo, Mbarrier, Pipeline, Scalar, SmemBuffer
+from ..sema.declarations import Box, KernelInfo, Mbarrier, Pipeline, Scalar, SmemBuffer, TmemTile
 from ..syntax import ast
 from . import exprs as ex
 from . import ops
@@ -46,6 +46,8 @@ def _declaration(sym, multicast: int) -> ops.Op | None:
                               span=sym.span)
     if isinstance(sym, Mbarrier):
         return ops.MbarrierDecl(sym.name, 1, sym.count, 0, -1, span=sym.span)
+    if isinstance(sym, TmemTile):
+        return ops.TmemDecl(sym.name, sym.stages, list(sym.shape), -1, span=sym.span)
     return None
 
 

@@ -122,6 +122,35 @@ class MbarrierDecl(Op):
     offset: int                     # -1 until plan_smem
 
 
+@op("tmem")
+@dataclass
+class TmemDecl(Op):
+    """`stages` Tensor Memory tiles of [lanes, columns] 32-bit cells (sm_100a)."""
+
+    symbol: str
+    stages: int
+    shape: list[int]
+    column: int                     # first column; -1 until plan_tmem
+
+
+@op("tmem_alloc")
+@dataclass
+class TmemAlloc(Op):
+    """Warp 0 allocates `columns` of Tensor Memory (a power of two, 32..512) and writes the base
+    address to shared memory at `offset`, then gives up the right to allocate again."""
+
+    columns: int
+    offset: int                     # the smem word holding the TMEM base address; -1 until plan_smem
+
+
+@op("tmem_dealloc")
+@dataclass
+class TmemDealloc(Op):
+    """Warp 0 frees the allocation, after every warp has finished with Tensor Memory."""
+
+    columns: int
+
+
 @op("role")
 @dataclass
 class RoleOp(Op):
@@ -358,7 +387,7 @@ class MbarWait(Op):
 @op("fence")
 @dataclass
 class Fence(Op):
-    kind: str                       # "proxy_async" | "mbarrier_init"
+    kind: str                       # "proxy_async" | "mbarrier_init" | "tcgen05_{before,after}_thread_sync"
 
 
 @op("sync")

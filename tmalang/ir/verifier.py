@@ -14,11 +14,12 @@ from . import ops
 _DONE_AFTER = {
     "expand_pipelines": "no pipeline, produce or consume remains",
     "schedule_barriers": "every mbarrier has an arrival count",
+    "plan_tmem": "every tmem tile has a column",
     "plan_smem": "every buffer and mbarrier has an offset",
     "dispatch_roles": "the block size is known",
 }
 _ORDER = ["lower", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "schedule_barriers", "defer_mma_release",
-          "plan_smem", "dispatch_roles"]
+          "plan_tmem", "plan_smem", "dispatch_roles"]
 
 
 class _Verifier:
@@ -44,7 +45,7 @@ class _Verifier:
         for o in self.kernel.body:
             self.declaration(o)
         for o in self.kernel.body:
-            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.WarpgroupBlock)):
+            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.WarpgroupBlock, ops.Fence)):
                 self.region([o], set())
         if self.after("dispatch_roles") and self.kernel.threads <= 0:
             self.fail(_DONE_AFTER["dispatch_roles"])
@@ -60,6 +61,10 @@ class _Verifier:
             self.fail(f"mbarrier '@{o.symbol}' has no count", o)
         if isinstance(o, (ops.BufferDecl, ops.MbarrierDecl)) and self.after("plan_smem") and o.offset < 0:
             self.fail(f"'@{o.symbol}' has no smem offset", o)
+        if isinstance(o, ops.TmemDecl) and self.after("plan_tmem") and o.column < 0:
+            self.fail(f"tmem tile '@{o.symbol}' has no column", o)
+        if isinstance(o, ops.TmemAlloc) and self.after("plan_smem") and o.offset < 0:
+            self.fail("the TMEM base address has no smem slot", o)
 
     def region(self, region: list[ops.Op], defined: set[str]) -> None:
         for o in region:

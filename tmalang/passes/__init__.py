@@ -15,6 +15,7 @@ from . import (
     order_slot_release,
     order_wgmma,
     plan_smem,
+    plan_tmem,
     schedule_barriers,
 )
 
@@ -25,6 +26,7 @@ PIPELINE = [
     ("order_slot_release", order_slot_release),  # needs fences/syncs in place to know what is ordered
     ("schedule_barriers", schedule_barriers),    # counts arrivals once every arrive site exists
     ("defer_mma_release", defer_mma_release),    # after counting: its tail release is an alternative site
+    ("plan_tmem", plan_tmem),                    # after the init sync exists: allocation joins it
     ("plan_smem", plan_smem),                    # lays out the buffers and barriers the passes above made
     ("dispatch_roles", dispatch_roles),          # last: sizes the block and budgets registers
 ]

@@ -28,6 +28,9 @@ def run(kernel: ops.KernelOp) -> None:
         offset = _round_up(offset, 8)
         m.offset = offset
         offset += 8 * m.stages
+    for alloc in (o for o in kernel.body if isinstance(o, ops.TmemAlloc)):
+        alloc.offset = offset       # tcgen05.alloc writes the 32-bit TMEM base address here
+        offset += 8
     max_align = max([b.align for b in buffers] + [8])
     kernel.smem_bytes = offset + max(0, max_align - BASE_ALIGN_GUARANTEED)
     if kernel.smem_bytes > SMEM_LIMIT:

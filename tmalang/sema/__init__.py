@@ -10,7 +10,7 @@ from .statements import check_role_body
 
 _DECLS = {
     ast.GridDecl: d.check_grid, ast.ClusterDecl: d.check_cluster, ast.BoxDecl: d.check_box, ast.PipelineDecl: d.check_pipeline,
-    ast.SmemDecl: d.check_smem, ast.MbarrierDecl: d.check_mbarrier,
+    ast.SmemDecl: d.check_smem, ast.MbarrierDecl: d.check_mbarrier, ast.TmemDecl: d.check_tmem,
 }
 
 

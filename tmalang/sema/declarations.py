@@ -91,6 +91,23 @@ class Mbarrier:
 
 
 @dataclass
+class TmemTile:
+    """`stages` tiles of Tensor Memory, `shape` = [lanes, 32-bit columns] each."""
+
+    name: str
+    stages: int
+    shape: list[int]
+    span: Span
+
+    @property
+    def columns(self) -> int:
+        return self.stages * self.shape[1]
+
+
+TMEM_COLUMNS = 512   # 128 lanes x 512 columns of 32 bits per CTA (sm_100a)
+
+
+@dataclass
 class Role:
     name: str
     first_warp: int
@@ -142,7 +159,7 @@ class KernelInfo:
 
 def _kind_name(obj) -> str:
     return {Tensor: "tensor", Scalar: "scalar", Box: "box", Pipeline: "pipeline",
-            SmemBuffer: "smem buffer", Mbarrier: "mbarrier", Role: "role"}.get(type(obj), "name")
+            SmemBuffer: "smem buffer", Mbarrier: "mbarrier", Role: "role", TmemTile: "tmem tile"}.get(type(obj), "name")
 
 
 def a_or_an(word: str) -> str:
@@ -260,6 +277,25 @@ def check_mbarrier(info: KernelInfo, d: ast.MbarrierDecl) -> None:
     if not 1 <= d.count <= MAX_TX_BYTES:
         raise error("E071", f"an mbarrier's arrival count must be 1..{MAX_TX_BYTES}, got {d.count}", d.span)
     declare(info, d.name, Mbarrier(d.name, d.count, d.span), d.span)
+
+
+def check_tmem(info: KernelInfo, d: ast.TmemDecl) -> None:
+    """A TMEM accumulator tile: f32, 128 or 64 lanes (one cta_group::1 MMA's M), 8..256 columns
+    in steps of 8 (its N); all tiles of the kernel together within the 512 columns."""
+    if d.dtype != "f32":
+        raise error("E094", f"a TMEM tile holds f32 accumulators, not {d.dtype}", d.span)
+    if len(d.shape) != 2 or d.shape[0] not in (64, 128) or d.shape[1] % 8 or not 8 <= d.shape[1] <= 256:
+        raise error("E095", f"TMEM tile shape {d.shape} is not [M, N] with M = 64 or 128 and N a multiple of 8 "
+                    "in 8..256", d.span, "M and N are those of the tcgen05.mma that accumulates into it")
+    if d.stages < 1:
+        raise error("E095", "a TMEM tile needs at least one stage", d.span)
+    tile = TmemTile(d.name, d.stages, list(d.shape), d.span)
+    tiles = [t for t in info.symbols.values() if isinstance(t, TmemTile)] + [tile]
+    if sum(t.columns for t in tiles) > TMEM_COLUMNS:
+        raise error("E096", f"Tensor Memory over-allocated: {sum(t.columns for t in tiles)} columns, a CTA has "
+                    f"{TMEM_COLUMNS}", d.span, *(f"{t.name}: {t.stages} x {t.shape[1]} = {t.columns} columns "
+                                                 f"({t.span.location()})" for t in tiles))
+    declare(info, d.name, tile, d.span)
 
 
 def check_grid(info: KernelInfo, d: ast.GridDecl) -> None:

@@ -257,6 +257,16 @@ class MbarrierDecl(Node):
 
 
 @dataclass
+class TmemDecl(Node):
+    """`tmem acc[S]: f32[R, C]`: S tiles of Tensor Memory (sm_100a), R lanes x C columns each."""
+
+    name: str
+    stages: int
+    dtype: str
+    shape: list[int]
+
+
+@dataclass
 class RoleDecl(Node):
     name: str
     first_warp: int

@@ -165,6 +165,10 @@ class _Builder(Transformer):
         name, count = children
         return ast.MbarrierDecl(self._span(meta), str(name), int(count))
 
+    def tmem_decl(self, meta, children):
+        name, stages, dtype, shape = children
+        return ast.TmemDecl(self._span(meta), str(name), 1 if stages is None else int(stages), str(dtype), shape)
+
     def one_warp(self, meta, children):
         return int(children[0]), int(children[0]), self._span(meta)
 
