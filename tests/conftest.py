@@ -11,6 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.tma"))
 
 
+def example_arch(path) -> str:
+    """The target an example is written for: tcgen05 examples are sm_100a, the rest sm_90a."""
+    return "sm_100a" if "sm100" in path.stem else "sm_90a"
+
+
 def pytest_addoption(parser):
     parser.addoption("--update-goldens", action="store_true", help="rewrite golden files from current output")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, example_arch
 from tmalang.backend import ptxas
 from tmalang.compiler import Options, compile_source
 from tmalang.ir.parser import parse_ir
@@ -14,8 +14,9 @@ from tmalang.passes import PASS_NAMES, PassLog
 IDS = [p.stem for p in EXAMPLES]
 
 
-def _compile(path, until="ptx", arch="sm_90a"):
+def _compile(path, until="ptx", arch=None):
     log = PassLog(print_after={"all"})
+    arch = arch or example_arch(path)
     c = compile_source(path.read_text(), str(path.relative_to(ROOT)), Options(arch=arch, log=log), until=until)
     return c, log
 
@@ -38,7 +39,7 @@ def test_ir_text_round_trips(path):
 @pytest.mark.parametrize("path", EXAMPLES, ids=IDS)
 def test_ptx_has_the_async_machinery(path):
     c, _ = _compile(path)
-    assert ".target sm_90a" in c.ptx
+    assert f".target {example_arch(path)}" in c.ptx
     assert "cp.async.bulk.tensor.2d.shared::cluster.global" in c.ptx
     assert "cp.async.bulk.tensor.2d.global.shared::cta" in c.ptx
     assert "mbarrier.try_wait.parity.shared::cta.b64" in c.ptx
@@ -61,7 +62,8 @@ def test_each_thread_barrier_is_emitted_once(path):
     assert len(re.findall(r"\bbar\.(?:warp\.)?sync\b", c.ptx)) == len(syncs)
 
 
-TARGETS = [(p, arch) for p in EXAMPLES for arch in (["sm_90a"] if "sm90" in p.stem else ["sm_90a", "sm_100a"])]
+TARGETS = [(p, arch) for p in EXAMPLES
+           for arch in ([example_arch(p)] if "sm90" in p.stem or "sm100" in p.stem else ["sm_90a", "sm_100a"])]
 
 
 @pytest.mark.parametrize("path,arch", TARGETS, ids=[f"{p.stem}-{a}" for p, a in TARGETS])

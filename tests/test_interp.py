@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tmalang
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, example_arch
 from references import CASES, check
 
 SHAPES = [(100, 300), (1, 64), (257, 129), (130, 4)]
@@ -31,14 +31,14 @@ def _run(kernel, rng, shape, **options):
 @pytest.mark.parametrize("shape", SHAPES, ids=[f"{m}x{n}" for m, n in SHAPES])
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_example_matches_numpy(path, shape):
-    kernel = tmalang.compile_file(path)
+    kernel = tmalang.compile_file(path, arch=example_arch(path))
     out, expected = _run(kernel, np.random.default_rng(hash(shape) & 0xFFFF), shape)
     check(kernel.name, out, expected)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_no_correct_example_is_flagged_across_64_schedules(path):
-    kernel = tmalang.compile_file(path)
+    kernel = tmalang.compile_file(path, arch=example_arch(path))
     out, expected = _run(kernel, np.random.default_rng(5), (200, 260), seed=1000, explore=64, ctas=3)
     check(kernel.name, out, expected)
 

@@ -17,11 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import EXAMPLES
-from tmalang.compiler import compile_source
+from conftest import EXAMPLES, example_arch
+from tmalang.compiler import Options, compile_source
 from tmalang.diagnostics import TmalangError
 
 SOURCES = {path.name: path.read_text() for path in EXAMPLES}
+ARCH = {path.name: example_arch(path) for path in EXAMPLES}
 
 # Tokens of the surface syntax; comments are skipped so mutations hit code.
 _TOKEN = re.compile(
@@ -84,9 +85,9 @@ _index = st.integers(min_value=0, max_value=10_000)
 mutations = st.lists(st.tuples(st.sampled_from(_WEIGHTED_KINDS), _index, _index, _index), min_size=1, max_size=2)
 
 
-def check_compiles_or_diagnoses(text: str) -> None:
+def check_compiles_or_diagnoses(text: str, arch: str = "sm_90a") -> None:
     try:
-        compile_source(text, "fuzz.tma", until="ll")
+        compile_source(text, "fuzz.tma", Options(arch=arch), until="ll")
     except TmalangError as e:
         first = e.render().splitlines()[0]
         assert first.startswith(("fuzz.tma:", "error[")), first
@@ -101,12 +102,12 @@ def test_mutated_examples_never_crash(name, steps):
     text = SOURCES[name]
     for kind, a, b, pick in steps:
         text = mutate(text, kind, a, b, pick)
-    check_compiles_or_diagnoses(text)
+    check_compiles_or_diagnoses(text, ARCH[name])
 
 
 def test_unmutated_examples_compile():
     for name, text in SOURCES.items():
-        compile_source(text, "fuzz.tma", until="ll")
+        compile_source(text, "fuzz.tma", Options(arch=ARCH[name]), until="ll")
 
 
 # Minimal inputs that raised a Python exception instead of a TmalangError (see module docstring).

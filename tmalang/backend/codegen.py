@@ -15,6 +15,7 @@ from . import ptx_asm
 from .tcgen05 import instructions as tcgen05
 from .manifest import DimParam, ScalarParam, TensorMapParam
 from .mma_codegen import MMA_EMITTERS
+from .tcgen05_codegen import TCGEN05_EMITTERS
 from .tile_math import emit_tile_assign
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
@@ -32,6 +33,8 @@ class KernelCodegen:
         self.vars: dict[str, ir.AllocaInstr] = {}
         self.accumulators: dict[str, list[ir.AllocaInstr]] = {}   # per-thread registers of each accumulator
         self.accumulator_roles: dict[str, str] = {}                # accumulator -> the role holding it
+        self.tmem_tiles = ops.decls(kernel, ops.TmemDecl)
+        self.tmem_flags: dict[str, ir.AllocaInstr] = {}           # tmem tile -> "the next mma accumulates"
         self.role: ops.RoleOp | None = None
         arg_types = [ir.PointerType() if isinstance(p, TensorMapParam) else self._scalar_type(p) for p in params]
         self.fn = ir.Function(module, ir.FunctionType(VOID, arg_types), kernel.symbol)
@@ -348,6 +351,7 @@ EMITTERS = {
                  g.b.icmp_unsigned("<=", g.b.lshr(g.warp, I32(2)), I32(o.last))),
         lambda: g.region(o.body)),
     **MMA_EMITTERS,
+    **TCGEN05_EMITTERS,
 }
 
 

@@ -173,7 +173,7 @@ def _tile_element(g, ref: ex.BufferRef, at: tuple[ir.Value, ir.Value]) -> ir.Val
 
 
 def _float(g, e: ex.Expr, acc: ir.Value, at) -> ir.Value:
-    if isinstance(e, ex.AccRef):
+    if isinstance(e, (ex.AccRef, ex.TmemRef)):
         return acc
     if isinstance(e, ex.BufferRef):
         return _tile_element(g, e, at)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import mma
+from . import mma, tcgen05
 from .races import RaceDetector
 from .state import BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
 from .tiles import box_tile_bytes, read_box, tile_math_share, write_box
@@ -44,6 +44,11 @@ class Warp:
     mma_open: list = field(default_factory=list)     # wgmma agents not yet committed
     mma_groups: list = field(default_factory=list)   # committed wgmma groups not yet waited
     mma_targets: dict = field(default_factory=dict)  # wgmma agent -> the accumulator it writes
+    tc_queue: list = field(default_factory=list)     # (sequence, run) of tcgen05 ops not yet completed
+    tc_issued: int = 0                               # tcgen05 ops issued so far
+    tc_summary: dict = field(default_factory=dict)   # joined clocks of every tcgen05.mma it issued
+    tc_after_sync: bool = False                      # synchronised since tcgen05.fence::after_thread_sync
+    tc_reads_unfenced: bool = False                  # tcgen05.ld since tcgen05.fence::before_thread_sync
     acc_dirty: bool = True          # ordinary instructions touched the accumulator since wgmma.fence
     done: bool = False
 
@@ -94,6 +99,9 @@ class CTA:
         self.sync_arrivals = self.cluster.sync_arrivals
         self.step = 0
         self.tmem_columns = 0          # Tensor Memory this CTA holds (tcgen05.alloc'ed, not freed)
+        self.tmem = np.full((tcgen05.LANES, tcgen05.COLUMNS), np.nan, np.float32)
+        self.tmem_tiles = ops.decls(kernel, ops.TmemDecl)
+        self.tmem_overwrite: set = set()   # tiles whose next tcgen05.mma ignores their contents
         roles = ops.roles(kernel)
         self.warps = [Warp(w, next((r for r in roles if r.first_warp <= w <= r.last_warp), None), cta)
                       for w in range(kernel.threads // 32)]
@@ -251,6 +259,12 @@ def _elect(m: CTA, w: Warp, o: ops.Elect):
 
 
 def _sync(m: CTA, w: Warp, o: ops.Sync):
+    tcgen05.check_signal(m, w, o)
+    yield from _sync_barrier(m, w, o)
+    tcgen05.synchronised(w)
+
+
+def _sync_barrier(m: CTA, w: Warp, o: ops.Sync):
     if o.scope == "cluster":
         members = [(c.cta, x.index) for c in m.cluster.ctas for x in c.warps]
         what = f"barrier.cluster with {len(members)} warps in {len(m.cluster.ctas)} CTAs"
@@ -283,6 +297,7 @@ def _mbar_init(m: CTA, w: Warp, o: ops.MbarInit):
 
 
 def _fence(m: CTA, w: Warp, o: ops.Fence):
+    tcgen05.fence(m, w, o.kind)
     if o.kind == "mbarrier_init":
         m.init_unfenced.clear()
     if o.kind == "proxy_async":
@@ -372,10 +387,12 @@ def _settle(m: CTA, bar: Mbarrier, o: ops.Op) -> None:
 
 
 def _mbar_arrive(m: CTA, w: Warp, o: ops.MbarArrive):
+    tcgen05.check_signal(m, w, o)
     _arrive(m, w, m.barrier(w, o.barrier, o), o, _arrivals(w))
 
 
 def _mbar_arrive_cluster(m: CTA, w: Warp, o: ops.MbarArriveCluster):
+    tcgen05.check_signal(m, w, o)
     for c in m.cluster.ctas:
         _arrive(c, w, c.barrier(w, o.barrier, o), o, _arrivals(w))
 
@@ -401,6 +418,7 @@ def _mbar_wait(m: CTA, w: Warp, o: ops.MbarWait):
     seen = bar.completed - 1 if (bar.completed - 1) & 1 == parity else bar.completed - 2
     if seen >= 0:   # a wait for parity 1 before any phase completed is the free first pass
         m.races.acquire_phase(w.agent, m.phase_key(bar, seen))
+    tcgen05.synchronised(w)
 
 
 def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
@@ -509,4 +527,5 @@ SEMANTICS = {
     ops.Fence: _fence, ops.SetMaxNReg: lambda m, w, o: None,
     ops.TmemAlloc: _tmem_alloc, ops.TmemDealloc: _tmem_dealloc,
     **mma.SEMANTICS,
+    **tcgen05.SEMANTICS,
 }

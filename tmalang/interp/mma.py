@@ -124,7 +124,7 @@ def acc_store(m, w, o: ops.AccStore) -> None:
 
 def _evaluate(m, w, e: ex.Expr, acc: np.ndarray, block: slice):
     """The epilogue over this warp's rows `block`; a row vector broadcasts over them."""
-    if isinstance(e, ex.AccRef):
+    if isinstance(e, (ex.AccRef, ex.TmemRef)):
         return acc
     if isinstance(e, ex.BufferRef):
         tile = m.tile(w, e).astype(np.float32)

@@ -96,7 +96,19 @@ class Cast:
         return f"cvt.{self.dtype}({self.operand})"
 
 
-Expr = Const | Var | Param | BufferRef | AccRef | Bin | Neg | Cast
+@dataclass(frozen=True)
+class TmemRef:
+    """The element of Tensor Memory tile `tile` at the position being computed (epilogues),
+    `col` columns to the right."""
+
+    tile: BufferRef
+    col: int = 0
+
+    def __str__(self) -> str:
+        return f"tmem({self.tile}, {self.col})"
+
+
+Expr = Const | Var | Param | BufferRef | AccRef | TmemRef | Bin | Neg | Cast
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:
@@ -106,6 +118,8 @@ def children(expr: Expr) -> tuple[Expr, ...]:
         return (expr.operand,)
     if isinstance(expr, BufferRef):
         return (expr.index,)
+    if isinstance(expr, TmemRef):
+        return (expr.tile,)
     return ()
 
 
@@ -117,7 +131,9 @@ def walk(expr: Expr):
 
 
 def buffer_refs(expr: Expr) -> list[BufferRef]:
-    return [e for e in walk(expr) if isinstance(e, BufferRef)]
+    """The shared-memory tiles an expression reads (a TMEM tile is not one of them)."""
+    tmem = {id(e.tile) for e in walk(expr) if isinstance(e, TmemRef)}
+    return [e for e in walk(expr) if isinstance(e, BufferRef) and id(e) not in tmem]
 
 
 def add(a: Expr, b: Expr) -> Expr:

@@ -40,6 +40,7 @@ def _declaration(sym, multicast: int) -> ops.Op | None:
                            sym.swizzle, sym.oob, sym.l2, multicast, span=sym.span)
     if isinstance(sym, Pipeline):
         fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
+        fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]
         return ops.PipelineDecl(sym.name, sym.stages, fields, span=sym.span)
     if isinstance(sym, SmemBuffer):
         return ops.BufferDecl(sym.name, sym.box.name, 1, sym.box.bytes, SMEM_TILE_ALIGN[sym.box.swizzle], -1,
@@ -97,19 +98,29 @@ class _Statements:
         return ops.TmaStore(self.info.box_for(s.target).name, [self.int_expr(c) for c in s.coords],
                             self.tile(s.source), span=s.span)
 
+    def _is_tmem(self, ref) -> bool:
+        return (isinstance(ref, ast.Ref) and ref.field is not None and ref.name in self.slots
+                and ref.field in self.info.symbols[self.slots[ref.name]].tmem_fields)
+
     def _Assign(self, s: ast.Assign):
         if s.target.field is None and s.target.name in self.accs:
             return ops.AccZero(s.target.name, span=s.span)
+        if self._is_tmem(s.target):
+            return ops.TmemZero(self.tile(s.target), span=s.span)
         self.block_cols = self._tile_box(s.target).shape[-1]   # an `acc[0, j]` block's width
         value = self.tile_expr(s.value)
         if any(isinstance(e, ex.AccRef) for e in ex.walk(value)):
             return ops.AccStore(self.tile(s.target), value, span=s.span)
+        if any(isinstance(e, ex.TmemRef) for e in ex.walk(value)):
+            return ops.TmemEpilogue(self.tile(s.target), value, span=s.span)
         return ops.TileAssign(self.tile(s.target), value, span=s.span)
 
     def _AccumulatorDecl(self, s: ast.AccumulatorDecl):
         return ops.AccDecl(s.name, s.dtype.name, list(s.shape), span=s.span)
 
     def _Mma(self, s: ast.Mma):
+        if self._is_tmem(s.acc):
+            return ops.Tcgen05Mma(self.tile(s.acc), self.tile(s.a), self.tile(s.b), span=s.span)
         a = ex.Cast(s.a.func, ex.AccRef(s.a.args[0].name)) if isinstance(s.a, ast.Call) else self.tile(s.a)
         return ops.Wgmma(s.acc.name, a, self.tile(s.b), span=s.span)
 
@@ -144,6 +155,8 @@ class _Statements:
         return ex.BufferRef(ref.name, ex.Const(0))
 
     def _tile_box(self, ref: ast.Ref) -> Box:
+        if self._is_tmem(ref):
+            raise AssertionError("a tmem tile is never an epilogue target (sema)")
         if ref.field is not None:
             return self.info.symbols[self.slots[ref.name]].fields[ref.field]
         return self.info.symbols[ref.name].box
@@ -172,6 +185,8 @@ class _Statements:
                 return ex.Param(e.name)
             if e.field is None and e.name in self.accs:
                 return ex.AccRef(e.name, self._block_column(e))
+            if self._is_tmem(e):
+                return ex.TmemRef(self.tile(e), self._block_column(e))
             return self.tile(e)
         if isinstance(e, ast.Neg):
             inner = self.tile_expr(e.operand)

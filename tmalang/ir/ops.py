@@ -151,6 +151,44 @@ class TmemDealloc(Op):
     columns: int
 
 
+@op("tcgen05_mma")
+@dataclass
+class Tcgen05Mma(Op):
+    """D += A · Bᵀ into Tensor Memory tile `d` (K-major smem a: [M, K], b: [N, K]), issued by one
+    thread. Asynchronous: it has read a and b and written d once a later tcgen05_commit of the
+    same thread has arrived on its barrier."""
+
+    d: BufferRef
+    a: BufferRef
+    b: BufferRef
+
+
+@op("tmem_zero")
+@dataclass
+class TmemZero(Op):
+    """The next tcgen05_mma into `tile` overwrites it (enable-input-d false) instead of adding."""
+
+    tile: BufferRef
+
+
+@op("tcgen05_commit")
+@dataclass
+class Tcgen05Commit(Op):
+    """One arrival on `barrier` once every earlier tcgen05 op of this thread has completed."""
+
+    barrier: BufferRef
+
+
+@op("tmem_epilogue")
+@dataclass
+class TmemEpilogue(Op):
+    """`dest` = value over a Tensor Memory tile: each warp of a warpgroup loads its 32 lanes
+    (rows 32·(warp % 4) ..) with tcgen05.ld, waits for them, and writes those rows of dest."""
+
+    dest: BufferRef
+    value: Expr
+
+
 @op("role")
 @dataclass
 class RoleOp(Op):

@@ -105,6 +105,15 @@ class _Line:
             index = self.expr()
             self.take("]")
             return ex.BufferRef(text[1:], index)
+        if kind == "word" and text == "tmem":
+            self.take("(")
+            tile = self.expr()
+            self.take(",")
+            col = self.take()[1]
+            self.take(")")
+            if not isinstance(tile, ex.BufferRef) or not col.isdigit():
+                self.fail("expected tmem(@tile[stage], column)")
+            return ex.TmemRef(tile, int(col))
         if kind == "word" and text in ("max", "min"):
             self.take("(")
             lhs = self.expr()

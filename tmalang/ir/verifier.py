@@ -18,7 +18,7 @@ _DONE_AFTER = {
     "plan_smem": "every buffer and mbarrier has an offset",
     "dispatch_roles": "the block size is known",
 }
-_ORDER = ["lower", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "schedule_barriers", "defer_mma_release",
+_ORDER = ["lower", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "fence_tensor_memory", "schedule_barriers", "defer_mma_release",
           "plan_tmem", "plan_smem", "dispatch_roles"]
 
 
@@ -98,10 +98,10 @@ class _Verifier:
             if isinstance(node, ex.Var) and node.name not in defined:
                 self.fail(f"%{node.name} is used before it is defined", o)
             if isinstance(node, ex.BufferRef) and not self.resolves(node.name):
-                self.fail(f"@{node.name} does not name a buffer or mbarrier", o)
+                self.fail(f"@{node.name} does not name a buffer, mbarrier or tmem tile", o)
 
     def resolves(self, name: str) -> bool:
-        if isinstance(self.symbols.get(name), (ops.BufferDecl, ops.MbarrierDecl)):
+        if isinstance(self.symbols.get(name), (ops.BufferDecl, ops.MbarrierDecl, ops.TmemDecl)):
             return True
         pipeline, _, field = name.partition(".")
         decl = self.symbols.get(pipeline)

@@ -12,6 +12,7 @@ from . import (
     dispatch_roles,
     expand_pipelines,
     fence_proxy_writes,
+    fence_tensor_memory,
     order_slot_release,
     order_wgmma,
     plan_smem,
@@ -24,6 +25,7 @@ PIPELINE = [
     ("order_wgmma", order_wgmma),                # MMAs complete before anything after them in the slot
     ("fence_proxy_writes", fence_proxy_writes),  # needs explicit stores; before releases are ordered
     ("order_slot_release", order_slot_release),  # needs fences/syncs in place to know what is ordered
+    ("fence_tensor_memory", fence_tensor_memory),  # every sync and arrive exists; tcgen05 ops fenced around them
     ("schedule_barriers", schedule_barriers),    # counts arrivals once every arrive site exists
     ("defer_mma_release", defer_mma_release),    # after counting: its tail release is an alternative site
     ("plan_tmem", plan_tmem),                    # after the init sync exists: allocation joins it

@@ -10,6 +10,12 @@ producer's single elected thread arms `full` with the bytes of all its loads and
 the consumer's elected thread issues its stores and then arrives on `empty`. When another
 CTA's producer multicasts into the slot, the release arrives on `empty` in every CTA of the
 cluster (`mbar_arrive_cluster`): no producer may refill a slot any of its receivers still reads.
+
+A tmem pipeline's fields become Tensor Memory tiles (`tmem @P.field`, S stages). Its producer is
+an MMA role: after the `empty` wait, the block's MMAs run, and one thread's `tcgen05_commit` on
+`full` arrives once they have completed. Operand slots that such a role consumes with `mma` are
+released the same way, by a `tcgen05_commit` on their `empty` barrier: the slot is free when the
+tensor cores have read it, not when the issuing thread moves on.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ def run(kernel: ops.KernelOp) -> None:
         else:
             body.append(o)
     multicast = {o.pipeline for role in ops.roles(kernel) for o in ops.walk(role.body)
-                 if isinstance(o, ops.Produce) and any(load.multicast for load in o.body)}
+                 if isinstance(o, ops.Produce) and any(getattr(load, "multicast", False) for load in o.body)}
     for role in ops.roles(kernel):
         used = [p for p in pipelines if any(getattr(o, "pipeline", None) == p for o in ops.walk(role.body))]
         counters = [ops.Let(f"{p}.it", ex.Const(0), span=pipelines[p].span) for p in used]
@@ -42,7 +48,11 @@ def run(kernel: ops.KernelOp) -> None:
 def _declare(p: ops.PipelineDecl, boxes) -> list[ops.Op]:
     decls = []
     for entry in p.fields:
-        name, box_name = entry.split(":")
+        name, box_name = entry.split(":", 1)
+        if box_name.startswith("tmem:"):
+            shape = [int(x) for x in box_name[len("tmem:"):].split("x")]
+            decls.append(ops.TmemDecl(f"{p.symbol}.{name}", p.stages, shape, -1, span=p.span))
+            continue
         box = boxes[box_name]
         decls.append(ops.BufferDecl(f"{p.symbol}.{name}", box_name, p.stages, box.bytes(DTYPES[box.dtype].itemsize),
                                     SMEM_TILE_ALIGN[box.swizzle], -1, span=p.span))
@@ -54,7 +64,10 @@ def _declare(p: ops.PipelineDecl, boxes) -> list[ops.Op]:
 def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str]) -> list[ops.Op]:
     out: list[ops.Op] = []
     for o in region:
-        if isinstance(o, ops.Produce):
+        if isinstance(o, ops.Produce) and _is_tmem(pipelines[o.pipeline]):
+            o.body[:] = _expand(o.body, pipelines, boxes, multicast)
+            out += _produce_accumulators(o, pipelines[o.pipeline])
+        elif isinstance(o, ops.Produce):
             out += _produce(o, pipelines[o.pipeline], boxes)
         elif isinstance(o, ops.Consume):
             out += _consume(o, pipelines[o.pipeline], o.pipeline in multicast)
@@ -63,6 +76,10 @@ def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str]) -> list
                 r[:] = _expand(r, pipelines, boxes, multicast)
             out.append(o)
     return out
+
+
+def _is_tmem(p: ops.PipelineDecl) -> bool:
+    return any(":tmem:" in entry for entry in p.fields)
 
 
 def _slot(o, p: ops.PipelineDecl) -> tuple[ex.Var, ops.Let]:
@@ -87,11 +104,24 @@ def _produce(o: ops.Produce, p: ops.PipelineDecl, boxes) -> list[ops.Op]:
     return [slot, ops.MbarWait(empty, free_parity, span=o.span), issue, _advance(o, p)]
 
 
+def _produce_accumulators(o: ops.Produce, p: ops.PipelineDecl) -> list[ops.Op]:
+    """An MMA role fills a tmem slot: wait until the epilogue freed it, run the MMAs, commit."""
+    counter, slot = _slot(o, p)
+    stage = ex.Var(o.slot)
+    free_parity = ex.Bin("^", ex.parity_of(counter, p.stages), ex.Const(1))
+    empty, full = (ex.BufferRef(f"{p.symbol}.{b}", stage) for b in ("empty", "full"))
+    commit = ops.Elect("role", [ops.Tcgen05Commit(full, span=o.span)], span=o.span)
+    return [slot, ops.MbarWait(empty, free_parity, span=o.span), *o.body, commit, _advance(o, p)]
+
+
 def _consume(o: ops.Consume, p: ops.PipelineDecl, cluster_wide: bool) -> list[ops.Op]:
     counter, slot = _slot(o, p)
     stage = ex.Var(o.slot)
     body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TmaStore) else s for s in o.body]
     arrive = ops.MbarArriveCluster if cluster_wide else ops.MbarArrive
-    release = ops.Elect("role", [arrive(ex.BufferRef(f"{p.symbol}.empty", stage), span=o.span)], span=o.span)
+    empty = ex.BufferRef(f"{p.symbol}.empty", stage)
+    if any(isinstance(s, ops.Tcgen05Mma) for s in o.body):   # free once the tensor cores have read it
+        arrive = ops.Tcgen05Commit
+    release = ops.Elect("role", [arrive(empty, span=o.span)], span=o.span)
     ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(counter, p.stages), span=o.span)
     return [slot, ready, *body, release, _advance(o, p)]

@@ -22,7 +22,7 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
     out: list[ops.Op] = []
     dirty: set[str] = set()
     for o in region:
-        if isinstance(o, (ops.TileAssign, ops.AccStore)):
+        if isinstance(o, (ops.TileAssign, ops.AccStore, ops.TmemEpilogue)):
             dirty.add(o.dest.name)
         elif isinstance(o, (ops.Fence,)) and o.kind == "proxy_async":
             dirty.clear()

@@ -34,7 +34,7 @@ def run(kernel: ops.KernelOp) -> None:
     for role in ops.roles(kernel):
         threads = 32 * (role.last_warp - role.first_warp + 1)
         for o, elected in _sites(role.body, 0, role):
-            if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster)):
+            if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster, ops.Tcgen05Commit)):
                 name = o.barrier.name
                 senders = kernel.cluster if isinstance(o, ops.MbarArriveCluster) else 1
                 arrivals[name] += (elected or threads) * senders

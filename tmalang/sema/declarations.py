@@ -70,6 +70,7 @@ class Pipeline:
     stages: int
     fields: dict[str, Box]
     span: Span
+    tmem_fields: dict[str, list[int]] = field(default_factory=dict)   # name -> [M, N]: a TMEM pipeline
     producers: list[str] = field(default_factory=list)
     consumers: list[str] = field(default_factory=list)
     produce_nests: list = field(default_factory=list)   # (loops around each produce block, span)
@@ -259,14 +260,23 @@ def check_pipeline(info: KernelInfo, d: ast.PipelineDecl) -> None:
     if not 1 <= d.stages <= 32:
         raise error("E030", f"a pipeline needs 1 to 32 stages, got {d.stages}", d.span)
     fields: dict[str, Box] = {}
+    tmem_fields: dict[str, list[int]] = {}
     for f in d.fields:
         if f.name in RESERVED_FIELDS:
             raise error("E031", f"field name '{f.name}' is reserved", f.span,
                         f"the pipeline's barriers are named {d.name}.full and {d.name}.empty")
-        if f.name in fields:
+        if f.name in fields or f.name in tmem_fields:
             raise error("E031", f"field '{f.name}' appears twice in pipeline '{d.name}'", f.span)
-        fields[f.name] = info.lookup(f.box, Box, what="box")
-    declare(info, d.name, Pipeline(d.name, d.stages, fields, d.span), d.span)
+        if f.tmem is None:
+            fields[f.name] = info.lookup(f.box, Box, what="box")
+        else:
+            tmem_fields[f.name] = _tmem_shape(f.tmem[0], f.tmem[1], f.span)
+    if fields and tmem_fields:
+        raise error("E098", f"pipeline '{d.name}' mixes shared-memory and Tensor Memory fields", d.span,
+                    "a tmem pipeline hands accumulators from an MMA role to an epilogue: declare two pipelines")
+    pipe = Pipeline(d.name, d.stages, fields, d.span, tmem_fields)
+    _check_tmem_budget(info, d.name, d.stages * sum(s[1] for s in tmem_fields.values()), d.span)
+    declare(info, d.name, pipe, d.span)
 
 
 def check_smem(info: KernelInfo, d: ast.SmemDecl) -> None:
@@ -280,22 +290,33 @@ def check_mbarrier(info: KernelInfo, d: ast.MbarrierDecl) -> None:
 
 
 def check_tmem(info: KernelInfo, d: ast.TmemDecl) -> None:
-    """A TMEM accumulator tile: f32, 128 or 64 lanes (one cta_group::1 MMA's M), 8..256 columns
-    in steps of 8 (its N); all tiles of the kernel together within the 512 columns."""
-    if d.dtype != "f32":
-        raise error("E094", f"a TMEM tile holds f32 accumulators, not {d.dtype}", d.span)
-    if len(d.shape) != 2 or d.shape[0] not in (64, 128) or d.shape[1] % 8 or not 8 <= d.shape[1] <= 256:
-        raise error("E095", f"TMEM tile shape {d.shape} is not [M, N] with M = 64 or 128 and N a multiple of 8 "
-                    "in 8..256", d.span, "M and N are those of the tcgen05.mma that accumulates into it")
+    """A TMEM accumulator tile; all TMEM of the kernel together within the 512 columns."""
+    shape = _tmem_shape(d.dtype, d.shape, d.span)
     if d.stages < 1:
         raise error("E095", "a TMEM tile needs at least one stage", d.span)
-    tile = TmemTile(d.name, d.stages, list(d.shape), d.span)
-    tiles = [t for t in info.symbols.values() if isinstance(t, TmemTile)] + [tile]
-    if sum(t.columns for t in tiles) > TMEM_COLUMNS:
-        raise error("E096", f"Tensor Memory over-allocated: {sum(t.columns for t in tiles)} columns, a CTA has "
-                    f"{TMEM_COLUMNS}", d.span, *(f"{t.name}: {t.stages} x {t.shape[1]} = {t.columns} columns "
-                                                 f"({t.span.location()})" for t in tiles))
-    declare(info, d.name, tile, d.span)
+    _check_tmem_budget(info, d.name, d.stages * shape[1], d.span)
+    declare(info, d.name, TmemTile(d.name, d.stages, shape, d.span), d.span)
+
+
+def _tmem_shape(dtype: str, shape: list[int], span) -> list[int]:
+    """f32, 128 or 64 lanes (one cta_group::1 MMA's M), 8..256 columns in steps of 8 (its N)."""
+    if dtype != "f32":
+        raise error("E094", f"a TMEM tile holds f32 accumulators, not {dtype}", span)
+    if len(shape) != 2 or shape[0] not in (64, 128) or shape[1] % 8 or not 8 <= shape[1] <= 256:
+        raise error("E095", f"TMEM tile shape {shape} is not [M, N] with M = 64 or 128 and N a multiple of 8 "
+                    "in 8..256", span, "M and N are those of the tcgen05.mma that accumulates into it")
+    return list(shape)
+
+
+def _check_tmem_budget(info: KernelInfo, name: str, columns: int, span) -> None:
+    users = [(t.name, t.columns, t.span) for t in info.symbols.values() if isinstance(t, TmemTile)]
+    users += [(p.name, p.stages * sum(s[1] for s in p.tmem_fields.values()), p.span)
+              for p in info.symbols.values() if isinstance(p, Pipeline) and p.tmem_fields]
+    users.append((name, columns, span))
+    total = sum(c for _, c, _ in users)
+    if total > TMEM_COLUMNS:
+        raise error("E096", f"Tensor Memory over-allocated: {total} columns, a CTA has {TMEM_COLUMNS}", span,
+                    *(f"{n}: {c} columns ({s.location()})" for n, c, s in users if c))
 
 
 def check_grid(info: KernelInfo, d: ast.GridDecl) -> None:

@@ -67,6 +67,11 @@ def lookup(scope, ref: ast.Ref) -> Accumulator:
 
 
 def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
+    from . import tcgen05
+
+    shape = tcgen05.tmem_field(scope, s.acc)
+    if shape is not None:
+        return tcgen05.check_mma(info, s, scope, shape)
     acc = lookup(scope, s.acc)
     if scope.elected:
         raise error("E083", "mma inside elect: wgmma is issued by whole warpgroups", s.span)
@@ -116,14 +121,26 @@ def _check_operand(ref: ast.Ref, tile: Box) -> None:
 
 def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
     """`acc = 0` and `tile = f(acc, scalars)`; False when the statement involves no accumulator."""
+    from . import tcgen05
+
     if s.target.field is None and s.target.name in scope.accs:
         if not (isinstance(s.value, ast.Number) and s.value.value == 0):
             raise error("E085", "an accumulator can only be assigned 0 (use mma to accumulate)", s.value.span)
         return True
-    accs = [r for r in _refs(s.value) if r.field is None and r.name in scope.accs]
+    if tcgen05.tmem_field(scope, s.target) is not None:
+        tcgen05.check_zero(s, scope)
+        return True
+
+    def is_acc(r: ast.Ref) -> bool:
+        return (r.field is None and r.name in scope.accs) or tcgen05.tmem_field(scope, r) is not None
+
+    accs = [r for r in _refs(s.value) if is_acc(r)]
     if not accs:
         return False
-    acc = scope.accs[accs[0].name]
+    if accs[0].field is not None:
+        acc = tcgen05.check_epilogue(info, s, scope, accs[0], tcgen05.tmem_field(scope, accs[0]))
+    else:
+        acc = scope.accs[accs[0].name]
     target = st._tile_ref(info, s.target, scope)
     if scope.elected:
         raise error("E083", "an epilogue inside elect runs on one thread, which holds only its fragment", s.span)
@@ -141,9 +158,9 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
         raise error("E080", f"an epilogue writes f32, f16 or bf16 tiles; '{s.target.text()}' is "
                     f"{target.dtype.name}", s.target.span)
     for r in _refs(s.value):
-        if r.field is None and r.name in scope.accs:
-            if r.name != acc.name or (r.block is None) != (accs[0].block is None) or \
-                    (r.block is not None and block_index(r) != block_index(accs[0])):
+        if is_acc(r):
+            if (r.name, r.field) != (accs[0].name, accs[0].field) or (r.block is None) != (accs[0].block is None) \
+                    or (r.block is not None and block_index(r) != block_index(accs[0])):
                 raise error("E067", "an epilogue reads one accumulator, or one block of it", r.span)
         elif r.block is not None or r.field is not None or not isinstance(info.symbols.get(r.name), st.Scalar):
             _check_epilogue_tile(info, r, scope, target)

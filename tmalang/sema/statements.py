@@ -28,6 +28,7 @@ class Scope:
     tile_vars: tuple = ()                       # the enclosing tile loop's indices
     loaded: set = field(default_factory=set, compare=False)  # fields a produce block fills
     accs: dict = field(default_factory=dict, compare=False)  # the role's accumulators (sema/mma.py)
+    outer: "Scope | None" = None                # the tmem produce block around a nested consume
 
 
 def check_role_body(info: KernelInfo, role: Role) -> None:
@@ -75,7 +76,8 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
 
 
 def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
-    if scope.pipeline is not None or scope.elected:
+    in_mma_produce = scope.pipeline is not None and scope.pipeline.tmem_fields and scope.producing
+    if (scope.pipeline is not None and not in_mma_produce) or scope.elected:
         raise error("E054", "a loop cannot sit inside produce, consume or elect", s.span)
     _check_local(info, scope, s.var, s.span)
     _int_expr(info, s.extent, scope)
@@ -110,9 +112,13 @@ def _space(space) -> str:
 
 
 def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
-    if scope.pipeline is not None or scope.elected:
-        raise error("E076", "produce/consume blocks cannot nest or sit inside elect", s.span)
     pipe = info.lookup(s.pipeline, Pipeline, what="pipeline")
+    operand_ring_in_mma = (scope.pipeline is not None and scope.pipeline.tmem_fields and scope.producing
+                           and not producing and not pipe.tmem_fields)
+    if (scope.pipeline is not None and not operand_ring_in_mma) or scope.elected:
+        raise error("E076", "produce/consume blocks cannot nest or sit inside elect", s.span,
+                    "one nesting is allowed: an MMA role consumes its operand ring inside the produce "
+                    "block of a tmem pipeline")
     users = pipe.producers if producing else pipe.consumers
     if users and users[-1] != scope.role.name:
         raise error("E068", f"pipeline '{pipe.name}' is already {'produced' if producing else 'consumed'} "
@@ -120,14 +126,20 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
     users.append(scope.role.name)
     (pipe.produce_nests if producing else pipe.consume_nests).append((scope.nest, s.span))
     _check_local(info, scope, s.slot, s.span)
-    if producing:
+    if producing and pipe.tmem_fields:
+        stray = next((x for x in s.body if not isinstance(x, (ast.Assign, ast.ForSteps, ast.Consume, ast.Mma))), None)
+        if stray is not None:
+            raise error("E069", "a tmem pipeline's produce block holds the MMA work only", stray.span,
+                        "`t.d = 0`, steps loops, consume blocks of the operand ring and mma")
+    elif producing:
         stray = next((x for x in s.body if not isinstance(x, ast.Load)), None)
         if stray is not None:
             raise error("E069", "a produce block may only hold loads", stray.span,
                         "the compiler issues them from one elected thread and arms the barrier for their bytes")
-    inner = replace(scope, pipeline=pipe, slot=s.slot, producing=producing, loaded=set())
+    inner = replace(scope, pipeline=pipe, slot=s.slot, producing=producing, loaded=set(),
+                    outer=scope if operand_ring_in_mma else None)
     _block(info, s.body, inner)
-    if producing:
+    if producing and not pipe.tmem_fields:
         missing = [f for f in pipe.fields if f not in inner.loaded]
         if missing:
             raise error("E070", f"produce block does not load field '{missing[0]}' of pipeline '{pipe.name}'",

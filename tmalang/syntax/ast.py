@@ -30,7 +30,8 @@ class Ref(Node):
 
     def text(self) -> str:
         if self.block is not None:
-            return f"{self.name}[{', '.join(_index_text(c) for c in self.block)}]"
+            base = f"{self.name}.{self.field}" if self.field else self.name
+            return f"{base}[{', '.join(_index_text(c) for c in self.block)}]"
         return f"{self.name}.{self.field}" if self.field else self.name
 
 
@@ -233,8 +234,11 @@ class BoxDecl(Node):
 
 @dataclass
 class FieldDecl(Node):
+    """`name: Box` (an smem tile per stage) or `name: tmem f32[M, N]` (a Tensor Memory tile per stage)."""
+
     name: str
-    box: Ref
+    box: Ref | None
+    tmem: tuple[str, list[int]] | None = None   # (dtype, shape) of a tmem field
 
 
 @dataclass

@@ -157,6 +157,10 @@ class _Builder(Transformer):
         name, box = children
         return ast.FieldDecl(self._span(meta), str(name), self._ref(box))
 
+    def tmem_field(self, meta, children):
+        name, dtype, shape = children
+        return ast.FieldDecl(self._span(meta), str(name), None, (str(dtype), shape))
+
     def smem_decl(self, meta, children):
         name, box = children
         return ast.SmemDecl(self._span(meta), str(name), self._ref(box))
@@ -268,8 +272,8 @@ class _Builder(Transformer):
         return exprs
 
     def block_ref(self, meta, children):
-        name, coords = children
-        return ast.Ref(self._span(meta), str(name), None, coords)
+        name, field, coords = children
+        return ast.Ref(self._span(meta), str(name), None if field is None else str(field), coords)
 
     def number(self, meta, children):
         text = str(children[0])

@@ -1,0 +1,132 @@
+"""Blackwell tensor-core ops → LLVM IR: tcgen05.mma, commit, and epilogues out of Tensor Memory.
+
+The MMA role is one warp and its first thread issues every tcgen05.mma and commit (they have
+single-thread semantics). Operands are described by sm_100 shared-memory descriptors built at
+run time from the tile's address, the layout facts (SBO, K-slice offsets) coming from the same
+K-major tile model as wgmma's. Whether an MMA adds to its accumulator is a per-tile flag that
+`tmem_zero` clears and every MMA sets, so the first MMA of a tile computes D = A·B.
+
+An epilogue runs on one warpgroup: warp q reads lanes 32q .. 32q + 31 (rows) of the tile with
+tcgen05.ld.32x32b, one register per column, and its tcgen05.wait::ld takes the loaded registers
+as operands, so nothing that uses them can be scheduled above the wait.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..ir import exprs as ex
+from ..ir import ops
+from . import wgmma
+from .mma_codegen import _evaluate, _swizzled
+from .tcgen05 import descriptors
+from .tcgen05 import instructions as tcgen05
+from .tile_math import STORAGE
+
+I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
+LD_MAX = 128   # registers of the widest tcgen05.ld.32x32b (x128)
+
+
+def tmem_base(g) -> ir.Value:
+    """The TMEM address tcgen05.alloc wrote into its smem slot (published before the roles run)."""
+    alloc = next(o for o in g.kernel.body if isinstance(o, ops.TmemAlloc))
+    slot = g.b.inttoptr(g.b.add(g.smem_base, I32(alloc.offset)), ir.PointerType(addrspace=3))
+    return g.b.load(slot, typ=I32)
+
+
+def _tile_address(g, ref: ex.BufferRef) -> ir.Value:
+    """Lane 0, first column of stage `ref.index` of a tmem tile."""
+    decl = g.tmem_tiles[ref.name]
+    column = g.b.add(I32(decl.column), g.b.mul(g.expr(ref.index), I32(decl.shape[1])))
+    return g.b.add(tmem_base(g), column)
+
+
+def _first_thread(g, body) -> None:
+    g.if_then(g.b.icmp_unsigned("==", g.tid, I32(32 * g.role.first_warp)), body)
+
+
+def _accumulate_flag(g, name: str) -> ir.AllocaInstr:
+    if name not in g.tmem_flags:
+        g.tmem_flags[name] = g.alloca(f"{name}.accumulate")
+    return g.tmem_flags[name]
+
+
+def _descriptor(g, ref: ex.BufferRef) -> tuple[wgmma.KMajorTile, ir.Value]:
+    box = g.boxes[g.buffers[ref.name].box]
+    tile = wgmma.KMajorTile(box.shape[0], box.shape[1], box.dtype, box.swizzle)
+    base = descriptors.smem_descriptor(0, box.swizzle, tile.sbo)
+    encoded = g.b.lshr(g.b.and_(g.b.zext(g.address(ref), I64), I64(0x3FFFF)), I64(4))
+    return tile, g.b.or_(encoded, I64(base))
+
+
+def _tmem_zero(g, o: ops.TmemZero) -> None:
+    g.b.store(I32(0), _accumulate_flag(g, o.tile.name))
+
+
+def _tcgen05_mma(g, o: ops.Tcgen05Mma) -> None:
+    decl = g.tmem_tiles[o.d.name]
+    flag = _accumulate_flag(g, o.d.name)
+    tile_a, desc_a = _descriptor(g, o.a)
+    tile_b, desc_b = _descriptor(g, o.b)
+    m, n = decl.shape
+    idesc = descriptors.instruction_descriptor(tile_a.dtype, tile_b.dtype, "f32", m, n)
+    d_tmem = _tile_address(g, o.d)
+
+    def issue():
+        template = tcgen05.mma("$0", "$1", "$2", "$3", "$4", tile_a.dtype)
+        for k in range(tile_a.k_steps):
+            da = g.b.add(desc_a, I64(tile_a.k_step_offset(k) >> 4))
+            db = g.b.add(desc_b, I64(tile_b.k_step_offset(k) >> 4))
+            g.asm(template, "r,l,l,r,r", [d_tmem, da, db, I32(idesc), g.b.load(flag)])
+            g.b.store(I32(1), flag)
+    _first_thread(g, issue)
+
+
+def _tcgen05_commit(g, o: ops.Tcgen05Commit) -> None:
+    address = g.address(o.barrier)
+    g.asm(tcgen05.commit("$0"), "r", [address])   # already inside the role's elect
+
+
+def _tmem_epilogue(g, o: ops.TmemEpilogue) -> None:
+    ref = next(e for e in ex.walk(o.value) if isinstance(e, ex.TmemRef))
+    box = g.boxes[g.buffers[o.dest.name].box]
+    cols = box.shape[1]
+    itemsize = {"f32": 4, "f16": 2, "bf16": 2}[box.dtype]
+    quarter = g.b.and_(g.b.sub(g.warp, I32(g.role.first_warp)), I32(3))
+    row = g.b.add(g.b.mul(quarter, I32(32)), g.b.and_(g.tid, I32(31)))
+    lanes = g.b.shl(g.b.mul(quarter, I32(32)), I32(16))
+    taddr = g.b.add(g.b.add(_tile_address(g, ref.tile), lanes), I32(ref.col))
+    values = _load_columns(g, taddr, cols)
+    base = g.address(o.dest)
+    storage = STORAGE[box.dtype]
+    for j in range(0, cols, 2):
+        pair = ir.Constant(ir.VectorType(storage, 2), ir.Undefined)
+        for h in range(2):
+            value = _evaluate(g, o.value, g.b.bitcast(values[j + h], F32), box.dtype, (row, I32(j + h)))
+            pair = g.b.insert_element(pair, value, I32(h))
+        offset = g.b.mul(g.b.add(g.b.mul(row, I32(cols)), I32(j)), I32(itemsize))
+        pointer = g.b.inttoptr(g.b.add(base, _swizzled(g, offset, box.swizzle)), ir.PointerType(addrspace=3))
+        g.b.store(pair, pointer).align = 2 * itemsize
+
+
+def _load_columns(g, taddr: ir.Value, cols: int) -> list[ir.Value]:
+    """`cols` 32-bit columns of this thread's lane, in tcgen05.ld chunks of a power of two."""
+    values: list[ir.Value] = []
+    while len(values) < cols:
+        n = 1 << (min(cols - len(values), LD_MAX).bit_length() - 1)
+        registers = [f"${i}" for i in range(n)]
+        struct = ir.LiteralStructType([I32] * n)
+        loaded = g.asm(tcgen05.ld(registers, f"${n}", "32x32b", n), ",".join(["=r"] * n + ["r"]),
+                       [g.b.add(taddr, I32(len(values)))], ret=struct)
+        chunk = [g.b.extract_value(loaded, i) for i in range(n)]
+        waited = g.asm(tcgen05.WAIT_LD, ",".join(["=r"] * n + [str(i) for i in range(n)]), chunk, ret=struct)
+        values += [g.b.extract_value(waited, i) for i in range(n)]
+    return values
+
+
+TCGEN05_EMITTERS = {
+    ops.TmemZero: _tmem_zero,
+    ops.Tcgen05Mma: _tcgen05_mma,
+    ops.Tcgen05Commit: _tcgen05_commit,
+    ops.TmemEpilogue: _tmem_epilogue,
+}

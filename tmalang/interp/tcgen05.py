@@ -1,0 +1,139 @@
+"""Semantics of the Blackwell tensor-core ops: Tensor Memory, tcgen05.mma, commit, and epilogues.
+
+Tensor Memory is 128 lanes x 512 columns of f32 per CTA, poisoned with NaN until written. A
+`tmem` tile of [M, N] occupies lanes 0..M-1 and its columns, stage after stage.
+
+tcgen05.mma is asynchronous: issuing one only queues it on the issuing warp, with an agent of its
+own for the race detector. `tcgen05_commit` hands the warp's queue to the engine as one
+transfer; when the engine completes it, every queued MMA up to the commit runs in issue order
+(reading its smem operands and writing Tensor Memory, as that agent), and the commit arrives
+once on its barrier, releasing the MMAs' clocks to the phase. A later commit completing first
+runs the earlier MMAs too: tcgen05 operations of one thread complete in order.
+
+An epilogue from Tensor Memory reads the warp's quarter of the lanes, 32·(warp % 4) .. +31.
+The thread-sync fences of PTX ISA 9.7.16.6.4 are checked (E417): after a wait or sync, a tcgen05
+op needs `tcgen05.fence::after_thread_sync` first; after a tcgen05.ld, an arrive or sync needs
+`tcgen05.fence::before_thread_sync` first.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import exprs as ex
+from ..ir import ops
+from .races import join
+from .state import ProtocolError, Transfer
+from .tiles import _store_as
+
+LANES, COLUMNS = 128, 512
+
+
+def tmem_tile(m, w, ref: ex.BufferRef) -> np.ndarray:
+    decl = m.tmem_tiles[ref.name]
+    start = decl.column + m.value(w, ref.index) * decl.shape[1]
+    return m.tmem[: decl.shape[0], start : start + decl.shape[1]]
+
+
+def tmem_key(m, w, ref: ex.BufferRef) -> tuple:
+    return "tmem:" + ref.name, m.value(w, ref.index), m.cta
+
+
+def synchronised(w) -> None:
+    """A wait or sync completed: tcgen05 ops after it need the after_thread_sync fence."""
+    w.tc_after_sync = True
+
+
+def check_signal(m, w, o) -> None:
+    """An arrive or sync: Tensor Memory reads before it need the before_thread_sync fence."""
+    if w.tc_reads_unfenced:
+        raise ProtocolError("E417", "an arrive or sync follows tcgen05.ld with no tcgen05.fence::before_thread_sync",
+                            o.span, [m.who(w), "the signal could overtake the Tensor Memory reads"])
+
+
+def _check_after_fence(m, w, o) -> None:
+    if w.tc_after_sync:
+        raise ProtocolError("E417", "a tcgen05 operation follows a wait or sync with no "
+                            "tcgen05.fence::after_thread_sync", o.span,
+                            [m.who(w), "it is not ordered after what the synchronisation observed"])
+
+
+def fence(m, w, kind: str) -> None:
+    if kind == "tcgen05_after_thread_sync":
+        w.tc_after_sync = False
+    elif kind == "tcgen05_before_thread_sync":
+        w.tc_reads_unfenced = False
+
+
+def tmem_zero(m, w, o: ops.TmemZero) -> None:
+    m.tmem_overwrite.add(tmem_key(m, w, o.tile))
+
+
+def tcgen05_mma(m, w, o: ops.Tcgen05Mma) -> None:
+    _check_after_fence(m, w, o)
+    key = tmem_key(m, w, o.d)
+    overwrite = key in m.tmem_overwrite
+    m.tmem_overwrite.discard(key)
+    a, b, d = m.tile(w, o.a), m.tile(w, o.b), tmem_tile(m, w, o.d)
+    agent = m.races.issue(w.agent)
+    join(m.races.clock(agent), w.tc_summary)   # one thread's tcgen05 ops complete in issue order
+    join(w.tc_summary, m.races.clock(agent))
+    operands = [m.tile_key(w, o.a), m.tile_key(w, o.b)]
+    who = f"tcgen05.mma issued by {m.who(w)}"
+
+    def run():
+        for tile_key in operands:
+            m.races.access(tile_key, agent, False, None, o.span, who)
+        m.races.access(key, agent, True, None, o.span, who)
+        product = a.astype(np.float32) @ b.astype(np.float32).T
+        d[...] = product if overwrite else d + product
+
+    w.tc_queue.append((w.tc_issued, run))
+    w.tc_issued += 1
+
+
+def tcgen05_commit(m, w, o: ops.Tcgen05Commit) -> None:
+    """One arrival, once every tcgen05 op this warp issued before it has run."""
+    bar = m.barrier(w, o.barrier, o)
+    upto, queue = w.tc_issued, w.tc_queue
+    known = dict(w.tc_summary)
+    join(known, m.races.clock(w.agent))
+    m.races.tick(w.agent)
+
+    def apply():
+        while queue and queue[0][0] < upto:
+            queue.pop(0)[1]()
+        if bar.pending < 1:
+            raise ProtocolError("E402", f"tcgen05.commit arrives on mbarrier '{bar.name}[{bar.stage}]' beyond its "
+                                "count in one phase", o.span, [m.who(w), bar.describe()])
+        bar.pending -= 1
+        join(m.races.phases.setdefault(m.phase_key(bar, bar.completed), {}), known)
+        from .machine import _settle   # machine imports this module
+
+        _settle(m, bar, o)
+
+    m.in_flight.append(Transfer("mma", w.index, o.span, apply, due=m.launch.due(m.step), issued=m.step))
+
+
+def tmem_epilogue(m, w, o: ops.TmemEpilogue) -> None:
+    _check_after_fence(m, w, o)
+    ref = next(e for e in ex.walk(o.value) if isinstance(e, ex.TmemRef))
+    dest = m.tile(w, o.dest)
+    quarter = (w.index - w.role.first_warp) % 4
+    rows = slice(32 * quarter, 32 * quarter + 32)
+    who = f"epilogue (tcgen05.ld) in {m.who(w)}"
+    m.races.access(tmem_key(m, w, ref.tile), w.agent, False, ("lanes", quarter), o.span, who)
+    m.races.access(m.tile_key(w, o.dest), w.agent, True, ("lanes", quarter), o.span, who)
+    for tile in {r.name: r for r in ex.buffer_refs(o.value)}.values():
+        m.races.access(m.tile_key(w, tile), w.agent, False, ("lanes", quarter), o.span, who)
+    accumulator = tmem_tile(m, w, ref.tile)[rows, ref.col : ref.col + dest.shape[-1]]
+    from .mma import _evaluate   # the register epilogue's expression semantics, shared
+
+    with np.errstate(all="ignore"):
+        value = _evaluate(m, w, o.value, accumulator, rows)
+        dest[rows] = _store_as(np.broadcast_to(value, dest[rows].shape), dest.dtype)
+    w.tc_reads_unfenced = True
+
+
+SEMANTICS = {ops.TmemZero: tmem_zero, ops.Tcgen05Mma: tcgen05_mma, ops.Tcgen05Commit: tcgen05_commit,
+             ops.TmemEpilogue: tmem_epilogue}

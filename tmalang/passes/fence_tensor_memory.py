@@ -1,0 +1,41 @@
+"""fence_tensor_memory: tcgen05 work is ordered with thread synchronisation on both sides.
+
+Requires: releases ordered (every sync and arrive of the roles is in place).
+Guarantees, in a role that issues tcgen05 operations (PTX ISA 9.7.16.6.4):
+  - after each mbarrier wait and each sync comes `tcgen05.fence::after_thread_sync`, so the
+    tcgen05 ops that follow (an MMA into a slot the epilogue freed, a tcgen05.ld of an
+    accumulator the MMA warp committed) are ordered after what the synchronisation observed;
+  - in a role that reads Tensor Memory, before each arrive and each sync comes
+    `tcgen05.fence::before_thread_sync`, so the reads (tcgen05.ld, waited with wait::ld) are
+    ordered before the signal that lets the MMA warp overwrite the accumulator.
+`tcgen05.commit` needs neither: it carries the before-fence itself.
+"""
+
+from __future__ import annotations
+
+from ..ir import ops
+
+_TCGEN05 = (ops.Tcgen05Mma, ops.TmemEpilogue, ops.TmemZero, ops.Tcgen05Commit)
+_SIGNALS = (ops.MbarArrive, ops.MbarArriveCluster, ops.Sync)
+
+
+def run(kernel: ops.KernelOp) -> None:
+    for role in ops.roles(kernel):
+        ops_in_role = list(ops.walk(role.body))
+        if not any(isinstance(o, _TCGEN05) for o in ops_in_role):
+            continue
+        reads = any(isinstance(o, ops.TmemEpilogue) for o in ops_in_role)
+        role.body = _region(role.body, reads)
+
+
+def _region(region: list[ops.Op], reads: bool) -> list[ops.Op]:
+    out: list[ops.Op] = []
+    for o in region:
+        for r in o.regions():
+            r[:] = _region(r, reads)
+        if reads and isinstance(o, _SIGNALS):   # an elected arrive gets its fence inside the elect
+            out.append(ops.Fence("tcgen05_before_thread_sync", span=o.span))
+        out.append(o)
+        if isinstance(o, (ops.MbarWait, ops.Sync)):
+            out.append(ops.Fence("tcgen05_after_thread_sync", span=o.span))
+    return out

@@ -1,0 +1,78 @@
+"""Blackwell tensor cores in sema: mma into Tensor Memory, and epilogues that read it.
+
+A tmem pipeline (`pipeline accp[2] { d: tmem f32[128, 256] }`) hands accumulators from an MMA role
+to an epilogue role. The MMA role is one warp: its produce block zeroes the slot's tile
+(`t.d = 0`) and accumulates into it with `mma t.d, s.a, s.b` inside consume blocks of an operand
+ring; one thread issues every tcgen05.mma. The epilogue role is one warpgroup: each warp reads
+its quarter of the 128 lanes, in `cs = bf16(t.d[0, j])` epilogues inside the consume block.
+"""
+
+from __future__ import annotations
+
+from ..backend.tcgen05 import descriptors
+from ..diagnostics import error
+from ..syntax import ast
+from . import statements as st
+from .declarations import KernelInfo
+
+
+def tmem_field(scope, ref) -> list[int] | None:
+    """The [M, N] shape when `ref` is `slot.field` of a tmem pipeline slot in scope."""
+    if not isinstance(ref, ast.Ref) or ref.field is None:
+        return None
+    for s in (scope, scope.outer):
+        if s is not None and s.pipeline is not None and s.slot == ref.name and s.pipeline.tmem_fields:
+            return s.pipeline.tmem_fields.get(ref.field)
+    return None
+
+
+def check_mma(info: KernelInfo, s: ast.Mma, scope, shape: list[int]) -> None:
+    """`mma t.d, a, b`: D[M, N] += A[M, K] · B[N, K]ᵀ, one tcgen05.mma per K step of the kind."""
+    role = scope.role
+    if role.warps != 1:
+        raise error("E099", f"tcgen05.mma is issued by one thread, so the MMA role is one warp; role "
+                    f"'{role.name}' has {role.warps}", s.span, "declare it as `role mma: warp N`")
+    if scope.elected:
+        raise error("E083", "mma inside elect: the compiler elects the issuing thread itself", s.span)
+    if not (scope.pipeline is not None and scope.producing and scope.pipeline.tmem_fields) and \
+            not (scope.outer is not None and scope.outer.producing):
+        raise error("E099", "mma into Tensor Memory belongs in the produce block of its tmem pipeline", s.span,
+                    "the block's end commits the MMAs onto the pipeline's `full` barrier")
+    if isinstance(s.a, ast.Call):
+        raise error("E088", "tcgen05.mma reads A from shared memory here", s.a.span)
+    a, b = st._tile_ref(info, s.a, scope), st._tile_ref(info, s.b, scope)
+    for ref, tile in ((s.a, a), (s.b, b)):
+        st.mma._check_operand(ref, tile)
+    if a.dtype != b.dtype:
+        raise error("E088", f"mma operands differ in dtype: {a.dtype.name} and {b.dtype.name}", s.span)
+    m, n = shape
+    if a.shape[0] != m or b.shape[0] != n or a.shape[1] != b.shape[1]:
+        raise error("E088", f"mma shapes do not fit: D is [{m}, {n}], a is {a.shape}, b is {b.shape}", s.span,
+                    "a must be [M, K] and b [N, K] (D += a · bᵀ)")
+    try:
+        descriptors.instruction_descriptor(a.dtype.name, b.dtype.name, "f32", m, n)
+    except ValueError as exc:
+        raise error("E088", f"tcgen05.mma cannot do this: {exc}", s.span) from None
+
+
+def check_zero(s: ast.Assign, scope) -> None:
+    if not (isinstance(s.value, ast.Number) and s.value.value == 0):
+        raise error("E085", "a tmem accumulator can only be assigned 0 (use mma to accumulate)", s.value.span)
+    if not (scope.pipeline is not None and scope.producing and scope.pipeline.tmem_fields):
+        raise error("E099", "a tmem accumulator is zeroed in the produce block of its pipeline", s.span)
+
+
+def check_epilogue(info: KernelInfo, s: ast.Assign, scope, ref: ast.Ref, shape: list[int]):
+    """`cs = f(t.d[0, j])` in the consume block: one warpgroup, each warp its 32 lanes."""
+    role = scope.role
+    if scope.producing or scope.pipeline is None or scope.slot != ref.name:
+        raise error("E099", f"'{ref.text()}' is read in a consume block of its tmem pipeline", ref.span)
+    if shape[0] != 128:
+        raise error("E099", f"'{ref.text()}' has {shape[0]} lanes; an epilogue reads 128-lane tiles, one warp per "
+                    "32 lanes (a 64-row accumulator uses lanes 0-15, 32-47, ... in another layout)", ref.span)
+    if role.warps != 4 or role.first_warp % 4:
+        raise error("E099", f"an epilogue from Tensor Memory runs on one warpgroup (warp w reads lanes "
+                    f"32·(w % 4) .. +31); role '{role.name}' is warps {role.first_warp}..{role.last_warp}",
+                    s.span, "declare the epilogue role as 4 warps starting at a multiple of 4")
+    return st.mma.Accumulator(ref.text() if ref.block is None else f"{ref.name}.{ref.field}", "f32",
+                              list(shape), role, ref.span)
