@@ -109,3 +109,36 @@ def test_interpreter_catches_tcgen05_protocol_bugs(gemm, change, code):
     a, b, c = operands(np.random.default_rng(7), 256, 256, 512)
     with pytest.raises(tmalang.TmalangError, match=code):
         interpret(kernel, gemm.manifest, a, b, c, seed=3, explore=16, ctas=2)
+
+
+KIND_VARIANTS = {   # operand dtype -> (K elements per 128-byte row, kind, numpy type)
+    "f32": (32, "tf32", np.float32),
+    "f8e4m3": (128, "f8f6f4", ml_dtypes.float8_e4m3fn),
+}
+
+
+def kind_variant(dtype: str):
+    k, _, _ = KIND_VARIANTS[dtype]
+    source = (ROOT / "examples" / "gemm_sm100.tma").read_text()
+    source = (source.replace("a: bf16[M, K], b: bf16[N, K]", f"a: {dtype}[M, K], b: {dtype}[N, K]")
+              .replace("a[128, 64] swizzle 128B", f"a[128, {k}] swizzle 128B")
+              .replace("b[256, 64] swizzle 128B", f"b[256, {k}] swizzle 128B").replace("steps(K, 64)", f"steps(K, {k})"))
+    return tmalang.compile(source, arch="sm_100a")
+
+
+@pytest.mark.parametrize("dtype", sorted(KIND_VARIANTS))
+def test_other_kinds_compile_and_interpret(dtype):
+    """f32 tiles multiply as .kind::tf32 (inputs truncated to tf32), fp8 as .kind::f8f6f4."""
+    k, kind, np_type = KIND_VARIANTS[dtype]
+    gemm = kind_variant(dtype)
+    assert gemm.ptx.count(f"tcgen05.mma.cta_group::1.kind::{kind}") == k * np.dtype(np_type).itemsize // 32
+    operand = "tf32" if dtype == "f32" else dtype
+    assert str(descriptors.instruction_descriptor(operand, operand, "f32", 128, 256)) in gemm.ptx
+    assert gemm.stats().spill_stores == 0
+    rng = np.random.default_rng(11)
+    pad = 16 // np.dtype(np_type).itemsize
+    a = rng.standard_normal((200, 112 + pad)).astype(np_type)[:, :112]
+    b = rng.standard_normal((300, 112 + pad)).astype(np_type)[:, :112]
+    c = np.full((200, 304), np.nan, dtype=BF16)[:, :300]
+    gemm.interpret(a, b, c)
+    assert relative_error(c, a, b) < 1e-2

@@ -53,7 +53,8 @@ def _accumulate_flag(g, name: str) -> ir.AllocaInstr:
 
 def _descriptor(g, ref: ex.BufferRef) -> tuple[wgmma.KMajorTile, ir.Value]:
     box = g.boxes[g.buffers[ref.name].box]
-    tile = wgmma.KMajorTile(box.shape[0], box.shape[1], box.dtype, box.swizzle)
+    dtype = "tf32" if box.dtype == "f32" else box.dtype   # f32 tiles are multiplied as tf32
+    tile = wgmma.KMajorTile(box.shape[0], box.shape[1], dtype, box.swizzle)
     base = descriptors.smem_descriptor(0, box.swizzle, tile.sbo)
     encoded = g.b.lshr(g.b.and_(g.b.zext(g.address(ref), I64), I64(0x3FFFF)), I64(4))
     return tile, g.b.or_(encoded, I64(base))

@@ -85,11 +85,19 @@ def tcgen05_mma(m, w, o: ops.Tcgen05Mma) -> None:
         for tile_key in operands:
             m.races.access(tile_key, agent, False, None, o.span, who)
         m.races.access(key, agent, True, None, o.span, who)
-        product = a.astype(np.float32) @ b.astype(np.float32).T
+        product = _as_input(a) @ _as_input(b).T
         d[...] = product if overwrite else d + product
 
     w.tc_queue.append((w.tc_issued, run))
     w.tc_issued += 1
+
+
+def _as_input(tile: np.ndarray) -> np.ndarray:
+    """Operand values as the tensor cores read them: f32 tiles as tf32, whose 13 low mantissa
+    bits the multiplier ignores; narrower types exactly."""
+    if tile.dtype == np.float32:
+        return (tile.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+    return tile.astype(np.float32)
 
 
 def tcgen05_commit(m, w, o: ops.Tcgen05Commit) -> None:

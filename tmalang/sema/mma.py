@@ -108,9 +108,9 @@ def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, lis
     return call.func, p.shape
 
 
-def _check_operand(ref: ast.Ref, tile: Box) -> None:
-    if tile.dtype.name not in MMA_INPUT_DTYPES:
-        raise error("E088", f"mma operands may be {', '.join(MMA_INPUT_DTYPES)}; '{ref.text()}' is "
+def _check_operand(ref: ast.Ref, tile: Box, dtypes: tuple[str, ...] = MMA_INPUT_DTYPES) -> None:
+    if tile.dtype.name not in dtypes:
+        raise error("E088", f"mma operands may be {', '.join(dtypes)}; '{ref.text()}' is "
                     f"{tile.dtype.name}", ref.span)
     span = int(tile.swizzle[:-1]) if tile.swizzle in ("32B", "64B", "128B") else None
     if len(tile.shape) != 2 or span is None or tile.shape[1] * tile.dtype.itemsize != span:

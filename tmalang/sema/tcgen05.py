@@ -16,6 +16,14 @@ from . import statements as st
 from .declarations import KernelInfo
 
 
+TCGEN05_INPUT_DTYPES = ("bf16", "f16", "f8e4m3", "f8e5m2", "f32")
+
+
+def operand_type(dtype: str) -> str:
+    """What the tensor cores read an operand tile as: f32 tiles go in as tf32 (.kind::tf32)."""
+    return "tf32" if dtype == "f32" else dtype
+
+
 def tmem_field(scope, ref) -> list[int] | None:
     """The [M, N] shape when `ref` is `slot.field` of a tmem pipeline slot in scope."""
     if not isinstance(ref, ast.Ref) or ref.field is None:
@@ -42,7 +50,7 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope, shape: list[int]) -> None:
         raise error("E088", "tcgen05.mma reads A from shared memory here", s.a.span)
     a, b = st._tile_ref(info, s.a, scope), st._tile_ref(info, s.b, scope)
     for ref, tile in ((s.a, a), (s.b, b)):
-        st.mma._check_operand(ref, tile)
+        st.mma._check_operand(ref, tile, TCGEN05_INPUT_DTYPES)
     if a.dtype != b.dtype:
         raise error("E088", f"mma operands differ in dtype: {a.dtype.name} and {b.dtype.name}", s.span)
     m, n = shape
@@ -50,7 +58,7 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope, shape: list[int]) -> None:
         raise error("E088", f"mma shapes do not fit: D is [{m}, {n}], a is {a.shape}, b is {b.shape}", s.span,
                     "a must be [M, K] and b [N, K] (D += a · bᵀ)")
     try:
-        descriptors.instruction_descriptor(a.dtype.name, b.dtype.name, "f32", m, n)
+        descriptors.instruction_descriptor(operand_type(a.dtype.name), operand_type(b.dtype.name), "f32", m, n)
     except ValueError as exc:
         raise error("E088", f"tcgen05.mma cannot do this: {exc}", s.span) from None
 
