@@ -24,7 +24,15 @@ import tmalang  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm import timed_in_turns  # noqa: E402
 
-EXAMPLE = (Path(__file__).resolve().parents[1] / "examples" / "gemm_sm90.tma").read_text()
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+EXAMPLE = (EXAMPLES / "gemm_sm90.tma").read_text()
+
+
+def as_fp8(source: str) -> str:
+    """A bf16 GEMM with e4m3 inputs: the same 128-byte K-slices hold 128 elements."""
+    return (source.replace("kernel gemm(a: bf16[M, K], b: bf16[N, K]", "kernel gemm_fp8(a: f8e4m3[M, K], b: f8e4m3[N, K]")
+            .replace("a[128, 64] swizzle", "a[128, 128] swizzle").replace("b[256, 64] swizzle", "b[256, 128] swizzle")
+            .replace("b[192, 64] swizzle", "b[192, 128] swizzle").replace("steps(K, 64)", "steps(K, 128)"))
 
 
 def gemm_source(n: int, stages: int, block: int, buffers: int, group: int = 8, swizzle: bool = False) -> str:
@@ -89,16 +97,28 @@ VARIANTS = {
 }
 
 
-def sweep(size: int, samples: int) -> list[dict]:
-    sets = [(torch.randn(size, size, device="cuda").to(torch.bfloat16),
-             torch.randn(size, size, device="cuda").to(torch.bfloat16)) for _ in range(2)]
+FP8_VARIANTS = {
+    "fp8 example: 128x256, 4 stages, epilogue 4 x [128, 64] swizzled, 2 buffers":
+        (EXAMPLES / "gemm_fp8_sm90.tma").read_text(),
+    "fp8 128x192, 4 stages, whole-tile epilogue": as_fp8(gemm_source(192, 4, 192, 1)),
+}
+
+
+def sweep(size: int, samples: int, fp8: bool = False) -> list[dict]:
+    dtype = torch.float8_e4m3fn if fp8 else torch.bfloat16
+    sets = [(torch.randn(size, size, device="cuda").to(dtype),
+             torch.randn(size, size, device="cuda").to(dtype)) for _ in range(2)]
     c = torch.empty(size, size, device="cuda", dtype=torch.bfloat16)
-    reference = (sets[0][0] @ sets[0][1].T).double()
+    reference = (sets[0][0].float() @ sets[0][1].float().T).double()
     flops, batch = 2 * size ** 3, max(4, int(4e12 // (2 * size ** 3)))
 
-    runs = {"cublas": lambda i: torch.matmul(sets[i][0], sets[i][1].T, out=c)}
+    if fp8:
+        one = torch.ones((), device="cuda")
+        runs = {"cublas": lambda i: torch._scaled_mm(sets[i][0], sets[i][1].T, one, one, out_dtype=torch.bfloat16)}
+    else:
+        runs = {"cublas": lambda i: torch.matmul(sets[i][0], sets[i][1].T, out=c)}
     rows = []
-    for name, source in VARIANTS.items():
+    for name, source in (FP8_VARIANTS if fp8 else VARIANTS).items():
         kernel = tmalang.compile(source)
         c.fill_(float("nan"))
         kernel(sets[0][0], sets[0][1], c)
@@ -122,8 +142,9 @@ def main() -> None:
     parser.add_argument("sizes", type=int, nargs="*", default=[8192])
     parser.add_argument("--samples", type=int, default=15)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--fp8", action="store_true", help="e4m3 inputs against torch._scaled_mm")
     args = parser.parse_args()
-    rows = [row for size in args.sizes for row in sweep(size, args.samples)]
+    rows = [row for size in args.sizes for row in sweep(size, args.samples, args.fp8)]
     if args.out:
         args.out.write_text(json.dumps({"benchmark": "bf16 GEMM variants vs cuBLAS", "gpu": torch.cuda.get_device_name(),
                                         "date": datetime.date.today().isoformat(), "results": rows}, indent=2) + "\n")
