@@ -26,6 +26,19 @@ def test_explain_prints_barrier_table_and_smem_map(capsys):
     assert "producer  0      32       40" in out
 
 
+def test_explain_shows_tcgen05_arrivals_and_the_tmem_map(capsys):
+    assert main(["--explain", "--arch", "sm_100a", str(ROOT / "examples" / "gemm_sm100.tma")]) == 0
+    out = capsys.readouterr().out
+    assert "ring.empty" in out and "mma (tcgen05.commit)" in out
+    assert "512 of 512 columns allocated" in out and "accs.d (2 x [128, 256])" in out
+
+
+def test_run_interprets_an_sm100a_kernel(capsys):
+    gemm = str(ROOT / "examples" / "gemm_sm100.tma")
+    assert main(["run", gemm, "--interpret", "--arch", "sm_100a", "--dims", "M=130,N=260,K=72"]) == 0
+    assert "protocol ok" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("emit,marker", [("ast", "Kernel name='tma_copy'"), ("ir", "kernel @tma_copy"),
                                          ("ll", "ptx_kernel"), ("ptx", ".entry tma_copy")])
 def test_emit_kinds(capsys, emit, marker):

@@ -18,7 +18,18 @@ def explain(kernel: ops.KernelOp) -> str:
     lines += _table(["role", "warps", "threads", "regs"], _roles(kernel))
     lines += [""] + _table(["barrier", "stages", "count", "tx bytes", "waits (parity)", "arrives"], _barriers(kernel))
     lines += ["", "smem map (offset +bytes name):", *("  " + row for row in smem_map(kernel))]
+    lines += _tmem_map(kernel)
     return "\n".join(lines) + "\n"
+
+
+def _tmem_map(kernel: ops.KernelOp) -> list[str]:
+    alloc = next((o for o in kernel.body if isinstance(o, ops.TmemAlloc)), None)
+    if alloc is None:
+        return []
+    rows = [f"{t.column:>7} +{t.stages * t.shape[1]:<7} {t.symbol} ({t.stages} x [{t.shape[0]}, {t.shape[1]}])"
+            for t in ops.decls(kernel, ops.TmemDecl).values()]
+    return ["", f"tmem map (first column +columns name), {alloc.columns} of 512 columns allocated:",
+            *("  " + row for row in rows)]
 
 
 def _roles(kernel: ops.KernelOp) -> list[list[str]]:
@@ -37,6 +48,8 @@ def _barriers(kernel: ops.KernelOp) -> list[list[str]]:
                 waits[o.barrier.name].append(f"{role.symbol} {o.parity}")
             elif isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster)):
                 arrives[o.barrier.name].append(role.symbol)
+            elif isinstance(o, ops.Tcgen05Commit):
+                arrives[o.barrier.name].append(f"{role.symbol} (tcgen05.commit)")
     rows = []
     for m in ops.decls(kernel, ops.MbarrierDecl).values():
         rows.append([m.symbol, str(m.stages), str(m.count), str(m.tx_bytes or "-"),

@@ -27,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="use the reference interpreter (the only engine of `run` so far)")
     p.add_argument("--dims", default="", help="symbolic dims, e.g. M=300,N=200 (default 256 each)")
     p.add_argument("--kernel")
+    p.add_argument("--arch", default="sm_90a", choices=["sm_90a", "sm_100a"],
+                   help="the target the kernel is written for (tcgen05 and tmem need sm_100a)")
     p.add_argument("--seed", type=int, help="randomise interleavings and TMA latency")
     p.add_argument("--explore", type=int, default=0, help="run N schedules starting at --seed")
     p.add_argument("--ctas", type=int, help="CTAs to simulate for a persistent grid (default 2)")
@@ -39,7 +41,7 @@ def run_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     dims = _parse_dims(parser, args.dims)
     try:
-        kernel = compile_kernel(Path(args.file).read_text(), kernel=args.kernel, name=args.file)
+        kernel = compile_kernel(Path(args.file).read_text(), arch=args.arch, kernel=args.kernel, name=args.file)
         inputs = _random_inputs(kernel.manifest, dims, np.random.default_rng(args.seed or 0))
         trace = Trace() if args.trace else None
         kernel.interpret(*inputs, dims=dims, seed=args.seed, explore=args.explore, ctas=args.ctas, trace=trace)
