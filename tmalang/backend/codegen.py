@@ -12,9 +12,9 @@ from llvmlite import ir
 from ..ir import exprs as ex
 from ..ir import ops
 from . import ptx_asm
-from .tcgen05 import instructions as tcgen05
 from .manifest import DimParam, ScalarParam, TensorMapParam
 from .mma_codegen import MMA_EMITTERS
+from .tcgen05 import instructions as tcgen05
 from .tcgen05_codegen import TCGEN05_EMITTERS
 from .tile_math import emit_tile_assign
 

@@ -19,7 +19,7 @@ from .state import ProtocolError
 
 
 def barrier(m, w, o, members, what):
-    from .machine import barrier as warps_barrier   # machine imports this module
+    from .machine import barrier as warps_barrier  # machine imports this module
 
     yield from warps_barrier(m, w, o, members, what)
 from .tiles import FLOAT_OPS, _store_as

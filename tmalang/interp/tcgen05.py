@@ -116,7 +116,7 @@ def tcgen05_commit(m, w, o: ops.Tcgen05Commit) -> None:
                                 "count in one phase", o.span, [m.who(w), bar.describe()])
         bar.pending -= 1
         join(m.races.phases.setdefault(m.phase_key(bar, bar.completed), {}), known)
-        from .machine import _settle   # machine imports this module
+        from .machine import _settle  # machine imports this module
 
         _settle(m, bar, o)
 
@@ -135,7 +135,7 @@ def tmem_epilogue(m, w, o: ops.TmemEpilogue) -> None:
     for tile in {r.name: r for r in ex.buffer_refs(o.value)}.values():
         m.races.access(m.tile_key(w, tile), w.agent, False, ("lanes", quarter), o.span, who)
     accumulator = tmem_tile(m, w, ref.tile)[rows, ref.col : ref.col + dest.shape[-1]]
-    from .mma import _evaluate   # the register epilogue's expression semantics, shared
+    from .mma import _evaluate  # the register epilogue's expression semantics, shared
 
     with np.errstate(all="ignore"):
         value = _evaluate(m, w, o.value, accumulator, rows)

@@ -49,7 +49,7 @@ class BufferRef:
     """Stage `index` of smem buffer (or mbarrier array) `name`."""
 
     name: str
-    index: "Expr"
+    index: Expr
 
     def __str__(self) -> str:
         return f"@{self.name}[{self.index}]"
@@ -70,8 +70,8 @@ class AccRef:
 @dataclass(frozen=True)
 class Bin:
     op: str
-    lhs: "Expr"
-    rhs: "Expr"
+    lhs: Expr
+    rhs: Expr
 
     def __str__(self) -> str:
         if self.op in ("max", "min"):
@@ -81,7 +81,7 @@ class Bin:
 
 @dataclass(frozen=True)
 class Neg:
-    operand: "Expr"
+    operand: Expr
 
     def __str__(self) -> str:
         return f"(-{self.operand})"
@@ -90,7 +90,7 @@ class Neg:
 @dataclass(frozen=True)
 class Cast:
     dtype: str
-    operand: "Expr"
+    operand: Expr
 
     def __str__(self) -> str:
         return f"cvt.{self.dtype}({self.operand})"

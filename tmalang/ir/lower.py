@@ -6,7 +6,15 @@ user input. Spans travel with every op.
 
 from __future__ import annotations
 
-from ..sema.declarations import Box, KernelInfo, Mbarrier, Pipeline, Scalar, SmemBuffer, TmemTile
+from ..sema.declarations import (
+    Box,
+    KernelInfo,
+    Mbarrier,
+    Pipeline,
+    Scalar,
+    SmemBuffer,
+    TmemTile,
+)
 from ..syntax import ast
 from . import exprs as ex
 from . import ops

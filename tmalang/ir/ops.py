@@ -27,7 +27,7 @@ class Op:
     def operand_fields(cls):
         return [f for f in fields(cls) if f.name != "span"]
 
-    def regions(self) -> list[list["Op"]]:
+    def regions(self) -> list[list[Op]]:
         return [getattr(self, f.name) for f in self.operand_fields() if f.type == "list[Op]"]
 
 

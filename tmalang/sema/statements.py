@@ -6,10 +6,19 @@ from dataclasses import dataclass, field, replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from .declarations import MAX_TX_BYTES, Box, KernelInfo, Mbarrier, Pipeline, Role, Scalar, SmemBuffer, Tensor
-from .dtypes import DTYPES, TILE_MATH_DTYPES
-
 from . import mma  # noqa: E402  (mma.py reads this module's helpers at call time)
+from .declarations import (
+    MAX_TX_BYTES,
+    Box,
+    KernelInfo,
+    Mbarrier,
+    Pipeline,
+    Role,
+    Scalar,
+    SmemBuffer,
+    Tensor,
+)
+from .dtypes import DTYPES, TILE_MATH_DTYPES
 
 FENCE_KINDS = ("proxy_async", "mbarrier_init")
 TILE_FUNCTIONS = {"max": 2, "min": 2, **{name: 1 for name in DTYPES}}
@@ -28,7 +37,7 @@ class Scope:
     tile_vars: tuple = ()                       # the enclosing tile loop's indices
     loaded: set = field(default_factory=set, compare=False)  # fields a produce block fills
     accs: dict = field(default_factory=dict, compare=False)  # the role's accumulators (sema/mma.py)
-    outer: "Scope | None" = None                # the tmem produce block around a nested consume
+    outer: Scope | None = None                # the tmem produce block around a nested consume
 
 
 def check_role_body(info: KernelInfo, role: Role) -> None:

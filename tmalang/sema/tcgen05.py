@@ -15,7 +15,6 @@ from ..syntax import ast
 from . import statements as st
 from .declarations import KernelInfo
 
-
 TCGEN05_INPUT_DTYPES = ("bf16", "f16", "f8e4m3", "f8e5m2", "f32")
 
 

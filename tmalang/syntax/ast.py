@@ -44,19 +44,19 @@ def _index_text(e) -> str:
 @dataclass
 class BinOp(Node):
     op: str  # + - * / % &
-    lhs: "Expr"
-    rhs: "Expr"
+    lhs: Expr
+    rhs: Expr
 
 
 @dataclass
 class Neg(Node):
-    operand: "Expr"
+    operand: Expr
 
 
 @dataclass
 class Call(Node):
     func: str
-    args: list["Expr"]
+    args: list[Expr]
 
 
 Expr = Number | Ref | BinOp | Neg | Call
@@ -71,7 +71,7 @@ class ForTiles(Node):
     tensor: Ref
     box: Ref
     index: str | None
-    body: list["Stmt"]
+    body: list[Stmt]
     group: int | None = None     # `grouped G`: G rows of tiles walked column by column
 
 
@@ -82,7 +82,7 @@ class ForSteps(Node):
     var: str
     extent: Expr
     chunk: int
-    body: list["Stmt"]
+    body: list[Stmt]
 
 
 @dataclass
@@ -100,7 +100,7 @@ class Mma(Node):
     `a` is an smem tile, or `bf16(p)` / `f16(p)`: accumulator p converted in registers."""
 
     acc: Ref
-    a: "Ref | Call"
+    a: Ref | Call
     b: Ref
 
 
@@ -108,14 +108,14 @@ class Mma(Node):
 class Produce(Node):
     pipeline: Ref
     slot: str
-    body: list["Stmt"]
+    body: list[Stmt]
 
 
 @dataclass
 class Consume(Node):
     pipeline: Ref
     slot: str
-    body: list["Stmt"]
+    body: list[Stmt]
 
 
 @dataclass
@@ -148,7 +148,7 @@ class Assign(Node):
 
 @dataclass
 class Elect(Node):
-    body: list["Stmt"]
+    body: list[Stmt]
 
 
 @dataclass
