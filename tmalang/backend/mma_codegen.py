@@ -118,29 +118,33 @@ def _acc_store(g, o: ops.AccStore) -> None:
     """Each thread writes its fragment: element i sits at the (row, col) wgmma.accumulator_coord
     gives. An `acc[col]` epilogue writes the registers of columns col .. col + dest width only."""
     acc = next(e for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
-    dest = g.buffers[o.dest.name]
-    box = g.boxes[dest.box]
-    cols, storage = box.shape[1], STORAGE[box.dtype]
+    cols = g.boxes[g.buffers[o.dest.name].box].shape[1]
     regs = g.accumulators[acc.name][acc.col // 2:(acc.col + cols) // 2]   # 4 registers per 8 columns
-    itemsize = {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}[box.dtype]
     thread = g.b.sub(g.tid, I32(32 * g.role.first_warp))
     group, lane = g.b.lshr(thread, I32(7)), g.b.and_(thread, I32(31))
     warp_in_group = g.b.and_(g.b.lshr(thread, I32(5)), I32(3))
     row0 = g.b.add(g.b.add(g.b.mul(group, I32(64)), g.b.mul(warp_in_group, I32(16))), g.b.lshr(lane, I32(2)))
     col0 = g.b.mul(g.b.and_(lane, I32(3)), I32(2))
-    base = g.address(o.dest)
     for i in range(0, len(regs), 2):
         block, half = divmod(i, 4)
         row = g.b.add(row0, I32(8 * (half // 2)))
         col = g.b.add(col0, I32(8 * block))
-        pair = [_evaluate(g, o.value, g.b.load(regs[i + j]), box.dtype, (row, g.b.add(col, I32(j))))
-                for j in range(2)]
-        vector = ir.Constant(ir.VectorType(storage, 2), ir.Undefined)
-        for j, value in enumerate(pair):
-            vector = g.b.insert_element(vector, value, I32(j))
-        offset = _swizzled(g, g.b.mul(g.b.add(g.b.mul(row, I32(cols)), col), I32(itemsize)), box.swizzle)
-        pointer = g.b.inttoptr(g.b.add(base, offset), ir.PointerType(addrspace=3))
-        g.b.store(vector, pointer).align = 2 * itemsize
+        store_epilogue_pair(g, o, row, col, [g.b.load(regs[i]), g.b.load(regs[i + 1])])
+
+
+def store_epilogue_pair(g, o, row: ir.Value, col: ir.Value, accumulators: list[ir.Value]) -> None:
+    """Elements (row, col) and (row, col + 1) of an epilogue's target, from their two f32
+    accumulator values: evaluated, converted, and written as one 2-element vector at the
+    (swizzled) address the target's layout gives them."""
+    box = g.boxes[g.buffers[o.dest.name].box]
+    cols, itemsize = box.shape[1], {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}[box.dtype]
+    vector = ir.Constant(ir.VectorType(STORAGE[box.dtype], 2), ir.Undefined)
+    for j, acc in enumerate(accumulators):
+        value = _evaluate(g, o.value, acc, box.dtype, (row, g.b.add(col, I32(j))))
+        vector = g.b.insert_element(vector, value, I32(j))
+    offset = _swizzled(g, g.b.mul(g.b.add(g.b.mul(row, I32(cols)), col), I32(itemsize)), box.swizzle)
+    pointer = g.b.inttoptr(g.b.add(g.address(o.dest), offset), ir.PointerType(addrspace=3))
+    g.b.store(vector, pointer).align = 2 * itemsize
 
 
 def _swizzled(g, offset: ir.Value, swizzle: str) -> ir.Value:

@@ -18,10 +18,9 @@ from llvmlite import ir
 from ..ir import exprs as ex
 from ..ir import ops
 from . import wgmma
-from .mma_codegen import _evaluate, _swizzled
+from .mma_codegen import store_epilogue_pair
 from .tcgen05 import descriptors
 from .tcgen05 import instructions as tcgen05
-from .tile_math import STORAGE
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 LD_MAX = 128   # registers of the widest tcgen05.ld.32x32b (x128)
@@ -90,24 +89,14 @@ def _tcgen05_commit(g, o: ops.Tcgen05Commit) -> None:
 
 def _tmem_epilogue(g, o: ops.TmemEpilogue) -> None:
     ref = next(e for e in ex.walk(o.value) if isinstance(e, ex.TmemRef))
-    box = g.boxes[g.buffers[o.dest.name].box]
-    cols = box.shape[1]
-    itemsize = {"f32": 4, "f16": 2, "bf16": 2}[box.dtype]
+    cols = g.boxes[g.buffers[o.dest.name].box].shape[1]
     quarter = g.b.and_(g.b.sub(g.warp, I32(g.role.first_warp)), I32(3))
     row = g.b.add(g.b.mul(quarter, I32(32)), g.b.and_(g.tid, I32(31)))
     lanes = g.b.shl(g.b.mul(quarter, I32(32)), I32(16))
     taddr = g.b.add(g.b.add(_tile_address(g, ref.tile), lanes), I32(ref.col))
-    values = _load_columns(g, taddr, cols)
-    base = g.address(o.dest)
-    storage = STORAGE[box.dtype]
+    values = [g.b.bitcast(v, F32) for v in _load_columns(g, taddr, cols)]
     for j in range(0, cols, 2):
-        pair = ir.Constant(ir.VectorType(storage, 2), ir.Undefined)
-        for h in range(2):
-            value = _evaluate(g, o.value, g.b.bitcast(values[j + h], F32), box.dtype, (row, I32(j + h)))
-            pair = g.b.insert_element(pair, value, I32(h))
-        offset = g.b.mul(g.b.add(g.b.mul(row, I32(cols)), I32(j)), I32(itemsize))
-        pointer = g.b.inttoptr(g.b.add(base, _swizzled(g, offset, box.swizzle)), ir.PointerType(addrspace=3))
-        g.b.store(pair, pointer).align = 2 * itemsize
+        store_epilogue_pair(g, o, row, I32(j), values[j:j + 2])
 
 
 def _load_columns(g, taddr: ir.Value, cols: int) -> list[ir.Value]:

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
+from .mma import _evaluate  # the register epilogue's expression semantics, shared
 from .races import join
 from .state import ProtocolError, Transfer
 from .tiles import _store_as
@@ -135,8 +136,6 @@ def tmem_epilogue(m, w, o: ops.TmemEpilogue) -> None:
     for tile in {r.name: r for r in ex.buffer_refs(o.value)}.values():
         m.races.access(m.tile_key(w, tile), w.agent, False, ("lanes", quarter), o.span, who)
     accumulator = tmem_tile(m, w, ref.tile)[rows, ref.col : ref.col + dest.shape[-1]]
-    from .mma import _evaluate  # the register epilogue's expression semantics, shared
-
     with np.errstate(all="ignore"):
         value = _evaluate(m, w, o.value, accumulator, rows)
         dest[rows] = _store_as(np.broadcast_to(value, dest[rows].shape), dest.dtype)

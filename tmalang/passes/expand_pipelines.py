@@ -37,7 +37,7 @@ def run(kernel: ops.KernelOp) -> None:
         else:
             body.append(o)
     multicast = {o.pipeline for role in ops.roles(kernel) for o in ops.walk(role.body)
-                 if isinstance(o, ops.Produce) and any(getattr(load, "multicast", False) for load in o.body)}
+                 if isinstance(o, ops.Produce) and any(isinstance(x, ops.TmaLoad) and x.multicast for x in o.body)}
     for role in ops.roles(kernel):
         used = [p for p in pipelines if any(getattr(o, "pipeline", None) == p for o in ops.walk(role.body))]
         counters = [ops.Let(f"{p}.it", ex.Const(0), span=pipelines[p].span) for p in used]
