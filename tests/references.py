@@ -88,9 +88,27 @@ def gemm_chain_case(rng, shape):
     return [a, b, w, d], p @ w.astype(np.float64).T
 
 
+def attention_case(rng, shape):
+    """softmax(scale · Q·Kᵀ)·V with S queries and T keys (shape = (S, T)), head dim 64; V goes in
+    transposed. The reference is float64 on the same bf16 inputs."""
+    import ml_dtypes
+
+    s, t = shape
+    bf16 = ml_dtypes.bfloat16
+    q, k, v = (rng.standard_normal((rows, 64)).astype(bf16) for rows in (s, t, t))
+    vt = np.zeros((64, -(-t // 8) * 8), dtype=bf16)[:, :t]   # rows 16-byte aligned, as TMA needs
+    vt[...] = v.T
+    scale = np.float32(1 / 8)
+    o = np.full((s, 64), np.nan, dtype=bf16)
+    logits = q.astype(np.float64) @ k.astype(np.float64).T * float(scale)
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return [q, k, vt, scale, o], (p / p.sum(axis=1, keepdims=True)) @ v.astype(np.float64)
+
+
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
-         "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case}
-RTOL = {"gemm": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2}   # relative Frobenius error against float64; others are exact
+         "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
+         "attention": attention_case}
+RTOL = {"gemm": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:

@@ -14,6 +14,7 @@ from ..ir import ops
 from . import ptx_asm
 from .manifest import DimParam, ScalarParam, TensorMapParam
 from .mma_codegen import MMA_EMITTERS
+from .row_codegen import ROW_EMITTERS
 from .tcgen05 import instructions as tcgen05
 from .tcgen05_codegen import TCGEN05_EMITTERS
 from .tile_math import emit_tile_assign
@@ -35,6 +36,7 @@ class KernelCodegen:
         self.accumulator_roles: dict[str, str] = {}                # accumulator -> the role holding it
         self.tmem_tiles = ops.decls(kernel, ops.TmemDecl)
         self.tmem_flags: dict[str, ir.AllocaInstr] = {}           # tmem tile -> "the next mma accumulates"
+        self.rows: dict[str, list[ir.AllocaInstr]] = {}           # row register -> one slot per column
         self.role: ops.RoleOp | None = None
         arg_types = [ir.PointerType() if isinstance(p, TensorMapParam) else self._scalar_type(p) for p in params]
         self.fn = ir.Function(module, ir.FunctionType(VOID, arg_types), kernel.symbol)
@@ -76,11 +78,16 @@ class KernelCodegen:
         return self.b.and_(self.b.add(raw, I32(align - 1)), I32(-align & 0xFFFFFFFF), name="smem_base")
 
     # ---- helpers
-    def alloca(self, name: str, typ: ir.Type = I32) -> ir.AllocaInstr:
-        """A slot in the entry block, where mem2reg promotes it to a register."""
+    def alloca(self, name: str, typ: ir.Type = I32, init: ir.Value | None = None) -> ir.AllocaInstr:
+        """A slot in the entry block, where mem2reg promotes it to a register; `init` is stored
+        into it there, before anything else runs."""
         with self.b.goto_block(self.entry):
             self.b.position_at_start(self.entry)
-            return self.b.alloca(typ, name=name)
+            slot = self.b.alloca(typ, name=name)
+            if init is not None:
+                self.b.position_after(slot)
+                self.b.store(init, slot)
+            return slot
 
     def asm(self, template: str, constraints: str, args: list, ret: ir.Type = VOID) -> ir.Value:
         clobber = "~{memory}"
@@ -352,6 +359,7 @@ EMITTERS = {
         lambda: g.region(o.body)),
     **MMA_EMITTERS,
     **TCGEN05_EMITTERS,
+    **ROW_EMITTERS,
 }
 
 

@@ -134,16 +134,22 @@ def _acc_store(g, o: ops.AccStore) -> None:
 
 def store_epilogue_pair(g, o, row: ir.Value, col: ir.Value, accumulators: list[ir.Value]) -> None:
     """Elements (row, col) and (row, col + 1) of an epilogue's target, from their two f32
-    accumulator values: evaluated, converted, and written as one 2-element vector at the
-    (swizzled) address the target's layout gives them."""
-    box = g.boxes[g.buffers[o.dest.name].box]
+    accumulator values: evaluated, converted, and written together."""
+    dtype = g.boxes[g.buffers[o.dest.name].box].dtype
+    values = [_evaluate(g, o.value, acc, dtype, (row, g.b.add(col, I32(j)))) for j, acc in enumerate(accumulators)]
+    store_pair(g, o.dest, row, col, values)
+
+
+def store_pair(g, dest: ex.BufferRef, row: ir.Value, col: ir.Value, values: list[ir.Value]) -> None:
+    """Two elements (row, col), (row, col + 1) of smem tile `dest`, already in its storage type,
+    written as one 2-element vector at the (swizzled) address the tile's layout gives them."""
+    box = g.boxes[g.buffers[dest.name].box]
     cols, itemsize = box.shape[1], {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}[box.dtype]
     vector = ir.Constant(ir.VectorType(STORAGE[box.dtype], 2), ir.Undefined)
-    for j, acc in enumerate(accumulators):
-        value = _evaluate(g, o.value, acc, box.dtype, (row, g.b.add(col, I32(j))))
+    for j, value in enumerate(values):
         vector = g.b.insert_element(vector, value, I32(j))
     offset = _swizzled(g, g.b.mul(g.b.add(g.b.mul(row, I32(cols)), col), I32(itemsize)), box.swizzle)
-    pointer = g.b.inttoptr(g.b.add(g.address(o.dest), offset), ir.PointerType(addrspace=3))
+    pointer = g.b.inttoptr(g.b.add(g.address(dest), offset), ir.PointerType(addrspace=3))
     g.b.store(vector, pointer).align = 2 * itemsize
 
 

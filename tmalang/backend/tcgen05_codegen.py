@@ -3,8 +3,8 @@
 The MMA role is one warp and its first thread issues every tcgen05.mma and commit (they have
 single-thread semantics). Operands are described by sm_100 shared-memory descriptors built at
 run time from the tile's address, the layout facts (SBO, K-slice offsets) coming from the same
-K-major tile model as wgmma's. Whether an MMA adds to its accumulator is a per-tile flag that
-`tmem_zero` clears and every MMA sets, so the first MMA of a tile computes D = A·B.
+K-major tile model as wgmma's. Whether an MMA adds to its accumulator is a per-tile flag, clear at the
+start, that `tmem_zero` clears and every MMA sets, so the first MMA of a tile computes D = A·B.
 
 An epilogue runs on one warpgroup: warp q reads lanes 32q .. 32q + 31 (rows) of the tile with
 tcgen05.ld.32x32b, one register per column, and its tcgen05.wait::ld takes the loaded registers
@@ -33,7 +33,7 @@ def tmem_base(g) -> ir.Value:
     return g.b.load(slot, typ=I32)
 
 
-def _tile_address(g, ref: ex.BufferRef) -> ir.Value:
+def tile_address(g, ref: ex.BufferRef) -> ir.Value:
     """Lane 0, first column of stage `ref.index` of a tmem tile."""
     decl = g.tmem_tiles[ref.name]
     column = g.b.add(I32(decl.column), g.b.mul(g.expr(ref.index), I32(decl.shape[1])))
@@ -45,8 +45,9 @@ def _first_thread(g, body) -> None:
 
 
 def _accumulate_flag(g, name: str) -> ir.AllocaInstr:
+    """0 until the first MMA into the tile: Tensor Memory starts undefined, so it overwrites."""
     if name not in g.tmem_flags:
-        g.tmem_flags[name] = g.alloca(f"{name}.accumulate")
+        g.tmem_flags[name] = g.alloca(f"{name}.accumulate", init=I32(0))
     return g.tmem_flags[name]
 
 
@@ -70,7 +71,7 @@ def _tcgen05_mma(g, o: ops.Tcgen05Mma) -> None:
     tile_b, desc_b = _descriptor(g, o.b)
     m, n = decl.shape
     idesc = descriptors.instruction_descriptor(tile_a.dtype, tile_b.dtype, "f32", m, n)
-    d_tmem = _tile_address(g, o.d)
+    d_tmem = tile_address(g, o.d)
 
     def issue():
         template = tcgen05.mma("$0", "$1", "$2", "$3", "$4", tile_a.dtype)
@@ -93,24 +94,24 @@ def _tmem_epilogue(g, o: ops.TmemEpilogue) -> None:
     quarter = g.b.and_(g.b.sub(g.warp, I32(g.role.first_warp)), I32(3))
     row = g.b.add(g.b.mul(quarter, I32(32)), g.b.and_(g.tid, I32(31)))
     lanes = g.b.shl(g.b.mul(quarter, I32(32)), I32(16))
-    taddr = g.b.add(g.b.add(_tile_address(g, ref.tile), lanes), I32(ref.col))
-    values = [g.b.bitcast(v, F32) for v in _load_columns(g, taddr, cols)]
+    taddr = g.b.add(g.b.add(tile_address(g, ref.tile), lanes), I32(ref.col))
+    values = [g.b.bitcast(v, F32) for v in load_columns(g, taddr, cols)]
     for j in range(0, cols, 2):
         store_epilogue_pair(g, o, row, I32(j), values[j:j + 2])
 
 
-def _load_columns(g, taddr: ir.Value, cols: int) -> list[ir.Value]:
+def load_columns(g, taddr: ir.Value, cols: int) -> list[ir.Value]:
     """`cols` 32-bit columns of this thread's lane, in tcgen05.ld chunks of a power of two."""
     values: list[ir.Value] = []
     while len(values) < cols:
         n = 1 << (min(cols - len(values), LD_MAX).bit_length() - 1)
         registers = [f"${i}" for i in range(n)]
-        struct = ir.LiteralStructType([I32] * n)
+        ret = ir.LiteralStructType([I32] * n) if n > 1 else I32   # one output is a plain value
         loaded = g.asm(tcgen05.ld(registers, f"${n}", "32x32b", n), ",".join(["=r"] * n + ["r"]),
-                       [g.b.add(taddr, I32(len(values)))], ret=struct)
-        chunk = [g.b.extract_value(loaded, i) for i in range(n)]
-        waited = g.asm(tcgen05.WAIT_LD, ",".join(["=r"] * n + [str(i) for i in range(n)]), chunk, ret=struct)
-        values += [g.b.extract_value(waited, i) for i in range(n)]
+                       [g.b.add(taddr, I32(len(values)))], ret=ret)
+        chunk = [g.b.extract_value(loaded, i) for i in range(n)] if n > 1 else [loaded]
+        waited = g.asm(tcgen05.WAIT_LD, ",".join(["=r"] * n + [str(i) for i in range(n)]), chunk, ret=ret)
+        values += [g.b.extract_value(waited, i) for i in range(n)] if n > 1 else [waited]
     return values
 
 

@@ -17,9 +17,9 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import mma, tcgen05
+from . import mma, rows, tcgen05
 from .races import RaceDetector
-from .state import BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
+from .state import BulkGroup, Mbarrier, ProtocolError, Smem, Transfer, check_proxy_fence
 from .tiles import box_tile_bytes, read_box, tile_math_share, write_box
 
 
@@ -49,6 +49,7 @@ class Warp:
     tc_summary: dict = field(default_factory=dict)   # joined clocks of every tcgen05.mma it issued
     tc_after_sync: bool = False                      # synchronised since tcgen05.fence::after_thread_sync
     tc_reads_unfenced: bool = False                  # tcgen05.ld since tcgen05.fence::before_thread_sync
+    rows: dict = field(default_factory=dict)         # row registers (interp/rows.py)
     acc_dirty: bool = True          # ordinary instructions touched the accumulator since wgmma.fence
     done: bool = False
 
@@ -101,7 +102,7 @@ class CTA:
         self.tmem_columns = 0          # Tensor Memory this CTA holds (tcgen05.alloc'ed, not freed)
         self.tmem = np.full((tcgen05.LANES, tcgen05.COLUMNS), np.nan, np.float32)
         self.tmem_tiles = ops.decls(kernel, ops.TmemDecl)
-        self.tmem_overwrite: set = set()   # tiles whose next tcgen05.mma ignores their contents
+        self.tmem_accumulating: set = set()   # tiles whose next tcgen05.mma adds to their contents
         roles = ops.roles(kernel)
         self.warps = [Warp(w, next((r for r in roles if r.first_warp <= w <= r.last_warp), None), cta)
                       for w in range(kernel.threads // 32)]
@@ -465,7 +466,7 @@ def _tma_store(m: CTA, w: Warp, o: ops.TmaStore):
     target = m.launch.arrays[box.tensor]
     if w.open_group is None:
         w.open_group = BulkGroup()
-    _check_proxy_fence(m, w, o)
+    check_proxy_fence(m, m.tile_key(w, o.source), o.source.name, o.span, "TMA store")
     agent, key, who = m.races.issue(w.agent), m.tile_key(w, o.source), f"the TMA store issued by {m.who(w)}"
 
     def apply():
@@ -508,16 +509,6 @@ def _tile_assign(m: CTA, w: Warp, o: ops.TileAssign):
 
 
 
-def _check_proxy_fence(m: CTA, w: Warp, o: ops.TmaStore) -> None:
-    """The TMA engine (async proxy) sees generic-proxy smem writes only after fence.proxy.async."""
-    writers = m.unfenced.get(m.tile_key(w, o.source), set())
-    if writers:
-        raise ProtocolError("E406", f"TMA store reads {o.source.name} written by ordinary stores that no "
-                            "fence.proxy.async has published to the async proxy", o.span,
-                            [f"unfenced writes by warp(s) {', '.join(map(str, sorted(writers)))}",
-                             "each writing thread needs `fence proxy_async` before the sync that precedes the store"])
-
-
 SEMANTICS = {
     ops.Let: _let, ops.ForTiles: _for_tiles, ops.ForRange: _for_range, ops.If: _if, ops.Elect: _elect, ops.Sync: _sync,
     ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarArriveCluster: _mbar_arrive_cluster, ops.MbarExpectTx: _mbar_expect_tx,
@@ -528,4 +519,5 @@ SEMANTICS = {
     ops.TmemAlloc: _tmem_alloc, ops.TmemDealloc: _tmem_dealloc,
     **mma.SEMANTICS,
     **tcgen05.SEMANTICS,
+    **rows.SEMANTICS,
 }

@@ -95,3 +95,15 @@ class Smem:
     def tile(self, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         nbytes = int(np.prod(shape)) * dtype.itemsize
         return self.data[offset : offset + nbytes].view(dtype).reshape(shape)
+
+
+def check_proxy_fence(m, tile_key: tuple, name: str, span, reader: str) -> None:
+    """The async proxy (TMA engine, tensor cores) sees generic-proxy smem writes only after
+    fence.proxy.async by each writing thread."""
+    writers = m.unfenced.get(tile_key, set())
+    if writers:
+        raise ProtocolError("E406", f"{reader} reads {name} written by ordinary stores that no "
+                            "fence.proxy.async has published to the async proxy", span,
+                            [f"unfenced writes by warp(s) {', '.join(map(str, sorted(writers)))}",
+                             ("each writing thread needs `fence proxy_async` before the sync or arrive that "
+                              "hands the tile on")])

@@ -24,7 +24,7 @@ from ..ir import exprs as ex
 from ..ir import ops
 from .mma import _evaluate  # the register epilogue's expression semantics, shared
 from .races import join
-from .state import ProtocolError, Transfer
+from .state import ProtocolError, Transfer, check_proxy_fence
 from .tiles import _store_as
 
 LANES, COLUMNS = 128, 512
@@ -52,7 +52,7 @@ def check_signal(m, w, o) -> None:
                             o.span, [m.who(w), "the signal could overtake the Tensor Memory reads"])
 
 
-def _check_after_fence(m, w, o) -> None:
+def check_after_fence(m, w, o) -> None:
     if w.tc_after_sync:
         raise ProtocolError("E417", "a tcgen05 operation follows a wait or sync with no "
                             "tcgen05.fence::after_thread_sync", o.span,
@@ -66,21 +66,29 @@ def fence(m, w, kind: str) -> None:
         w.tc_reads_unfenced = False
 
 
+def _flag_key(m, ref: ex.BufferRef) -> tuple:
+    """Whether the next MMA into a tile accumulates is one flag per tile name (every stage), as
+    the backend keeps it in the issuing thread: a tile's first MMA overwrites, `t.d = 0` re-arms."""
+    return ref.name, m.cta
+
+
 def tmem_zero(m, w, o: ops.TmemZero) -> None:
-    m.tmem_overwrite.add(tmem_key(m, w, o.tile))
+    m.tmem_accumulating.discard(_flag_key(m, o.tile))
 
 
 def tcgen05_mma(m, w, o: ops.Tcgen05Mma) -> None:
-    _check_after_fence(m, w, o)
+    check_after_fence(m, w, o)
     key = tmem_key(m, w, o.d)
-    overwrite = key in m.tmem_overwrite
-    m.tmem_overwrite.discard(key)
+    overwrite = _flag_key(m, o.d) not in m.tmem_accumulating
+    m.tmem_accumulating.add(_flag_key(m, o.d))
     a, b, d = m.tile(w, o.a), m.tile(w, o.b), tmem_tile(m, w, o.d)
     agent = m.races.issue(w.agent)
     join(m.races.clock(agent), w.tc_summary)   # one thread's tcgen05 ops complete in issue order
     join(w.tc_summary, m.races.clock(agent))
     operands = [m.tile_key(w, o.a), m.tile_key(w, o.b)]
     who = f"tcgen05.mma issued by {m.who(w)}"
+    for ref, tile_key in zip((o.a, o.b), operands):
+        check_proxy_fence(m, tile_key, ref.name, o.span, "tcgen05.mma")
 
     def run():
         for tile_key in operands:
@@ -125,7 +133,7 @@ def tcgen05_commit(m, w, o: ops.Tcgen05Commit) -> None:
 
 
 def tmem_epilogue(m, w, o: ops.TmemEpilogue) -> None:
-    _check_after_fence(m, w, o)
+    check_after_fence(m, w, o)
     ref = next(e for e in ex.walk(o.value) if isinstance(e, ex.TmemRef))
     dest = m.tile(w, o.dest)
     quarter = (w.index - w.role.first_warp) % 4

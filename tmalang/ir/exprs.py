@@ -5,6 +5,8 @@ Text form (fully parenthesised, so printing and parsing are trivially inverse):
     $M            a value bound at launch (a symbolic dim or a scalar parameter)
     @ring.xs[%s]  an element of a shared-memory buffer stage (tile math only)
     !acc          an element of a register accumulator (epilogues only)
+    ^m            a row register of a one-warpgroup role: this thread's row (row math only)
+    exp2(a)       a row-math function: exp2, rowmax, rowsum, mask_cols(a, n)
     7, 2.5        constants
     (a + b)       binary: + - * / % & ^ max min
     (-a)          negation
@@ -23,6 +25,8 @@ class Const:
     value: int | float
 
     def __str__(self) -> str:
+        if isinstance(self.value, float) and abs(self.value) == float("inf"):
+            return "-1e999" if self.value < 0 else "1e999"   # reads back as ±inf
         return repr(self.value) if isinstance(self.value, float) else str(self.value)
 
 
@@ -108,7 +112,32 @@ class TmemRef:
         return f"tmem({self.tile}, {self.col})"
 
 
-Expr = Const | Var | Param | BufferRef | AccRef | TmemRef | Bin | Neg | Cast
+@dataclass(frozen=True)
+class RowVar:
+    """Row register `name` of a one-warpgroup role: the calling thread's row of it."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"^{self.name}"
+
+
+ROW_FUNCTIONS = {"exp2": 1, "rowmax": 1, "rowsum": 1, "mask_cols": 2}
+
+
+@dataclass(frozen=True)
+class Call:
+    """A row-math function: exp2 elementwise, rowmax/rowsum over a row's columns, and
+    mask_cols(x, n), which reads columns n and beyond of x as -inf."""
+
+    func: str
+    args: tuple
+
+    def __str__(self) -> str:
+        return f"{self.func}({', '.join(map(str, self.args))})"
+
+
+Expr = Const | Var | Param | BufferRef | AccRef | TmemRef | RowVar | Call | Bin | Neg | Cast
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:
@@ -120,6 +149,8 @@ def children(expr: Expr) -> tuple[Expr, ...]:
         return (expr.index,)
     if isinstance(expr, TmemRef):
         return (expr.tile,)
+    if isinstance(expr, Call):
+        return expr.args
     return ()
 
 

@@ -15,6 +15,7 @@ from ..sema.declarations import (
     SmemBuffer,
     TmemTile,
 )
+from ..sema.rows import issues_mma
 from ..syntax import ast
 from . import exprs as ex
 from . import ops
@@ -31,6 +32,7 @@ def lower_kernel(info: KernelInfo) -> ops.KernelOp:
     lowerer = _Statements(info)
     for role in info.roles:
         lowerer.accs = {name for (owner, name) in info.accumulators if owner == role.name}
+        lowerer.rows, lowerer.mma_role = set(), issues_mma(role.decl)
         body.append(ops.RoleOp(role.name, role.first_warp, role.last_warp, role.regs or 0,
                                lowerer.block(role.decl.body), span=role.decl.span))
     return ops.KernelOp(info.node.name, info.grid, info.cluster, 0, 0, body, span=info.node.span)
@@ -113,6 +115,8 @@ class _Statements:
     def _Assign(self, s: ast.Assign):
         if s.target.field is None and s.target.name in self.accs:
             return ops.AccZero(s.target.name, span=s.span)
+        if self._is_row_math(s):
+            return ops.RowAssign(self.row_operand(s.target), self.tile_expr(s.value), span=s.span)
         if self._is_tmem(s.target):
             return ops.TmemZero(self.tile(s.target), span=s.span)
         self.block_cols = self._tile_box(s.target).shape[-1]   # an `acc[0, j]` block's width
@@ -122,6 +126,22 @@ class _Statements:
         if any(isinstance(e, ex.TmemRef) for e in ex.walk(value)):
             return ops.TmemEpilogue(self.tile(s.target), value, span=s.span)
         return ops.TileAssign(self.tile(s.target), value, span=s.span)
+
+    def _is_row_math(self, s: ast.Assign) -> bool:
+        """The rule of sema/rows.is_row_math: row registers, or whole tmem tiles outside an MMA role."""
+        refs = [s.target, *ast.refs(s.value)]
+        if any(r.field is None and r.name in self.rows for r in refs):
+            return True
+        return not self.mma_role and any(self._is_tmem(r) and r.block is None for r in refs)
+
+    def row_operand(self, ref: ast.Ref) -> ex.Expr:
+        if ref.field is None and ref.name in self.rows:
+            return ex.RowVar(ref.name)
+        return self.tile(ref)
+
+    def _RowDecl(self, s: ast.RowDecl):
+        self.rows.add(s.name)
+        return ops.RowDecl(s.name, s.cols or 0, span=s.span)
 
     def _AccumulatorDecl(self, s: ast.AccumulatorDecl):
         return ops.AccDecl(s.name, s.dtype.name, list(s.shape), span=s.span)
@@ -193,12 +213,18 @@ class _Statements:
                 return ex.Param(e.name)
             if e.field is None and e.name in self.accs:
                 return ex.AccRef(e.name, self._block_column(e))
+            if e.field is None and e.name in self.rows:
+                return ex.RowVar(e.name)
             if self._is_tmem(e):
                 return ex.TmemRef(self.tile(e), self._block_column(e))
             return self.tile(e)
         if isinstance(e, ast.Neg):
             inner = self.tile_expr(e.operand)
             return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)
+        if isinstance(e, ast.Call) and e.func == "mask_cols":
+            return ex.Call(e.func, (self.tile_expr(e.args[0]), self.int_expr(e.args[1])))
+        if isinstance(e, ast.Call) and e.func in ex.ROW_FUNCTIONS:
+            return ex.Call(e.func, tuple(self.tile_expr(a) for a in e.args))
         if isinstance(e, ast.Call):
             args = [self.tile_expr(a) for a in e.args]
             return ex.Bin(e.func, *args) if e.func in ("max", "min") else ex.Cast(e.func, args[0])

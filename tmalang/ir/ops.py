@@ -189,6 +189,27 @@ class TmemEpilogue(Op):
     value: Expr
 
 
+@op("row_decl")
+@dataclass
+class RowDecl(Op):
+    """Row registers of a one-warpgroup role: thread t holds row t (warp w: rows 32·(w % 4) ..),
+    `cols` f32 values of it, or one value when `cols` is 0."""
+
+    symbol: str
+    cols: int
+
+
+@op("row_assign")
+@dataclass
+class RowAssign(Op):
+    """Row math: every thread computes `value` over its own row and writes it to `dest` — a row
+    register (`^m`), a Tensor Memory tile (tcgen05.st into its lane, then tcgen05.wait::st) or
+    an smem tile (its row). Tensor Memory operands are read with tcgen05.ld.32x32b."""
+
+    dest: Expr
+    value: Expr
+
+
 @op("role")
 @dataclass
 class RoleOp(Op):

@@ -18,6 +18,7 @@ _TOKEN = re.compile(
     | (?P<var>%[A-Za-z_][\w.]*)
     | (?P<param>\$[A-Za-z_]\w*)
     | (?P<acc>![A-Za-z_]\w*)
+    | (?P<row>\^[A-Za-z_]\w*)
     | (?P<size>\d+B\b)
     | (?P<num>-?\d+\.\d*(?:[eE][-+]?\d+)?|-?\d+(?:[eE][-+]?\d+)?)
     | (?P<str>"(?:[^"\\]|\\.)*")
@@ -100,6 +101,16 @@ class _Line:
                 self.fail(f"expected a column offset, found '{col}'")
             self.take("]")
             return ex.AccRef(text[1:], int(col))
+        if kind == "row":
+            return ex.RowVar(text[1:])
+        if kind == "word" and text in ex.ROW_FUNCTIONS:
+            self.take("(")
+            args = [self.expr()]
+            while self.peek()[1] == ",":
+                self.take(",")
+                args.append(self.expr())
+            self.take(")")
+            return ex.Call(text, tuple(args))
         if kind == "sym":
             self.take("[")
             index = self.expr()

@@ -16,6 +16,10 @@ an MMA role: after the `empty` wait, the block's MMAs run, and one thread's `tcg
 `full` arrives once they have completed. Operand slots that such a role consumes with `mma` are
 released the same way, by a `tcgen05_commit` on their `empty` barrier: the slot is free when the
 tensor cores have read it, not when the issuing thread moves on.
+
+A produce block without loads or MMAs is filled by the role's threads with row math: they wait
+`empty`, write the slot, fence shared-memory writes to the async proxy and all arrive on `full`.
+Blocks nest: an inner block expands first, inside the outer block's wait and release.
 """
 
 from __future__ import annotations
@@ -64,16 +68,17 @@ def _declare(p: ops.PipelineDecl, boxes) -> list[ops.Op]:
 def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str]) -> list[ops.Op]:
     out: list[ops.Op] = []
     for o in region:
-        if isinstance(o, ops.Produce) and _is_tmem(pipelines[o.pipeline]):
-            o.body[:] = _expand(o.body, pipelines, boxes, multicast)
+        for r in o.regions():   # nested blocks first: an enclosing block sees their explicit ops
+            r[:] = _expand(r, pipelines, boxes, multicast)
+        if isinstance(o, ops.Produce) and any(isinstance(x, ops.Tcgen05Mma) for x in ops.walk(o.body)):
             out += _produce_accumulators(o, pipelines[o.pipeline])
-        elif isinstance(o, ops.Produce):
+        elif isinstance(o, ops.Produce) and any(isinstance(x, ops.TmaLoad) for x in o.body):
             out += _produce(o, pipelines[o.pipeline], boxes)
+        elif isinstance(o, ops.Produce):
+            out += _produce_by_threads(o, pipelines[o.pipeline])
         elif isinstance(o, ops.Consume):
             out += _consume(o, pipelines[o.pipeline], o.pipeline in multicast)
         else:
-            for r in o.regions():
-                r[:] = _expand(r, pipelines, boxes, multicast)
             out.append(o)
     return out
 
@@ -114,13 +119,28 @@ def _produce_accumulators(o: ops.Produce, p: ops.PipelineDecl) -> list[ops.Op]:
     return [slot, ops.MbarWait(empty, free_parity, span=o.span), *o.body, commit, _advance(o, p)]
 
 
+def _produce_by_threads(o: ops.Produce, p: ops.PipelineDecl) -> list[ops.Op]:
+    """Row math fills the slot: every thread writes its row, fences its shared-memory writes to
+    the async proxy (the consumer, tcgen05.mma or a TMA store, reads through it), and arrives."""
+    counter, slot = _slot(o, p)
+    stage = ex.Var(o.slot)
+    free_parity = ex.Bin("^", ex.parity_of(counter, p.stages), ex.Const(1))
+    empty, full = (ex.BufferRef(f"{p.symbol}.{b}", stage) for b in ("empty", "full"))
+    smem_fields = {f"{p.symbol}.{entry.split(':', 1)[0]}" for entry in p.fields if ":tmem:" not in entry}
+    written = {x.dest.name for x in ops.walk(o.body) if isinstance(x, ops.RowAssign)
+               and isinstance(x.dest, ex.BufferRef)}
+    fence = [ops.Fence("proxy_async", span=o.span)] if written & smem_fields else []
+    return [slot, ops.MbarWait(empty, free_parity, span=o.span), *o.body, *fence,
+            ops.MbarArrive(full, span=o.span), _advance(o, p)]
+
+
 def _consume(o: ops.Consume, p: ops.PipelineDecl, cluster_wide: bool) -> list[ops.Op]:
     counter, slot = _slot(o, p)
     stage = ex.Var(o.slot)
     body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TmaStore) else s for s in o.body]
     arrive = ops.MbarArriveCluster if cluster_wide else ops.MbarArrive
     empty = ex.BufferRef(f"{p.symbol}.empty", stage)
-    if any(isinstance(s, ops.Tcgen05Mma) for s in o.body):   # free once the tensor cores have read it
+    if any(isinstance(s, ops.Tcgen05Mma) for s in ops.walk(o.body)):   # free once the tensor cores have read it
         arrive = ops.Tcgen05Commit
     release = ops.Elect("role", [arrive(empty, span=o.span)], span=o.span)
     ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(counter, p.stages), span=o.span)

@@ -5,14 +5,15 @@ Guarantees, in a role that issues tcgen05 operations (PTX ISA 9.7.16.6.4):
   - after each mbarrier wait and each sync comes `tcgen05.fence::after_thread_sync`, so the
     tcgen05 ops that follow (an MMA into a slot the epilogue freed, a tcgen05.ld of an
     accumulator the MMA warp committed) are ordered after what the synchronisation observed;
-  - in a role that reads Tensor Memory, before each arrive and each sync comes
-    `tcgen05.fence::before_thread_sync`, so the reads (tcgen05.ld, waited with wait::ld) are
-    ordered before the signal that lets the MMA warp overwrite the accumulator.
+  - in a role that reads or writes Tensor Memory, before each arrive and each sync comes
+    `tcgen05.fence::before_thread_sync`, so the reads and writes (tcgen05.ld and .st, waited
+    with wait::ld and wait::st) are ordered before the signal that lets another role at the tile.
 `tcgen05.commit` needs neither: it carries the before-fence itself.
 """
 
 from __future__ import annotations
 
+from ..ir import exprs as ex
 from ..ir import ops
 
 _TCGEN05 = (ops.Tcgen05Mma, ops.TmemEpilogue, ops.TmemZero, ops.Tcgen05Commit)
@@ -20,12 +21,21 @@ _SIGNALS = (ops.MbarArrive, ops.MbarArriveCluster, ops.Sync)
 
 
 def run(kernel: ops.KernelOp) -> None:
+    tmem = set(ops.decls(kernel, ops.TmemDecl))
     for role in ops.roles(kernel):
         ops_in_role = list(ops.walk(role.body))
-        if not any(isinstance(o, _TCGEN05) for o in ops_in_role):
+        accesses = [o for o in ops_in_role if isinstance(o, ops.TmemEpilogue) or touches_tmem(o, tmem)]
+        if not accesses and not any(isinstance(o, _TCGEN05) for o in ops_in_role):
             continue
-        reads = any(isinstance(o, ops.TmemEpilogue) for o in ops_in_role)
-        role.body = _region(role.body, reads)
+        role.body = _region(role.body, bool(accesses))
+
+
+def touches_tmem(o: ops.Op, tmem: set[str]) -> bool:
+    """Row math that loads from or stores to Tensor Memory (tcgen05.ld / tcgen05.st)."""
+    if not isinstance(o, ops.RowAssign):
+        return False
+    stores = isinstance(o.dest, ex.BufferRef) and o.dest.name in tmem
+    return stores or any(isinstance(e, ex.TmemRef) for e in ex.walk(o.value))
 
 
 def _region(region: list[ops.Op], reads: bool) -> list[ops.Op]:

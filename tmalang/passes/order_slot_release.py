@@ -34,7 +34,7 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
     stored: set[str] = set()
     touched = None   # "generic" (ordinary smem access), "mma" (wgmma only) or None since the last sync
     for o in region:
-        if isinstance(o, (ops.TileAssign, ops.TmemEpilogue)):
+        if isinstance(o, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)):
             touched = "generic"   # every warp must be done with the slot before one thread frees it
         elif isinstance(o, ops.Wgmma):
             touched = touched or "mma"

@@ -4,7 +4,9 @@ Requires: explicit barrier operations (pipelines expanded, releases ordered).
 Guarantees:
   - every mbarrier's `count` is the number of arrivals one phase receives: per arrive site, 1
     inside `elect` (one per warpgroup for warpgroup scope), else the role's thread count; times
-    the cluster size for a cluster-wide arrive (every CTA's site arrives on every CTA's barrier). A count the user declared
+    the cluster size for a cluster-wide arrive (every CTA's site arrives on every CTA's barrier).
+    The sites of a user's barrier add up; a pipeline's barrier is signalled by one produce or
+    consume block per phase, so its sites (a block inside a loop and one after it) alternate. A count the user declared
     must equal it, and an mbarrier that is waited on must have an arrive site — otherwise the
     phase never completes (a hang) or completes early (a race), so both are errors here;
   - `tx_bytes` is the bytes one phase expects; where expect_tx bytes are constants they must
@@ -37,12 +39,20 @@ def run(kernel: ops.KernelOp) -> None:
             if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster, ops.Tcgen05Commit)):
                 name = o.barrier.name
                 senders = kernel.cluster if isinstance(o, ops.MbarArriveCluster) else 1
-                arrivals[name] += (elected or threads) * senders
+                count = (elected or threads) * senders
+                if _pipelined(name):   # each of a pipeline's blocks arrives once per phase: its sites alternate
+                    arrivals[name] = max(arrivals[name], count)
+                else:
+                    arrivals[name] += count
                 first_site.setdefault(name, (o, role, elected))
     _check_tx(ops.roles(kernel), barriers, boxes)
     for name, decl in barriers.items():
         _settle_count(decl, arrivals.get(name, 0), first_site.get(name))
     _insert_init(kernel, barriers)
+
+
+def _pipelined(barrier: str) -> bool:
+    return "." in barrier   # made by expand_pipelines (PIPELINE.full / .empty); user names have no dot
 
 
 def _sites(region, elected: int, role: ops.RoleOp):

@@ -299,12 +299,13 @@ def check_tmem(info: KernelInfo, d: ast.TmemDecl) -> None:
 
 
 def _tmem_shape(dtype: str, shape: list[int], span) -> list[int]:
-    """f32, 128 or 64 lanes (one cta_group::1 MMA's M), 8..256 columns in steps of 8 (its N)."""
+    """f32, 128 or 64 lanes (one cta_group::1 MMA's M), 1..256 columns. An MMA into the tile checks
+    its N against the kind's shapes (E088); row math may keep narrower tiles, e.g. [128, 1]."""
     if dtype != "f32":
-        raise error("E094", f"a TMEM tile holds f32 accumulators, not {dtype}", span)
-    if len(shape) != 2 or shape[0] not in (64, 128) or shape[1] % 8 or not 8 <= shape[1] <= 256:
-        raise error("E095", f"TMEM tile shape {shape} is not [M, N] with M = 64 or 128 and N a multiple of 8 "
-                    "in 8..256", span, "M and N are those of the tcgen05.mma that accumulates into it")
+        raise error("E094", f"a TMEM tile holds f32 values, not {dtype}", span)
+    if len(shape) != 2 or shape[0] not in (64, 128) or not 1 <= shape[1] <= 256:
+        raise error("E095", f"TMEM tile shape {shape} is not [M, N] with M = 64 or 128 and N in 1..256", span,
+                    "an accumulator's M and N are those of the tcgen05.mma that writes it")
     return list(shape)
 
 

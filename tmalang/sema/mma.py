@@ -134,7 +134,7 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
     def is_acc(r: ast.Ref) -> bool:
         return (r.field is None and r.name in scope.accs) or tcgen05.tmem_field(scope, r) is not None
 
-    accs = [r for r in _refs(s.value) if is_acc(r)]
+    accs = [r for r in ast.refs(s.value) if is_acc(r)]
     if not accs:
         return False
     if accs[0].field is not None:
@@ -157,7 +157,7 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
     if target.dtype.name not in ("f32", "f16", "bf16"):
         raise error("E080", f"an epilogue writes f32, f16 or bf16 tiles; '{s.target.text()}' is "
                     f"{target.dtype.name}", s.target.span)
-    for r in _refs(s.value):
+    for r in ast.refs(s.value):
         if is_acc(r):
             if (r.name, r.field) != (accs[0].name, accs[0].field) or (r.block is None) != (accs[0].block is None) \
                     or (r.block is not None and block_index(r) != block_index(accs[0])):
@@ -201,15 +201,3 @@ def _check_epilogue_tile(info: KernelInfo, ref: ast.Ref, scope, target: Box) -> 
                     f"unswizzled [{rows}, {cols}] tile, scalars and numbers")
     if tile.dtype.name not in ("f32", "f16", "bf16"):
         raise error("E080", f"an epilogue reads f32, f16 or bf16 tiles; '{ref.text()}' is {tile.dtype.name}", ref.span)
-
-
-def _refs(e) -> list[ast.Ref]:
-    if isinstance(e, ast.Ref):
-        return [e]
-    if isinstance(e, ast.BinOp):
-        return _refs(e.lhs) + _refs(e.rhs)
-    if isinstance(e, ast.Neg):
-        return _refs(e.operand)
-    if isinstance(e, ast.Call):
-        return [r for a in e.args for r in _refs(a)]
-    return []

@@ -6,7 +6,10 @@ from dataclasses import dataclass, field, replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import mma  # noqa: E402  (mma.py reads this module's helpers at call time)
+from . import (  # both read this module's helpers at call time (a cycle, resolved late)
+    mma,
+    rows,
+)
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -37,7 +40,8 @@ class Scope:
     tile_vars: tuple = ()                       # the enclosing tile loop's indices
     loaded: set = field(default_factory=set, compare=False)  # fields a produce block fills
     accs: dict = field(default_factory=dict, compare=False)  # the role's accumulators (sema/mma.py)
-    outer: Scope | None = None                # the tmem produce block around a nested consume
+    slots: tuple = ()                           # every open produce/consume block, outermost first
+    rows: dict = field(default_factory=dict, compare=False)  # the role's row registers (sema/rows.py)
 
 
 def check_role_body(info: KernelInfo, role: Role) -> None:
@@ -85,9 +89,8 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
 
 
 def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
-    in_mma_produce = scope.pipeline is not None and scope.pipeline.tmem_fields and scope.producing
-    if (scope.pipeline is not None and not in_mma_produce) or scope.elected:
-        raise error("E054", "a loop cannot sit inside produce, consume or elect", s.span)
+    if scope.elected:
+        raise error("E054", "a loop cannot sit inside elect", s.span)
     _check_local(info, scope, s.var, s.span)
     _int_expr(info, s.extent, scope)
     if s.chunk < 1:
@@ -122,12 +125,11 @@ def _space(space) -> str:
 
 def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
     pipe = info.lookup(s.pipeline, Pipeline, what="pipeline")
-    operand_ring_in_mma = (scope.pipeline is not None and scope.pipeline.tmem_fields and scope.producing
-                           and not producing and not pipe.tmem_fields)
-    if (scope.pipeline is not None and not operand_ring_in_mma) or scope.elected:
-        raise error("E076", "produce/consume blocks cannot nest or sit inside elect", s.span,
-                    "one nesting is allowed: an MMA role consumes its operand ring inside the produce "
-                    "block of a tmem pipeline")
+    if scope.elected:
+        raise error("E076", "produce/consume blocks cannot sit inside elect", s.span)
+    if any(open_pipe is pipe for _, open_pipe, _ in scope.slots):
+        raise error("E076", f"a block of pipeline '{pipe.name}' inside another of the same pipeline", s.span,
+                    "the inner block would wait for a slot the outer one holds: a hang")
     users = pipe.producers if producing else pipe.consumers
     if users and users[-1] != scope.role.name:
         raise error("E068", f"pipeline '{pipe.name}' is already {'produced' if producing else 'consumed'} "
@@ -135,24 +137,40 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
     users.append(scope.role.name)
     (pipe.produce_nests if producing else pipe.consume_nests).append((scope.nest, s.span))
     _check_local(info, scope, s.slot, s.span)
-    if producing and pipe.tmem_fields:
-        stray = next((x for x in s.body if not isinstance(x, (ast.Assign, ast.ForSteps, ast.Consume, ast.Mma))), None)
-        if stray is not None:
-            raise error("E069", "a tmem pipeline's produce block holds the MMA work only", stray.span,
-                        "`t.d = 0`, steps loops, consume blocks of the operand ring and mma")
-    elif producing:
+    loads = producing and any(isinstance(x, ast.Load) for x in s.body)
+    if loads and pipe.tmem_fields:
+        raise error("E069", "a tmem pipeline's produce block holds the MMA work only",
+                    next(x for x in s.body if isinstance(x, ast.Load)).span,
+                    "load operands in the produce block of an smem ring, and consume it here")
+    if loads:
         stray = next((x for x in s.body if not isinstance(x, ast.Load)), None)
         if stray is not None:
-            raise error("E069", "a produce block may only hold loads", stray.span,
+            raise error("E069", "a produce block that loads may only hold loads", stray.span,
                         "the compiler issues them from one elected thread and arms the barrier for their bytes")
+    elif producing:
+        stray = next((x for x in s.body if not isinstance(x, _FILLING)), None)
+        if stray is not None:
+            raise error("E069", "a produce block fills its slot: loads, mma, assignments to its fields, loops and "
+                        "nested produce/consume blocks", stray.span)
     inner = replace(scope, pipeline=pipe, slot=s.slot, producing=producing, loaded=set(),
-                    outer=scope if operand_ring_in_mma else None)
+                    slots=scope.slots + ((s.slot, pipe, producing),))
     _block(info, s.body, inner)
     if producing and not pipe.tmem_fields:
         missing = [f for f in pipe.fields if f not in inner.loaded]
         if missing:
-            raise error("E070", f"produce block does not load field '{missing[0]}' of pipeline '{pipe.name}'",
-                        s.span, "consumers would read a slot nobody filled")
+            raise error("E070", f"produce block does not {'load' if loads else 'write'} field '{missing[0]}' of "
+                        f"pipeline '{pipe.name}'", s.span, "consumers would read a slot nobody filled")
+
+
+_FILLING = (ast.Assign, ast.ForSteps, ast.Consume, ast.Produce, ast.Mma)
+
+
+def open_slot(scope: Scope, name: str):
+    """(pipeline, producing) of the innermost open block whose slot is `name`, else None."""
+    for slot, pipe, producing in reversed(scope.slots):
+        if slot == name:
+            return pipe, producing
+    return None
 
 
 def _produce(info, s, scope):
@@ -169,12 +187,14 @@ def _tile_ref(info: KernelInfo, ref: ast.Ref, scope: Scope) -> Box:
         raise error("E093", f"'{ref.text()}': only an accumulator read in an epilogue takes a block index",
                     ref.span, "tiles are read whole; e.g. cs = bf16(acc[0, 1]) reads block (0, 1) of acc")
     if ref.field is not None:
-        if scope.pipeline is None or ref.name != scope.slot:
+        found = open_slot(scope, ref.name)
+        if found is None:
             raise error("E012", f"no pipeline slot named '{ref.name}' here", ref.span)
-        box = scope.pipeline.fields.get(ref.field)
+        pipe = found[0]
+        box = pipe.fields.get(ref.field)
         if box is None:
-            raise error("E031", f"pipeline '{scope.pipeline.name}' has no field '{ref.field}'", ref.span,
-                        f"fields: {', '.join(scope.pipeline.fields)}")
+            raise error("E031", f"pipeline '{pipe.name}' has no field '{ref.field}'", ref.span,
+                        f"fields: {', '.join(pipe.fields)}")
         return box
     return info.lookup(ref, SmemBuffer, what="smem buffer").box
 
@@ -268,6 +288,9 @@ def _require_elected(s, scope: Scope, what: str) -> None:
 
 
 def _assign(info: KernelInfo, s: ast.Assign, scope: Scope) -> None:
+    if rows.is_row_math(s, scope):
+        rows.check_assign(info, s, scope)
+        return
     if mma.check_acc_assign(info, s, scope):
         return
     target = _tile_ref(info, s.target, scope)
@@ -411,5 +434,5 @@ _HANDLERS = {
     ast.Store: _store, ast.Assign: _assign, ast.Elect: _elect, ast.ExpectTx: _barrier_stmt,
     ast.Arrive: _barrier_stmt, ast.Wait: _barrier_stmt, ast.Fence: _fence, ast.Sync: _sync,
     ast.CommitGroup: _bulk_group, ast.WaitGroup: _bulk_group,
-    ast.AccumulatorDecl: mma.declare, ast.Mma: mma.check_mma,
+    ast.AccumulatorDecl: mma.declare, ast.Mma: mma.check_mma, ast.RowDecl: rows.declare,
 }

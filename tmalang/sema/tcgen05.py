@@ -27,24 +27,15 @@ def tmem_field(scope, ref) -> list[int] | None:
     """The [M, N] shape when `ref` is `slot.field` of a tmem pipeline slot in scope."""
     if not isinstance(ref, ast.Ref) or ref.field is None:
         return None
-    for s in (scope, scope.outer):
-        if s is not None and s.pipeline is not None and s.slot == ref.name and s.pipeline.tmem_fields:
-            return s.pipeline.tmem_fields.get(ref.field)
-    return None
+    found = st.open_slot(scope, ref.name)
+    return None if found is None else found[0].tmem_fields.get(ref.field)
 
 
 def check_mma(info: KernelInfo, s: ast.Mma, scope, shape: list[int]) -> None:
     """`mma t.d, a, b`: D[M, N] += A[M, K] · B[N, K]ᵀ, one tcgen05.mma per K step of the kind."""
-    role = scope.role
-    if role.warps != 1:
-        raise error("E099", f"tcgen05.mma is issued by one thread, so the MMA role is one warp; role "
-                    f"'{role.name}' has {role.warps}", s.span, "declare it as `role mma: warp N`")
+    _check_mma_role(scope.role, s.span)
     if scope.elected:
         raise error("E083", "mma inside elect: the compiler elects the issuing thread itself", s.span)
-    if not (scope.pipeline is not None and scope.producing and scope.pipeline.tmem_fields) and \
-            not (scope.outer is not None and scope.outer.producing):
-        raise error("E099", "mma into Tensor Memory belongs in the produce block of its tmem pipeline", s.span,
-                    "the block's end commits the MMAs onto the pipeline's `full` barrier")
     if isinstance(s.a, ast.Call):
         raise error("E088", "tcgen05.mma reads A from shared memory here", s.a.span)
     a, b = st._tile_ref(info, s.a, scope), st._tile_ref(info, s.b, scope)
@@ -65,8 +56,13 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope, shape: list[int]) -> None:
 def check_zero(s: ast.Assign, scope) -> None:
     if not (isinstance(s.value, ast.Number) and s.value.value == 0):
         raise error("E085", "a tmem accumulator can only be assigned 0 (use mma to accumulate)", s.value.span)
-    if not (scope.pipeline is not None and scope.producing and scope.pipeline.tmem_fields):
-        raise error("E099", "a tmem accumulator is zeroed in the produce block of its pipeline", s.span)
+    _check_mma_role(scope.role, s.span)   # `t.d = 0`: the role's next tcgen05.mma into the tile overwrites
+
+
+def _check_mma_role(role, span) -> None:
+    if role.warps != 1:
+        raise error("E099", f"tcgen05.mma is issued by one thread, so the MMA role is one warp; role "
+                    f"'{role.name}' has {role.warps}", span, "declare it as `role mma: warp N`")
 
 
 def check_epilogue(info: KernelInfo, s: ast.Assign, scope, ref: ast.Ref, shape: list[int]):

@@ -62,6 +62,19 @@ class Call(Node):
 Expr = Number | Ref | BinOp | Neg | Call
 
 
+def refs(e: Expr) -> list[Ref]:
+    """Every name an expression reads, left to right."""
+    if isinstance(e, Ref):
+        return [e]
+    if isinstance(e, BinOp):
+        return refs(e.lhs) + refs(e.rhs)
+    if isinstance(e, Neg):
+        return refs(e.operand)
+    if isinstance(e, Call):
+        return [r for a in e.args for r in refs(a)]
+    return []
+
+
 # ---- statements ----------------------------------------------------------------------------
 
 
@@ -92,6 +105,16 @@ class AccumulatorDecl(Node):
     name: str
     dtype: Ref
     shape: list[int]
+
+
+@dataclass
+class RowDecl(Node):
+    """`row m: f32` or `row s: f32[64]`: registers of a one-warpgroup role holding one value (or
+    `cols` values) per row, one row per thread — the layout tcgen05.ld.32x32b delivers."""
+
+    name: str
+    dtype: Ref
+    cols: int | None
 
 
 @dataclass
@@ -189,7 +212,16 @@ class WaitGroup(Node):
     pending: int
 
 
-Stmt = ForTiles | ForSteps | AccumulatorDecl | Mma | Produce | Consume | Load | Store | Assign | Elect | ExpectTx | Arrive | Wait
+def statements(body: list) -> list:
+    """Every statement of a block and of the blocks nested in it, outer first."""
+    out = []
+    for stmt in body:
+        out.append(stmt)
+        out += statements(getattr(stmt, "body", None) or [])
+    return out
+
+
+Stmt = ForTiles | ForSteps | AccumulatorDecl | RowDecl | Mma | Produce | Consume | Load | Store | Assign | Elect | ExpectTx | Arrive | Wait
 Stmt = Stmt | Fence | Sync | CommitGroup | WaitGroup
 
 

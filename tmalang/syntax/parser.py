@@ -206,6 +206,10 @@ class _Builder(Transformer):
         name, dtype, shape = children
         return ast.AccumulatorDecl(self._span(meta), str(name), self._ref(dtype), shape)
 
+    def row_decl(self, meta, children):
+        name, dtype, cols = children
+        return ast.RowDecl(self._span(meta), str(name), self._ref(dtype), None if cols is None else int(cols))
+
     def mma(self, meta, children):
         acc, a, b = children
         return ast.Mma(self._span(meta), acc, a, b)
@@ -279,6 +283,9 @@ class _Builder(Transformer):
         text = str(children[0])
         value = float(text) if any(c in text for c in ".eE") else int(text)
         return ast.Number(self._span(meta), value)
+
+    def infinity(self, meta, children):
+        return ast.Number(self._span(meta), float("inf"))
 
     def _binary(self, op, meta, children):
         return ast.BinOp(self._span(meta), op, children[0], children[1])

@@ -1,0 +1,176 @@
+"""Row math in sema: one-warpgroup roles computing over Tensor Memory rows in registers.
+
+tcgen05.ld.32x32b gives thread t of a warpgroup lane (row) t of a Tensor Memory tile, so a
+softmax needs no shuffles: a row's max and sum are one thread's loop. The language names this
+layout directly. `row m: f32` declares one register per row, `row s: f32[64]` sixty-four; an
+assignment computes over the thread's row:
+
+    s = mask_cols(u.s, T - 64 * j) * scale     a tmem tile's row, keys at or past T masked
+    m = max(m, rowmax(s))                      a row's max: one value per row
+    p.p = bf16(exp2(s - m))                    into an smem tile's row (the MMA's A operand)
+    t.o = t.o * f.x                            tcgen05.st back into Tensor Memory
+
+Every value has a row shape: UNIFORM (scalars and constants), ROW (one value per row) or a
+column count N. Operands broadcast towards the wider shape; two different column counts do not
+mix (E067). rowmax/rowsum take N columns to ROW; a one-column tmem tile is ROW.
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import error
+from ..syntax import ast
+from . import statements as st
+from . import tcgen05
+from .declarations import KernelInfo, Scalar
+
+UNIFORM, ROW = -1, 0
+ROW_LANES = 128
+ELEMENTWISE = {"exp2": 1, "max": 2, "min": 2, "f32": 1, "bf16": 1, "f16": 1}
+REDUCTIONS = ("rowmax", "rowsum")
+
+
+def declare(info: KernelInfo, d: ast.RowDecl, scope) -> None:
+    _check_warpgroup(scope.role, d.span)
+    if d.dtype.name != "f32":
+        raise error("E080", f"row registers hold f32, not {d.dtype.name}", d.dtype.span,
+                    "convert on the way out, e.g. p.p = bf16(s)")
+    if d.cols is not None and not 1 <= d.cols <= 256:
+        raise error("E095", f"a row of {d.cols} registers: expected 1..256", d.span)
+    st._check_local(info, scope, d.name, d.span)
+    if d.name in scope.rows:
+        raise error("E017", f"row register '{d.name}' is declared twice", d.span)
+    if scope.pipeline is not None or scope.in_loop or scope.elected:
+        raise error("E084", "row registers are declared at the top of their role", d.span)
+    scope.rows[d.name] = d.cols or ROW
+
+
+def is_row_math(s: ast.Assign, scope) -> bool:
+    """Row math: it writes or reads a row register, or a whole Tensor Memory tile outside an MMA role
+    (a block read `t.d[0, j]` is the GEMM epilogue; `t.d = 0` in the MMA role zeroes)."""
+    refs = [s.target, *ast.refs(s.value)]
+    if any(r.field is None and r.name in scope.rows for r in refs):
+        return True
+    return not issues_mma(scope.role.decl) and any(
+        tcgen05.tmem_field(scope, r) is not None and r.block is None for r in refs)
+
+
+def issues_mma(role_decl: ast.RoleDecl) -> bool:
+    return any(isinstance(x, ast.Mma) for x in ast.statements(role_decl.body))
+
+
+def check_assign(info: KernelInfo, s: ast.Assign, scope) -> None:
+    _check_warpgroup(scope.role, s.span)
+    if scope.elected:
+        raise error("E083", "row math inside elect runs on one thread, which holds only its row", s.span)
+    width = _target_width(info, s.target, scope)
+    value = shape_of(info, s.value, scope)
+    if value > ROW and value != width:
+        what = "a row register holding one value" if width == ROW else f"{width} columns per row"
+        raise error("E067", f"the value has {value} columns per row but the target is {what}", s.value.span,
+                    "reduce it with rowmax(...) or rowsum(...)" if width == ROW else None)
+
+
+def _target_width(info: KernelInfo, target: ast.Ref, scope) -> int:
+    if target.block is not None:
+        raise error("E093", f"'{target.text()}': row math writes whole rows", target.span)
+    if target.field is None and target.name in scope.rows:
+        return scope.rows[target.name]
+    tmem = tcgen05.tmem_field(scope, target)
+    if tmem is not None:
+        _check_lanes(target, tmem)
+        return _tmem_width(tmem)
+    tile = st._tile_ref(info, target, scope)
+    if len(tile.shape) != 2 or tile.shape[0] != ROW_LANES:
+        raise error("E099", f"row math writes one row per thread: '{target.text()}' is {tile.shape}, not "
+                    f"[{ROW_LANES}, N]", target.span)
+    if tile.dtype.name not in ("f32", "f16", "bf16"):
+        raise error("E080", f"row math writes f32, f16 or bf16 tiles; '{target.text()}' is {tile.dtype.name}",
+                    target.span)
+    if scope.producing and target.name == scope.slot:
+        scope.loaded.add(target.field)
+    return tile.shape[1]
+
+
+def shape_of(info: KernelInfo, e, scope) -> int:
+    """UNIFORM, ROW or a column count; raises on anything row math cannot compute."""
+    if isinstance(e, ast.Number):
+        return UNIFORM
+    if isinstance(e, ast.Ref):
+        return _ref_shape(info, e, scope)
+    if isinstance(e, ast.Neg):
+        return shape_of(info, e.operand, scope)
+    if isinstance(e, ast.BinOp):
+        if e.op in "&%":
+            raise error("E081", f"'{e.op}' is not a row operation", e.span, "row math knows + - * /")
+        return _broadcast(e, [shape_of(info, x, scope) for x in (e.lhs, e.rhs)])
+    return _call_shape(info, e, scope)
+
+
+def _ref_shape(info: KernelInfo, e: ast.Ref, scope) -> int:
+    if e.field is None and e.block is None:
+        if e.name in scope.rows:
+            return scope.rows[e.name]
+        found = info.symbols.get(e.name)
+        if isinstance(found, Scalar):
+            return UNIFORM
+        if e.name in scope.ints or e.name in info.dims:
+            raise error("E066", f"'{e.name}' is an integer index; row math takes it only as mask_cols' limit",
+                        e.span)
+    tmem = tcgen05.tmem_field(scope, e)
+    if tmem is None:
+        raise error("E067", f"row math reads Tensor Memory tiles, row registers and scalars; '{e.text()}' is "
+                    "none of them", e.span)
+    if e.block is not None:
+        raise error("E093", f"'{e.text()}': row math reads whole rows of a Tensor Memory tile", e.span)
+    _check_lanes(e, tmem)
+    return _tmem_width(tmem)
+
+
+def _tmem_width(shape: list[int]) -> int:
+    """A one-column tile holds one value per row."""
+    return ROW if shape[1] == 1 else shape[1]
+
+
+def _call_shape(info: KernelInfo, e: ast.Call, scope) -> int:
+    if e.func == "mask_cols":
+        if len(e.args) != 2:
+            raise error("E082", f"'mask_cols' takes 2 arguments, got {len(e.args)}", e.span)
+        st._int_expr(info, e.args[1], scope)
+        cols = shape_of(info, e.args[0], scope)
+        if cols <= ROW:
+            raise error("E067", "mask_cols masks the columns of a row; its first argument has none", e.args[0].span)
+        return cols
+    arity = ELEMENTWISE.get(e.func, 1 if e.func in REDUCTIONS else None)
+    if arity is None:
+        raise error("E081", f"unknown function '{e.func}'", e.span,
+                    f"row math knows {', '.join([*ELEMENTWISE, *REDUCTIONS, 'mask_cols'])}")
+    if len(e.args) != arity:
+        raise error("E082", f"'{e.func}' takes {arity} argument(s), got {len(e.args)}", e.span)
+    shapes = [shape_of(info, a, scope) for a in e.args]
+    if e.func in REDUCTIONS:
+        if shapes[0] <= ROW:
+            raise error("E067", f"{e.func} reduces the columns of a row; its argument has one value per row",
+                        e.args[0].span)
+        return ROW
+    return _broadcast(e, shapes)
+
+
+def _broadcast(e, shapes: list[int]) -> int:
+    widths = {x for x in shapes if x > ROW}
+    if len(widths) > 1:
+        raise error("E067", f"row operands with {' and '.join(map(str, sorted(widths)))} columns do not mix",
+                    e.span)
+    return max(shapes)
+
+
+def _check_lanes(ref: ast.Ref, shape: list[int]) -> None:
+    if shape[0] != ROW_LANES:
+        raise error("E099", f"'{ref.text()}' has {shape[0]} lanes; row math reads and writes 128-lane tiles, "
+                    "one thread per lane", ref.span)
+
+
+def _check_warpgroup(role, span) -> None:
+    if role.warps != 4 or role.first_warp % 4:
+        raise error("E099", f"row math runs on one warpgroup, thread t on lane (row) t of Tensor Memory; role "
+                    f"'{role.name}' is warps {role.first_warp}..{role.last_warp}", span,
+                    "declare the role as 4 warps starting at a multiple of 4")
