@@ -22,7 +22,7 @@ def barrier(m, w, o, members, what):
     from .machine import barrier as warps_barrier  # machine imports this module
 
     yield from warps_barrier(m, w, o, members, what)
-from .tiles import FLOAT_OPS, _store_as
+from .tiles import _store_as, float_node
 
 
 def _rows(w) -> tuple[int, slice]:
@@ -129,15 +129,7 @@ def _evaluate(m, w, e: ex.Expr, acc: np.ndarray, block: slice):
     if isinstance(e, ex.BufferRef):
         tile = m.tile(w, e).astype(np.float32)
         return tile[None, :] if tile.ndim == 1 else tile[block]
-    if isinstance(e, ex.Const):
-        return np.float32(e.value)
-    if isinstance(e, ex.Param):
-        return np.float32(m.launch.params[e.name])
-    if isinstance(e, ex.Neg):
-        return -_evaluate(m, w, e.operand, acc, block)
-    if isinstance(e, ex.Cast):
-        return _store_as(_evaluate(m, w, e.operand, acc, block), m.launch.np_dtype(e.dtype)).astype(np.float32)
-    return np.asarray(FLOAT_OPS[e.op](_evaluate(m, w, e.lhs, acc, block), _evaluate(m, w, e.rhs, acc, block)), dtype=np.float32)
+    return float_node(m, e, lambda x: _evaluate(m, w, x, acc, block))
 
 
 SEMANTICS = {

@@ -17,7 +17,7 @@ import numpy as np
 from ..ir import exprs as ex
 from ..ir import ops
 from . import tcgen05
-from .tiles import FLOAT_OPS, _store_as
+from .tiles import _store_as, float_node
 
 ROWS_PER_WARP = 32
 
@@ -59,19 +59,9 @@ def _evaluate(m, w, e: ex.Expr, rows: slice, access) -> np.ndarray:
         who, quarter, span = access
         m.races.access(tcgen05.tmem_key(m, w, e.tile), w.agent, False, ("lanes", quarter), span, who)
         return tcgen05.tmem_tile(m, w, e.tile)[rows, e.col:].astype(np.float32)
-    if isinstance(e, ex.Const):
-        return np.float32(e.value)
-    if isinstance(e, ex.Param):
-        return np.float32(m.launch.params[e.name])
-    if isinstance(e, ex.Neg):
-        return -_evaluate(m, w, e.operand, rows, access)
-    if isinstance(e, ex.Cast):
-        value = _evaluate(m, w, e.operand, rows, access)
-        return _store_as(value, m.launch.np_dtype(e.dtype)).astype(np.float32)
     if isinstance(e, ex.Call):
         return _call(m, w, e, rows, access)
-    lhs, rhs = (_evaluate(m, w, x, rows, access) for x in (e.lhs, e.rhs))
-    return np.asarray(FLOAT_OPS[e.op](lhs, rhs), dtype=np.float32)
+    return float_node(m, e, lambda x: _evaluate(m, w, x, rows, access))
 
 
 def _call(m, w, e: ex.Call, rows: slice, access) -> np.ndarray:

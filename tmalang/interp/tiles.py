@@ -97,6 +97,20 @@ def _store_as(values, dtype: np.dtype) -> np.ndarray:
     return values.astype(dtype)
 
 
+def float_node(m, e, child):
+    """An f32 elementwise node whose operands `child(x)` evaluates (the caller owns the leaves that
+    read tiles, accumulators or registers): constants, scalar parameters, -, casts and binary ops."""
+    if isinstance(e, ex.Const):
+        return np.float32(e.value)
+    if isinstance(e, ex.Param):
+        return np.float32(m.launch.params[e.name])
+    if isinstance(e, ex.Neg):
+        return -child(e.operand)
+    if isinstance(e, ex.Cast):
+        return _store_as(child(e.operand), m.launch.np_dtype(e.dtype)).astype(np.float32)
+    return np.asarray(FLOAT_OPS[e.op](child(e.lhs), child(e.rhs)), dtype=np.float32)
+
+
 FLOAT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide,
              "max": np.maximum, "min": np.minimum}
 INT_OPS = {"+": np.add, "-": np.subtract, "*": np.multiply,
