@@ -29,8 +29,7 @@ def row_decl(m, w, o: ops.RowDecl) -> None:
 def row_assign(m, w, o: ops.RowAssign) -> None:
     quarter = (w.index - w.role.first_warp) % 4
     rows = slice(ROWS_PER_WARP * quarter, ROWS_PER_WARP * (quarter + 1))
-    dest_tmem = isinstance(o.dest, ex.BufferRef) and o.dest.name in m.tmem_tiles
-    uses_tmem = dest_tmem or any(isinstance(e, ex.TmemRef) for e in ex.walk(o.value))
+    dest_tmem, uses_tmem = o.stores_tmem(m.tmem_tiles), o.touches_tmem(m.tmem_tiles)
     if uses_tmem:
         tcgen05.check_after_fence(m, w, o)
     who = f"row math in {m.who(w)}"

@@ -15,7 +15,6 @@ from ..sema.declarations import (
     SmemBuffer,
     TmemTile,
 )
-from ..sema.rows import issues_mma
 from ..syntax import ast
 from . import exprs as ex
 from . import ops
@@ -32,7 +31,7 @@ def lower_kernel(info: KernelInfo) -> ops.KernelOp:
     lowerer = _Statements(info)
     for role in info.roles:
         lowerer.accs = {name for (owner, name) in info.accumulators if owner == role.name}
-        lowerer.rows, lowerer.mma_role = set(), issues_mma(role.decl)
+        lowerer.rows = set()
         body.append(ops.RoleOp(role.name, role.first_warp, role.last_warp, role.regs or 0,
                                lowerer.block(role.decl.body), span=role.decl.span))
     return ops.KernelOp(info.node.name, info.grid, info.cluster, 0, 0, body, span=info.node.span)
@@ -115,7 +114,7 @@ class _Statements:
     def _Assign(self, s: ast.Assign):
         if s.target.field is None and s.target.name in self.accs:
             return ops.AccZero(s.target.name, span=s.span)
-        if self._is_row_math(s):
+        if s.row_math:
             return ops.RowAssign(self.row_operand(s.target), self.tile_expr(s.value), span=s.span)
         if self._is_tmem(s.target):
             return ops.TmemZero(self.tile(s.target), span=s.span)
@@ -126,13 +125,6 @@ class _Statements:
         if any(isinstance(e, ex.TmemRef) for e in ex.walk(value)):
             return ops.TmemEpilogue(self.tile(s.target), value, span=s.span)
         return ops.TileAssign(self.tile(s.target), value, span=s.span)
-
-    def _is_row_math(self, s: ast.Assign) -> bool:
-        """The rule of sema/rows.is_row_math: row registers, or whole tmem tiles outside an MMA role."""
-        refs = [s.target, *ast.refs(s.value)]
-        if any(r.field is None and r.name in self.rows for r in refs):
-            return True
-        return not self.mma_role and any(self._is_tmem(r) and r.block is None for r in refs)
 
     def row_operand(self, ref: ast.Ref) -> ex.Expr:
         if ref.field is None and ref.name in self.rows:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..diagnostics import Span
-from .exprs import BufferRef, Expr
+from .exprs import BufferRef, Expr, TmemRef
+from .exprs import walk as walk_expr
 
 
 @dataclass
@@ -208,6 +209,13 @@ class RowAssign(Op):
 
     dest: Expr
     value: Expr
+
+    def stores_tmem(self, tmem_tiles) -> bool:
+        return isinstance(self.dest, BufferRef) and self.dest.name in tmem_tiles
+
+    def touches_tmem(self, tmem_tiles) -> bool:
+        """Loads from or stores to Tensor Memory (tcgen05.ld / tcgen05.st): a tcgen05 access."""
+        return self.stores_tmem(tmem_tiles) or any(isinstance(e, TmemRef) for e in walk_expr(self.value))
 
 
 @op("role")

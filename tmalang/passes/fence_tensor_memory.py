@@ -13,7 +13,6 @@ Guarantees, in a role that issues tcgen05 operations (PTX ISA 9.7.16.6.4):
 
 from __future__ import annotations
 
-from ..ir import exprs as ex
 from ..ir import ops
 
 _TCGEN05 = (ops.Tcgen05Mma, ops.TmemEpilogue, ops.TmemZero, ops.Tcgen05Commit)
@@ -24,18 +23,11 @@ def run(kernel: ops.KernelOp) -> None:
     tmem = set(ops.decls(kernel, ops.TmemDecl))
     for role in ops.roles(kernel):
         ops_in_role = list(ops.walk(role.body))
-        accesses = [o for o in ops_in_role if isinstance(o, ops.TmemEpilogue) or touches_tmem(o, tmem)]
+        accesses = [o for o in ops_in_role if isinstance(o, ops.TmemEpilogue)
+                    or (isinstance(o, ops.RowAssign) and o.touches_tmem(tmem))]
         if not accesses and not any(isinstance(o, _TCGEN05) for o in ops_in_role):
             continue
         role.body = _region(role.body, bool(accesses))
-
-
-def touches_tmem(o: ops.Op, tmem: set[str]) -> bool:
-    """Row math that loads from or stores to Tensor Memory (tcgen05.ld / tcgen05.st)."""
-    if not isinstance(o, ops.RowAssign):
-        return False
-    stores = isinstance(o.dest, ex.BufferRef) and o.dest.name in tmem
-    return stores or any(isinstance(e, ex.TmemRef) for e in ex.walk(o.value))
 
 
 def _region(region: list[ops.Op], reads: bool) -> list[ops.Op]:

@@ -163,10 +163,12 @@ class Store(Node):
 
 @dataclass
 class Assign(Node):
-    """`dst = expr`: elementwise tile math written into shared memory."""
+    """`dst = expr`: elementwise tile math written into shared memory, or row math (sema sets
+    `row_math`, so lowering follows its decision instead of repeating the rule)."""
 
     target: Ref
     value: Expr
+    row_math: bool = False
 
 
 @dataclass
