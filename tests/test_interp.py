@@ -154,7 +154,7 @@ def test_box_semantics_with_element_strides_and_nan_fill():
     from tmalang.interp.tiles import read_box, write_box
     from tmalang.ir import ops
 
-    box = ops.BoxDecl("B", "t", "f32", [4, 8], [2, 4], "none", "nan", "none", 1)
+    box = ops.BoxDecl("B", "t", "f32", [4, 8], [2, 4], "none", "nan", "none", 1, False)
     tensor = np.arange(7 * 10, dtype=np.float32).reshape(7, 10)
     tile = read_box(tensor, box, [1, 1])        # rows 4, 6 (8 is outside); cols 8 (12 is outside)
     expected = np.full((2, 2), np.nan, dtype=np.float32)

@@ -11,9 +11,10 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import ptx_asm
+from . import pair_codegen, ptx_asm
 from .manifest import DimParam, ScalarParam, TensorMapParam
 from .mma_codegen import MMA_EMITTERS
+from .pair_codegen import PAIR_EMITTERS
 from .row_codegen import ROW_EMITTERS
 from .tcgen05 import instructions as tcgen05
 from .tcgen05_codegen import TCGEN05_EMITTERS
@@ -263,19 +264,19 @@ def _dim(g: KernelCodegen, dim: str | int) -> ir.Value:
 def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
     box = g.boxes[o.box]
     coords = g.element_coords(box, o.coords)
-    rank, dest = len(coords), g.address(o.dest)
+    rank, dest, barrier = len(coords), g.address(o.dest), g.address(o.barrier)
     constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"])
-    if not o.multicast:
-        g.asm(ptx_asm.tma_load(rank), constraints, [dest, g.tensor_map(o.box), *coords, g.address(o.barrier)])
-        return
-    # this CTA loads slice `cta rank` of dim 0 and writes it into every CTA of the cluster
-    parts, cta = box.multicast, g._sreg("cluster.ctarank")
-    slice_rows = box.shape[0] // parts
-    slice_bytes = g.buffers[o.dest.name].bytes // parts
-    coords[-1] = g.b.add(coords[-1], g.b.mul(cta, I32(slice_rows)))   # innermost first: dim 0 is last
-    dest = g.b.add(dest, g.b.mul(cta, I32(slice_bytes)))
-    template = ptx_asm.tma_load_multicast(rank, (1 << parts) - 1)
-    g.asm(template, constraints, [dest, g.tensor_map(o.box), *coords, g.address(o.barrier)])
+    parts = box.slices() if o.multicast or box.pair else 1
+    if parts > 1:   # this CTA loads part `cta rank % parts` of dim 0 (innermost first: dim 0 is last)
+        part = g.b.urem(g._sreg("cluster.ctarank"), I32(parts))
+        coords[-1] = g.b.add(coords[-1], g.b.mul(part, I32(box.shape[0] // parts)))
+    if o.multicast:   # ... and writes it into every CTA of the cluster, at its place in the box
+        dest = g.b.add(dest, g.b.mul(part, I32(g.buffers[o.dest.name].bytes // parts)))
+        template = ptx_asm.tma_load_multicast(rank, (1 << parts) - 1)
+    else:
+        template = ptx_asm.tma_load(rank, o.pair)
+        barrier = pair_codegen.leader_address(g, barrier) if o.pair else barrier
+    g.asm(template, constraints, [dest, g.tensor_map(o.box), *coords, barrier])
 
 
 def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
@@ -313,8 +314,8 @@ def _tmem_alloc(g: KernelCodegen, o: ops.TmemAlloc) -> None:
     slot = g.b.add(g.smem_base, I32(o.offset))
 
     def body():
-        g.asm(tcgen05.alloc("$0", o.columns), "r", [slot])
-        g.asm(tcgen05.relinquish_alloc_permit(), "", [])
+        g.asm(tcgen05.alloc("$0", o.columns, g.kernel.cta_group), "r", [slot])
+        g.asm(tcgen05.relinquish_alloc_permit(g.kernel.cta_group), "", [])
     g.if_then(g.b.icmp_unsigned("==", g.warp, I32(0)), body)
 
 
@@ -324,7 +325,7 @@ def _tmem_dealloc(g: KernelCodegen, o: ops.TmemDealloc) -> None:
 
     def body():
         base = g.b.load(slot, typ=I32)
-        g.asm(tcgen05.dealloc("$0", o.columns), "r", [base])
+        g.asm(tcgen05.dealloc("$0", o.columns, g.kernel.cta_group), "r", [base])
     g.if_then(g.b.icmp_unsigned("==", g.warp, I32(0)), body)
 
 
@@ -359,6 +360,7 @@ EMITTERS = {
         lambda: g.region(o.body)),
     **MMA_EMITTERS,
     **TCGEN05_EMITTERS,
+    **PAIR_EMITTERS,
     **ROW_EMITTERS,
 }
 
@@ -368,7 +370,7 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     tensors = ops.decls(kernel, ops.TensorDecl)
     params: list = []
     for box in ops.decls(kernel, ops.BoxDecl).values():
-        shape = (box.shape[0] // box.multicast, *box.shape[1:])   # a multicast map covers one CTA's slice
+        shape = (box.shape[0] // box.slices(), *box.shape[1:])   # a CTA's map covers its slice of a split box
         params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, tuple(box.strides),
                                      box.swizzle, box.oob, box.l2))
     symbols = dict.fromkeys(d for t in tensors.values() for d in t.shape if isinstance(d, str))

@@ -12,9 +12,12 @@ tensor-map addresses are 64-bit generic addresses of __grid_constant__ parameter
 from __future__ import annotations
 
 
-def tma_load(rank: int) -> str:
+def tma_load(rank: int, pair: bool = False) -> str:
+    """With `pair` (.cta_group::2) the mbarrier may be the one of the peer CTA of a tcgen05 pair:
+    the pair's leader counts both CTAs' bytes."""
     coords = ", ".join(f"${i + 2}" for i in range(rank))
-    return (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+    group = ".cta_group::2" if pair else ""
+    return (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes{group} "
             f"[$0], [$1, {{{coords}}}], [${rank + 2}];")
 
 
@@ -42,6 +45,8 @@ PTX = {
     # as for a local arrive: an explicit .cluster scope costs a cluster-wide fence per arrival)
     "mbar_arrive_remote": "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $0, $1; "
                           "mbarrier.arrive.shared::cluster.b64 _, [ra]; }",
+    # the shared::cluster address of smem offset $1 in CTA $2 of the cluster
+    "mapa": "mapa.shared::cluster.u32 $0, $1, $2;",
     # one probe; the loop around it is LLVM IR, so no labels need to be unique
     "mbar_try_wait": "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; selp.b32 $0, 1, 0, p; }",
     "fence_proxy_async": "fence.proxy.async.shared::cta;",

@@ -17,7 +17,7 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import wgmma
+from . import pair_codegen, wgmma
 from .mma_codegen import store_epilogue_pair
 from .tcgen05 import descriptors
 from .tcgen05 import instructions as tcgen05
@@ -54,7 +54,8 @@ def _accumulate_flag(g, name: str) -> ir.AllocaInstr:
 def _descriptor(g, ref: ex.BufferRef) -> tuple[wgmma.KMajorTile, ir.Value]:
     box = g.boxes[g.buffers[ref.name].box]
     dtype = "tf32" if box.dtype == "f32" else box.dtype   # f32 tiles are multiplied as tf32
-    tile = wgmma.KMajorTile(box.shape[0], box.shape[1], dtype, box.swizzle)
+    rows, cols = box.held_shape()   # a CTA holds half of a pair box
+    tile = wgmma.KMajorTile(rows, cols, dtype, box.swizzle)
     base = descriptors.smem_descriptor(0, box.swizzle, tile.sbo)
     encoded = g.b.lshr(g.b.and_(g.b.zext(g.address(ref), I64), I64(0x3FFFF)), I64(4))
     return tile, g.b.or_(encoded, I64(base))
@@ -70,11 +71,12 @@ def _tcgen05_mma(g, o: ops.Tcgen05Mma) -> None:
     tile_a, desc_a = _descriptor(g, o.a)
     tile_b, desc_b = _descriptor(g, o.b)
     m, n = decl.shape
-    idesc = descriptors.instruction_descriptor(tile_a.dtype, tile_b.dtype, "f32", m, n)
+    group = g.kernel.cta_group   # a pair's MMA is M = 2 x 128: each CTA's rows, in each CTA's lanes
+    idesc = descriptors.instruction_descriptor(tile_a.dtype, tile_b.dtype, "f32", m * group, n, group)
     d_tmem = tile_address(g, o.d)
 
     def issue():
-        template = tcgen05.mma("$0", "$1", "$2", "$3", "$4", tile_a.dtype)
+        template = tcgen05.mma("$0", "$1", "$2", "$3", "$4", tile_a.dtype, group)
         for k in range(tile_a.k_steps):
             da = g.b.add(desc_a, I64(tile_a.k_step_offset(k) >> 4))
             db = g.b.add(desc_b, I64(tile_b.k_step_offset(k) >> 4))
@@ -84,8 +86,12 @@ def _tcgen05_mma(g, o: ops.Tcgen05Mma) -> None:
 
 
 def _tcgen05_commit(g, o: ops.Tcgen05Commit) -> None:
+    """Already inside the role's elect. A pair's commit arrives in both CTAs of the pair."""
     address = g.address(o.barrier)
-    g.asm(tcgen05.commit("$0"), "r", [address])   # already inside the role's elect
+    if g.kernel.cta_group == 2:
+        g.asm(tcgen05.commit("$0", 2, "$1"), "r,h", [address, pair_codegen.pair_mask(g)])
+    else:
+        g.asm(tcgen05.commit("$0"), "r", [address])
 
 
 def _tmem_epilogue(g, o: ops.TmemEpilogue) -> None:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import mma, rows, tcgen05
+from . import mma, pairs, rows, tcgen05
 from .races import RaceDetector
 from .state import BulkGroup, Mbarrier, ProtocolError, Smem, Transfer, check_proxy_fence
 from .tiles import box_tile_bytes, read_box, tile_math_share, write_box
@@ -96,6 +96,7 @@ class CTA:
         self.in_flight: list[Transfer] = []
         # per mbarrier: the newest phase a TMA load fed, and how many phases a wait has observed
         self.fed: dict[tuple, tuple[int, ops.Op]] = {}
+        self.exited = False                          # every warp has finished
         self.observed: dict[tuple, int] = {}
         self.sync_arrivals = self.cluster.sync_arrivals
         self.step = 0
@@ -398,6 +399,12 @@ def _mbar_arrive_cluster(m: CTA, w: Warp, o: ops.MbarArriveCluster):
         _arrive(c, w, c.barrier(w, o.barrier, o), o, _arrivals(w))
 
 
+def _mbar_arrive_leader(m: CTA, w: Warp, o: ops.MbarArriveLeader):
+    tcgen05.check_signal(m, w, o)
+    leader = pairs.leader(m)
+    _arrive(leader, w, leader.barrier(w, o.barrier, o), o, _arrivals(w))
+
+
 def _mbar_expect_tx(m: CTA, w: Warp, o: ops.MbarExpectTx):
     m.barrier(w, o.barrier, o).tx += m.value(w, o.bytes) * _arrivals(w)
 
@@ -423,37 +430,40 @@ def _mbar_wait(m: CTA, w: Warp, o: ops.MbarWait):
 
 
 def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
-    """A box (or with multicast, this CTA's slice of it) lands in smem and completes its bytes on
-    the barrier at the same offset — in this CTA, or in every CTA of the cluster."""
+    """A box lands in smem and completes its bytes on the barrier at the same offset. With
+    multicast, this CTA loads its slice of the box into every CTA of the cluster, each completing
+    on its own barrier. Each CTA of a pair loads its half of a pair box; a pair load completes on
+    the barrier of the pair's leader, where the pair's MMA waits for both CTAs' bytes."""
     box = m.boxes[o.box]
     coords = [m.value(w, c) for c in o.coords]
-    parts = box.multicast if o.multicast else 1
-    share = ("slice", m.rank) if o.multicast else None
-    if parts > 1:   # rows [rank, rank + 1) * extent / parts of the box, as a box of its own
-        box = replace(box, shape=[box.shape[0] // parts, *box.shape[1:]])
-        coords = [coords[0] * parts + m.rank, *coords[1:]]
+    parts = box.slices() if o.multicast or box.pair else 1
+    part = m.rank % parts
+    if parts > 1:   # rows [part, part + 1) * extent / parts of the box, as a box of its own
+        box = replace(box, shape=[box.shape[0] // parts, *box.shape[1:]], pair=False)
+        coords = [coords[0] * parts + part, *coords[1:]]
     data = read_box(m.launch.arrays[box.tensor], box, coords)
     agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
-    targets = m.cluster.ctas if o.multicast else [m]
+    share = ("slice", m.rank) if o.multicast else None
     deliveries = []
-    for c in targets:
-        bar = c.barrier(w, o.barrier, o)
-        if (bar.name, bar.stage) in c.init_unfenced:
+    for c in m.cluster.ctas if o.multicast else [m]:
+        signalled = pairs.leader(m) if o.pair else c
+        bar = signalled.barrier(w, o.barrier, o)
+        if (bar.name, bar.stage) in signalled.init_unfenced:
             raise ProtocolError("E407", f"TMA load completes on mbarrier '{bar.name}[{bar.stage}]' whose "
                                 "initialisation no fence.mbarrier_init made visible to the async proxy", o.span,
-                                [m.who(w), "after mbarrier.init, fence (mbarrier_init or proxy_async) and sync "
-                                 "before any TMA operation uses the barrier"])
-        rows = slice(m.rank * box.shape[0], (m.rank + 1) * box.shape[0]) if parts > 1 else slice(None)
-        deliveries.append((c, bar, c.tile(w, o.dest)[rows], c.tile_key(w, o.dest)))
-        c.fed[(bar.name, bar.stage)] = (bar.completed, o)
+                                [m.who(w), ("after mbarrier.init, fence (mbarrier_init or proxy_async) and sync "
+                                            "before any TMA operation uses the barrier")])
+        rows = slice(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else slice(None)
+        deliveries.append((c, signalled, bar, c.tile(w, o.dest)[rows], c.tile_key(w, o.dest)))
+        signalled.fed[(bar.name, bar.stage)] = (bar.completed, o)
 
     def apply():
-        for c, bar, dest, key in deliveries:
+        for c, signalled, bar, dest, key in deliveries:
             c.races.access(key, agent, True, share, o.span, who)
             dest[...] = data
             bar.tx -= dest.nbytes
-            c.races.release_to_phase(agent, c.phase_key(bar, bar.completed))
-            _settle(c, bar, o)
+            c.races.release_to_phase(agent, signalled.phase_key(bar, bar.completed))
+            _settle(signalled, bar, o)
 
     m.in_flight.append(Transfer("load", w.index, o.span, apply, None, data.nbytes,
                                 due=m.launch.due(m.step), issued=m.step))
@@ -511,7 +521,8 @@ def _tile_assign(m: CTA, w: Warp, o: ops.TileAssign):
 
 SEMANTICS = {
     ops.Let: _let, ops.ForTiles: _for_tiles, ops.ForRange: _for_range, ops.If: _if, ops.Elect: _elect, ops.Sync: _sync,
-    ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarArriveCluster: _mbar_arrive_cluster, ops.MbarExpectTx: _mbar_expect_tx,
+    ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarArriveCluster: _mbar_arrive_cluster,
+    ops.MbarArriveLeader: _mbar_arrive_leader, ops.MbarExpectTx: _mbar_expect_tx,
     ops.MbarArriveExpectTx: _mbar_arrive_expect_tx, ops.MbarWait: _mbar_wait,
     ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.BulkCommit: _bulk_commit,
     ops.BulkWait: _bulk_wait, ops.TileAssign: _tile_assign,
@@ -519,5 +530,6 @@ SEMANTICS = {
     ops.TmemAlloc: _tmem_alloc, ops.TmemDealloc: _tmem_dealloc,
     **mma.SEMANTICS,
     **tcgen05.SEMANTICS,
+    **pairs.SEMANTICS,
     **rows.SEMANTICS,
 }

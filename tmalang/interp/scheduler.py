@@ -7,6 +7,7 @@ different legal interleavings; a failure reports its seed to replay it.
 
 from __future__ import annotations
 
+from ..ir import ops
 from .machine import CTA, Blocked
 from .state import ProtocolError
 
@@ -52,15 +53,18 @@ def run_cluster(ctas: list[CTA], rng) -> None:
 
 
 def _check_exit(cta: CTA) -> None:
-    """Every warp has exited: a load nobody waited for may still be landing in freed smem.
+    """Every warp has exited: a load nobody waited for may still be landing in freed smem, and a
+    tcgen05.commit may still arrive on a freed barrier.
 
-    Judged by the protocol, not by this run's timing: the load's phase must have been observed
-    by a successful wait, whatever the engine's latency happened to be.
+    Judged by the protocol, not by this run's timing: the phase the load (or commit) fed must
+    have been observed by a successful wait, whatever the engine's latency happened to be.
     """
-    for key, (phase, load) in cta.fed.items():
+    cta.exited = True
+    for key, (phase, op) in cta.fed.items():
         if cta.observed.get(key, 0) <= phase:
-            raise ProtocolError("E412", f"CTA {cta.cta} may exit with a TMA load in flight: no wait observes "
-                                f"phase {phase} of mbarrier '{key[0]}[{key[1]}]'", load.span,
+            what = "a TMA load" if isinstance(op, ops.TmaLoad) else "a tcgen05.commit"
+            raise ProtocolError("E412", f"CTA {cta.cta} may exit with {what} in flight: no wait observes "
+                                f"phase {phase} of mbarrier '{key[0]}[{key[1]}]'", op.span,
                                 ["wait on the barrier (parity of that phase) before the kernel ends"])
 
 

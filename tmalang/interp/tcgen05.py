@@ -22,6 +22,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
+from . import pairs
 from .mma import _evaluate  # the register epilogue's expression semantics, shared
 from .races import join
 from .state import ProtocolError, Transfer, check_proxy_fence
@@ -77,28 +78,44 @@ def tmem_zero(m, w, o: ops.TmemZero) -> None:
 
 
 def tcgen05_mma(m, w, o: ops.Tcgen05Mma) -> None:
+    """D (+)= A · Bᵀ for each CTA the MMA works for. A CTA pair's MMA (cta_group 2) reads B as
+    the two CTAs' halves one above the other, and each CTA's A into that CTA's Tensor Memory."""
     check_after_fence(m, w, o)
-    key = tmem_key(m, w, o.d)
+    ctas = pairs.pair(m)
     overwrite = _flag_key(m, o.d) not in m.tmem_accumulating
     m.tmem_accumulating.add(_flag_key(m, o.d))
-    a, b, d = m.tile(w, o.a), m.tile(w, o.b), tmem_tile(m, w, o.d)
+    b = np.concatenate([c.tile(w, o.b) for c in ctas])
+    a, d = [c.tile(w, o.a) for c in ctas], [tmem_tile(c, w, o.d) for c in ctas]
     agent = m.races.issue(w.agent)
     join(m.races.clock(agent), w.tc_summary)   # one thread's tcgen05 ops complete in issue order
     join(w.tc_summary, m.races.clock(agent))
-    operands = [m.tile_key(w, o.a), m.tile_key(w, o.b)]
+    operands = [(c, c.tile_key(w, ref), ref.name) for c in ctas for ref in (o.a, o.b)]
     who = f"tcgen05.mma issued by {m.who(w)}"
-    for ref, tile_key in zip((o.a, o.b), operands):
-        check_proxy_fence(m, tile_key, ref.name, o.span, "tcgen05.mma")
+    for c, tile_key, name in operands:
+        check_proxy_fence(c, tile_key, name, o.span, "tcgen05.mma")
 
     def run():
-        for tile_key in operands:
+        for c in ctas:
+            _check_allocated(c, w, o)
+        for c, tile_key, _ in operands:
             m.races.access(tile_key, agent, False, None, o.span, who)
-        m.races.access(key, agent, True, None, o.span, who)
-        product = _as_input(a) @ _as_input(b).T
-        d[...] = product if overwrite else d + product
+        for c, a_c, d_c in zip(ctas, a, d):
+            m.races.access(tmem_key(c, w, o.d), agent, True, None, o.span, who)
+            product = _as_input(a_c) @ _as_input(b).T
+            d_c[...] = product if overwrite else d_c + product
 
     w.tc_queue.append((w.tc_issued, run))
     w.tc_issued += 1
+
+
+def _check_allocated(c, w, o: ops.Tcgen05Mma) -> None:
+    decl = c.tmem_tiles[o.d.name]
+    end = decl.column + (c.value(w, o.d.index) + 1) * decl.shape[1]
+    if c.tmem_columns < end:
+        raise ProtocolError("E418", f"tcgen05.mma writes columns up to {end} of CTA {c.cta}'s Tensor Memory, "
+                            f"which holds {c.tmem_columns}", o.span,
+                            [("tcgen05.alloc the columns in every CTA the MMA writes (with cta_group 2, both "
+                              "CTAs of the pair)")])
 
 
 def _as_input(tile: np.ndarray) -> np.ndarray:
@@ -110,8 +127,9 @@ def _as_input(tile: np.ndarray) -> np.ndarray:
 
 
 def tcgen05_commit(m, w, o: ops.Tcgen05Commit) -> None:
-    """One arrival, once every tcgen05 op this warp issued before it has run."""
-    bar = m.barrier(w, o.barrier, o)
+    """One arrival, once every tcgen05 op this warp issued before it has run: on the barrier of
+    this CTA, or with cta_group 2 on the barrier at the same offset in both CTAs of the pair."""
+    targets = [(c, c.barrier(w, o.barrier, o)) for c in pairs.pair(m)]
     upto, queue = w.tc_issued, w.tc_queue
     known = dict(w.tc_summary)
     join(known, m.races.clock(w.agent))
@@ -120,16 +138,25 @@ def tcgen05_commit(m, w, o: ops.Tcgen05Commit) -> None:
     def apply():
         while queue and queue[0][0] < upto:
             queue.pop(0)[1]()
-        if bar.pending < 1:
-            raise ProtocolError("E402", f"tcgen05.commit arrives on mbarrier '{bar.name}[{bar.stage}]' beyond its "
-                                "count in one phase", o.span, [m.who(w), bar.describe()])
-        bar.pending -= 1
-        join(m.races.phases.setdefault(m.phase_key(bar, bar.completed), {}), known)
-        from .machine import _settle  # machine imports this module
-
-        _settle(m, bar, o)
+        for c, bar in targets:
+            _commit_arrive(c, w, bar, o, known)
 
     m.in_flight.append(Transfer("mma", w.index, o.span, apply, due=m.launch.due(m.step), issued=m.step))
+
+
+def _commit_arrive(c, w, bar, o: ops.Tcgen05Commit, known: dict) -> None:
+    if c.exited:
+        raise ProtocolError("E412", f"tcgen05.commit arrives on mbarrier '{bar.name}[{bar.stage}]' of CTA {c.cta}, "
+                            "which has exited", o.span, ["wait for the barrier's last phase before the CTA ends"])
+    if bar.pending < 1:
+        raise ProtocolError("E402", f"tcgen05.commit arrives on mbarrier '{bar.name}[{bar.stage}]' beyond its "
+                            "count in one phase", o.span, [c.who(w), bar.describe()])
+    bar.pending -= 1
+    join(c.races.phases.setdefault(c.phase_key(bar, bar.completed), {}), known)
+    c.fed[(bar.name, bar.stage)] = (bar.completed, o)   # a wait must observe it before the CTA exits
+    from .machine import _settle  # machine imports this module
+
+    _settle(c, bar, o)
 
 
 def tmem_epilogue(m, w, o: ops.TmemEpilogue) -> None:

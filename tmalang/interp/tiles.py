@@ -17,7 +17,8 @@ from ..sema.dtypes import DTYPES
 
 
 def box_tile_bytes(box: ops.BoxDecl) -> tuple[tuple[int, ...], int]:
-    shape = tuple(-(-e // s) for e, s in zip(box.shape, box.strides))
+    """The tile one CTA holds of the box (half of a pair box), and its bytes."""
+    shape = tuple(-(-e // s) for e, s in zip(box.held_shape(), box.strides))
     return shape, int(np.prod(shape)) * DTYPES[box.dtype].itemsize
 
 

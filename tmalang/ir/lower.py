@@ -34,7 +34,7 @@ def lower_kernel(info: KernelInfo) -> ops.KernelOp:
         lowerer.rows = set()
         body.append(ops.RoleOp(role.name, role.first_warp, role.last_warp, role.regs or 0,
                                lowerer.block(role.decl.body), span=role.decl.span))
-    return ops.KernelOp(info.node.name, info.grid, info.cluster, 0, 0, body, span=info.node.span)
+    return ops.KernelOp(info.node.name, info.grid, info.cluster, info.cta_group, 0, 0, body, span=info.node.span)
 
 
 def _param(sym) -> ops.Op:
@@ -46,7 +46,7 @@ def _param(sym) -> ops.Op:
 def _declaration(sym, multicast: int) -> ops.Op | None:
     if isinstance(sym, Box):
         return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
-                           sym.swizzle, sym.oob, sym.l2, multicast, span=sym.span)
+                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, span=sym.span)
     if isinstance(sym, Pipeline):
         fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
         fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]
@@ -101,7 +101,7 @@ class _Statements:
     def _Load(self, s: ast.Load):
         barrier = ex.BufferRef(s.barrier.name, ex.Const(0)) if s.barrier else None
         return ops.TmaLoad(self.info.box_for(s.source).name, [self.int_expr(c) for c in s.coords],
-                           self.tile(s.dest), barrier, s.multicast, span=s.span)
+                           self.tile(s.dest), barrier, s.multicast, False, span=s.span)
 
     def _Store(self, s: ast.Store):
         return ops.TmaStore(self.info.box_for(s.target).name, [self.int_expr(c) for c in s.coords],

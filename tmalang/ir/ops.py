@@ -52,6 +52,7 @@ class KernelOp(Op):
     symbol: str
     grid: str                       # "tiles" | "persistent"
     cluster: int                    # CTAs per cluster (1: no cluster)
+    cta_group: int                  # 2: CTA pairs, one tcgen05.mma for both CTAs of a pair
     threads: int                    # 0 until dispatch_roles sizes the block
     smem_bytes: int                 # 0 until plan_smem
     body: list[Op]
@@ -84,10 +85,20 @@ class BoxDecl(Op):
     oob: str
     l2: str
     multicast: int                  # >1: each CTA's tensor map covers 1/multicast of dim 0
+    pair: bool                      # a CTA pair's box: each CTA of the pair loads and holds half of dim 0
+
+    def slices(self) -> int:
+        """Into how many parts along dim 0 the CTAs split the box: each tensor map covers one."""
+        return 2 if self.pair else self.multicast
+
+    def held_shape(self) -> list[int]:
+        """The part of the box one CTA's smem tile holds: half the rows of a pair box."""
+        return [self.shape[0] // 2, *self.shape[1:]] if self.pair else list(self.shape)
 
     def bytes(self, itemsize: int) -> int:
+        """The bytes one load brings into each CTA that receives it."""
         total = itemsize
-        for extent, stride in zip(self.shape, self.strides):
+        for extent, stride in zip(self.held_shape(), self.strides):
             total *= -(-extent // stride)
         return total
 
@@ -277,6 +288,14 @@ class Let(Op):
     value: Expr
 
 
+@op("in_pair_leader")
+@dataclass
+class InPairLeader(Op):
+    """Run `body` only in the leader CTA of each CTA pair (even %cluster_ctarank, cta_group 2)."""
+
+    body: list[Op]
+
+
 @op("elect")
 @dataclass
 class Elect(Op):
@@ -314,6 +333,7 @@ class TmaLoad(Op):
     dest: BufferRef
     barrier: BufferRef | None
     multicast: bool               # this CTA's slice of the box, written into every CTA of the cluster
+    pair: bool                    # completes its bytes on the barrier of the CTA pair's leader (cta_group 2)
 
 
 @op("tma_store")
@@ -435,6 +455,20 @@ class MbarArriveCluster(Op):
     """Arrive on this barrier (same offset) in every CTA of the cluster."""
 
     barrier: BufferRef
+
+    def senders(self, kernel: KernelOp) -> int:
+        """How many CTAs' arrive sites reach one CTA's barrier."""
+        return kernel.cluster
+
+
+@op("mbar_arrive_leader")
+@dataclass
+class MbarArriveLeader(MbarArriveCluster):
+    """Arrive on this barrier (same offset) in the leader CTA of this CTA's pair (cta_group 2):
+    both CTAs of a pair release a slot where the pair's MMA role waits."""
+
+    def senders(self, kernel: KernelOp) -> int:
+        return 2
 
 
 @op("mbar_arrive_expect_tx")

@@ -18,7 +18,8 @@ _DONE_AFTER = {
     "plan_smem": "every buffer and mbarrier has an offset",
     "dispatch_roles": "the block size is known",
 }
-_ORDER = ["lower", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "fence_tensor_memory", "schedule_barriers", "defer_mma_release",
+_ORDER = ["lower", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "fence_tensor_memory", "pair_ctas",
+          "schedule_barriers", "defer_mma_release",
           "plan_tmem", "plan_smem", "dispatch_roles"]
 
 
@@ -70,6 +71,9 @@ class _Verifier:
         for o in region:
             if isinstance(o, (ops.Produce, ops.Consume)) and self.after("expand_pipelines"):
                 self.fail(_DONE_AFTER["expand_pipelines"], o)
+            if self.kernel.cta_group != 2 and (isinstance(o, (ops.InPairLeader, ops.MbarArriveLeader))
+                                              or isinstance(o, ops.TmaLoad) and o.pair):
+                self.fail(f"{o.name} belongs to CTA pairs, and the kernel has cta_group={self.kernel.cta_group}", o)
             for value in self.operands(o):
                 self.expr(value, defined, o)
             if isinstance(o, ops.Let):

@@ -15,6 +15,7 @@ from . import (
     fence_tensor_memory,
     order_slot_release,
     order_wgmma,
+    pair_ctas,
     plan_smem,
     plan_tmem,
     schedule_barriers,
@@ -26,6 +27,7 @@ PIPELINE = [
     ("fence_proxy_writes", fence_proxy_writes),  # needs explicit stores; before releases are ordered
     ("order_slot_release", order_slot_release),  # needs fences/syncs in place to know what is ordered
     ("fence_tensor_memory", fence_tensor_memory),  # every sync and arrive exists; tcgen05 ops fenced around them
+    ("pair_ctas", pair_ctas),                    # every arrive exists and is fenced; before counting them
     ("schedule_barriers", schedule_barriers),    # counts arrivals once every arrive site exists
     ("defer_mma_release", defer_mma_release),    # after counting: its tail release is an alternative site
     ("plan_tmem", plan_tmem),                    # after the init sync exists: allocation joins it

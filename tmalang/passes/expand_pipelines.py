@@ -15,7 +15,9 @@ A tmem pipeline's fields become Tensor Memory tiles (`tmem @P.field`, S stages).
 an MMA role: after the `empty` wait, the block's MMAs run, and one thread's `tcgen05_commit` on
 `full` arrives once they have completed. Operand slots that such a role consumes with `mma` are
 released the same way, by a `tcgen05_commit` on their `empty` barrier: the slot is free when the
-tensor cores have read it, not when the issuing thread moves on.
+tensor cores have read it, not when the issuing thread moves on. Such a commit arrives whenever
+the tensor cores finish, so the ring's producer, after its last block, waits until every slot
+has been released (`%P.tail`): no commit may land on the barrier of a CTA that has exited.
 
 A produce block without loads or MMAs is filled by the role's threads with row math: they wait
 `empty`, write the slot, fence shared-memory writes to the async proxy and all arrive on `full`.
@@ -40,12 +42,18 @@ def run(kernel: ops.KernelOp) -> None:
             body += _declare(o, boxes)
         else:
             body.append(o)
-    multicast = {o.pipeline for role in ops.roles(kernel) for o in ops.walk(role.body)
-                 if isinstance(o, ops.Produce) and any(isinstance(x, ops.TmaLoad) and x.multicast for x in o.body)}
+    blocks = [o for role in ops.roles(kernel) for o in ops.walk(role.body) if isinstance(o, (ops.Produce, ops.Consume))]
+    multicast = {o.pipeline for o in blocks if isinstance(o, ops.Produce)
+                 and any(isinstance(x, ops.TmaLoad) and x.multicast for x in o.body)}
+    committed = {o.pipeline for o in blocks if isinstance(o, ops.Consume)
+                 and any(isinstance(x, ops.Tcgen05Mma) for x in ops.walk(o.body))}
     for role in ops.roles(kernel):
         used = [p for p in pipelines if any(getattr(o, "pipeline", None) == p for o in ops.walk(role.body))]
         counters = [ops.Let(f"{p}.it", ex.Const(0), span=pipelines[p].span) for p in used]
+        produced = [p for p in used if p in committed and any(isinstance(o, ops.Produce) and o.pipeline == p
+                                                              for o in ops.walk(role.body))]
         role.body = counters + _expand(role.body, pipelines, boxes, multicast)
+        role.body += [_drain(pipelines[p]) for p in produced]
     kernel.body = body
 
 
@@ -102,7 +110,7 @@ def _produce(o: ops.Produce, p: ops.PipelineDecl, boxes) -> list[ops.Op]:
     stage = ex.Var(o.slot)
     full = ex.BufferRef(f"{p.symbol}.full", stage)
     empty = ex.BufferRef(f"{p.symbol}.empty", stage)
-    loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, l.multicast, span=l.span) for l in o.body]
+    loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, l.multicast, l.pair, span=l.span) for l in o.body]
     nbytes = sum(boxes[l.box].bytes(DTYPES[boxes[l.box].dtype].itemsize) for l in loads)
     free_parity = ex.Bin("^", ex.parity_of(counter, p.stages), ex.Const(1))
     issue = ops.Elect("role", [ops.MbarArriveExpectTx(full, ex.Const(nbytes), span=o.span), *loads], span=o.span)
@@ -132,6 +140,19 @@ def _produce_by_threads(o: ops.Produce, p: ops.PipelineDecl) -> list[ops.Op]:
     fence = [ops.Fence("proxy_async", span=o.span)] if written & smem_fields else []
     return [slot, ops.MbarWait(empty, free_parity, span=o.span), *o.body, *fence,
             ops.MbarArrive(full, span=o.span), _advance(o, p)]
+
+
+def _drain(p: ops.PipelineDecl) -> ops.ForRange:
+    """After its last block, the producer waits until the consumer has released every slot: the
+    releases of an MMA consumer are tcgen05.commits, which arrive whenever the tensor cores finish,
+    and one must not land on the barrier of a CTA that has exited."""
+    counter = ex.Var(f"{p.symbol}.it")
+    stage = ex.Var(f"{p.symbol}.drained")
+    wait = ops.MbarWait(ex.BufferRef(f"{p.symbol}.empty", stage),
+                        ex.Bin("^", ex.parity_of(counter, p.stages), ex.Const(1)), span=p.span)
+    return ops.ForRange(f"{p.symbol}.tail", ex.Const(p.stages),
+                        [ops.Let(stage.name, ex.stage_of(counter, p.stages), span=p.span), wait,
+                         _advance(p, p)], span=p.span)
 
 
 def _consume(o: ops.Consume, p: ops.PipelineDecl, cluster_wide: bool) -> list[ops.Op]:

@@ -4,7 +4,8 @@ Requires: explicit barrier operations (pipelines expanded, releases ordered).
 Guarantees:
   - every mbarrier's `count` is the number of arrivals one phase receives: per arrive site, 1
     inside `elect` (one per warpgroup for warpgroup scope), else the role's thread count; times
-    the cluster size for a cluster-wide arrive (every CTA's site arrives on every CTA's barrier).
+    the cluster size for a cluster-wide arrive (every CTA's site arrives on every CTA's barrier),
+    times 2 for an arrive on a CTA pair's leader (both CTAs' sites arrive on the leader's barrier).
     The sites of a user's barrier add up; a pipeline's barrier is signalled by one produce or
     consume block per phase, so its sites (a block inside a loop and one after it) alternate. A count the user declared
     must equal it, and an mbarrier that is waited on must have an arrive site — otherwise the
@@ -38,7 +39,7 @@ def run(kernel: ops.KernelOp) -> None:
         for o, elected in _sites(role.body, 0, role):
             if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster, ops.Tcgen05Commit)):
                 name = o.barrier.name
-                senders = kernel.cluster if isinstance(o, ops.MbarArriveCluster) else 1
+                senders = o.senders(kernel) if isinstance(o, ops.MbarArriveCluster) else 1
                 count = (elected or threads) * senders
                 if _pipelined(name):   # each of a pipeline's blocks arrives once per phase: its sites alternate
                     arrivals[name] = max(arrivals[name], count)
@@ -90,8 +91,8 @@ def _check_tx(roles: list[ops.RoleOp], barriers, boxes) -> None:
         if isinstance(o, (ops.MbarExpectTx, ops.MbarArriveExpectTx)):
             expected[o.barrier.name].append(o)
         elif isinstance(o, ops.TmaLoad) and o.barrier is not None:
-            box = boxes[o.box]
-            loaded[o.barrier.name] += box.bytes(DTYPES[box.dtype].itemsize)
+            box = boxes[o.box]   # a pair load: both CTAs of the pair bring their bytes to the leader's barrier
+            loaded[o.barrier.name] += box.bytes(DTYPES[box.dtype].itemsize) * (2 if o.pair else 1)
     for name, sites in expected.items():
         if not all(isinstance(s.bytes, ex.Const) for s in sites):
             continue

@@ -5,13 +5,16 @@ from __future__ import annotations
 from ..diagnostics import error
 from ..syntax import ast
 from . import declarations as d
+from . import pairs
 from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 
 _DECLS = {
     ast.GridDecl: d.check_grid, ast.ClusterDecl: d.check_cluster, ast.BoxDecl: d.check_box, ast.PipelineDecl: d.check_pipeline,
     ast.SmemDecl: d.check_smem, ast.MbarrierDecl: d.check_mbarrier, ast.TmemDecl: d.check_tmem,
+    ast.CtaGroupDecl: pairs.check_cta_group,
 }
+
 
 
 def check(program: ast.Program) -> list[KernelInfo]:
@@ -32,10 +35,13 @@ def check_kernel(kernel: ast.Kernel) -> KernelInfo:
     for item in kernel.items:
         if not isinstance(item, ast.RoleDecl):
             _DECLS[type(item)](info, item)
+        if isinstance(item, ast.BoxDecl) and item.pair:
+            pairs.check_pair_box(item, info.symbols[item.name])
     d.check_roles(info, [i for i in kernel.items if isinstance(i, ast.RoleDecl)])
     for role in info.roles:
         check_role_body(info, role)
     _check_pipelines_used(info)
+    pairs.check_kernel(info)
     if info.cluster > 1 and info.grid != "persistent":
         raise error("E058", "clusters need `grid persistent` in v0", info.cluster_decl.span,
                     "a persistent grid pads the tile space to whole clusters")

@@ -51,6 +51,8 @@ class Box:
     oob: str
     l2: str
     span: Span
+    pair: bool = False               # each CTA of a tcgen05 pair loads and holds half of the rows
+    pair_span: Span | None = None
 
     @property
     def dtype(self) -> DType:
@@ -131,6 +133,8 @@ class KernelInfo:
     cluster: int = 1
     cluster_decl: ast.ClusterDecl | None = None
     multicast_boxes: dict = field(default_factory=dict)   # box name -> loaded with multicast
+    cta_group: int = 1                 # 2: one tcgen05.mma works for a pair of CTAs (sema/pairs.py)
+    cta_group_decl: ast.CtaGroupDecl | None = None
     symbols: dict[str, object] = field(default_factory=dict)
     dims: dict[str, Span] = field(default_factory=dict)    # symbolic dims bound at launch
     roles: list[Role] = field(default_factory=list)
@@ -230,7 +234,8 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
                     d.option_spans["swizzle"],
                     f"use at most {span // tensor.dtype.itemsize} {tensor.dtype.name} elements innermost, or a wider swizzle")
     _check_static_strides(tensor, d)
-    tensor_box = Box(d.name, tensor, list(d.shape), strides, d.swizzle, d.oob, d.l2, d.span)
+    tensor_box = Box(d.name, tensor, list(d.shape), strides, d.swizzle, d.oob, d.l2, d.span, d.pair,
+                     d.option_spans.get("pair"))
     if d.oob == "nan" and tensor.dtype.kind not in ("float",):
         raise error("E024", f"oob nan needs a floating-point tensor; '{tensor.name}' is {tensor.dtype.name}",
                     d.option_spans["oob"])

@@ -8,6 +8,7 @@ from ..diagnostics import error
 from ..syntax import ast
 from . import (  # both read this module's helpers at call time (a cycle, resolved late)
     mma,
+    pairs,
     rows,
 )
 from .declarations import (
@@ -181,8 +182,16 @@ def _consume(info, s, scope):
     _pipeline_block(info, s, scope, producing=False)
 
 
-def _tile_ref(info: KernelInfo, ref: ast.Ref, scope: Scope) -> Box:
-    """The box shape of a shared-memory tile: `slot.field` or an smem buffer."""
+def _tile_ref(info: KernelInfo, ref: ast.Ref, scope: Scope, pair_ok: bool = False) -> Box:
+    """The box shape of a shared-memory tile: `slot.field` or an smem buffer. A pair box's tile is
+    only loaded or read by the pair's MMA (`pair_ok`)."""
+    box = _tile_box(info, ref, scope)
+    if not pair_ok:
+        pairs.check_pair_tile(box, ref.span)
+    return box
+
+
+def _tile_box(info: KernelInfo, ref: ast.Ref, scope: Scope) -> Box:
     if ref.block is not None:
         raise error("E093", f"'{ref.text()}': only an accumulator read in an epilogue takes a block index",
                     ref.span, "tiles are read whole; e.g. cs = bf16(acc[0, 1]) reads block (0, 1) of acc")
@@ -218,7 +227,7 @@ def _desc(box: Box) -> str:
 
 def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
     box = info.box_for(s.source)
-    tile = _tile_ref(info, s.dest, scope)
+    tile = _tile_ref(info, s.dest, scope, pair_ok=scope.pipeline is not None)
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
     box.tensor.read = True
@@ -249,6 +258,9 @@ def _check_multicast(info: KernelInfo, s: ast.Load, box: Box, scope: Scope) -> N
         return
     if info.cluster == 1:
         raise error("E059", "multicast needs a cluster", s.span, "declare `cluster 2` (or 4, 8)")
+    if info.cta_group == 2:
+        raise error("E060", "multicast loads in a cta_group 2 kernel are not in v0", s.span,
+                    "load a pair box instead: each CTA of the pair loads half of it")
     if scope.pipeline is None:
         raise error("E059", "multicast loads belong in produce blocks (v0)", s.span)
     rows, size = box.shape[0], info.cluster

@@ -38,7 +38,7 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope, shape: list[int]) -> None:
         raise error("E083", "mma inside elect: the compiler elects the issuing thread itself", s.span)
     if isinstance(s.a, ast.Call):
         raise error("E088", "tcgen05.mma reads A from shared memory here", s.a.span)
-    a, b = st._tile_ref(info, s.a, scope), st._tile_ref(info, s.b, scope)
+    a, b = st._tile_ref(info, s.a, scope), st._tile_ref(info, s.b, scope, pair_ok=True)
     for ref, tile in ((s.a, a), (s.b, b)):
         st.mma._check_operand(ref, tile, TCGEN05_INPUT_DTYPES)
     if a.dtype != b.dtype:
@@ -47,8 +47,13 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope, shape: list[int]) -> None:
     if a.shape[0] != m or b.shape[0] != n or a.shape[1] != b.shape[1]:
         raise error("E088", f"mma shapes do not fit: D is [{m}, {n}], a is {a.shape}, b is {b.shape}", s.span,
                     "a must be [M, K] and b [N, K] (D += a · bᵀ)")
-    try:
-        descriptors.instruction_descriptor(operand_type(a.dtype.name), operand_type(b.dtype.name), "f32", m, n)
+    if b.pair != (info.cta_group == 2):
+        why = ("with `cta_group 2`, b is split between the CTAs of the pair: load it through a `pair` box"
+               if info.cta_group == 2 else "a pair box needs `cta_group 2`")
+        raise error("E060", f"mma reads b from box '{b.name}': {why}", s.b.span)
+    try:   # a CTA pair's MMA has M = 2 x 128: each CTA's rows of A, each CTA's lanes of D
+        descriptors.instruction_descriptor(operand_type(a.dtype.name), operand_type(b.dtype.name), "f32",
+                                           m * info.cta_group, n, info.cta_group)
     except ValueError as exc:
         raise error("E088", f"tcgen05.mma cannot do this: {exc}", s.span) from None
 

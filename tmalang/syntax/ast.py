@@ -255,6 +255,13 @@ class ClusterDecl(Node):
 
 
 @dataclass
+class CtaGroupDecl(Node):
+    """`cta_group 2`: the CTAs of a cluster pair up; one tcgen05.mma works for both CTAs of a pair."""
+
+    size: int
+
+
+@dataclass
 class BoxDecl(Node):
     name: str
     tensor: Ref
@@ -263,6 +270,7 @@ class BoxDecl(Node):
     oob: str = "zero"
     strides: list[int] | None = None
     l2: str = "none"
+    pair: bool = False           # a CTA pair's box: each CTA of the pair loads and holds half its rows
     option_spans: dict[str, Span] = field(default_factory=dict, repr=False, compare=False)
 
 

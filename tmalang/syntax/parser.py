@@ -129,6 +129,9 @@ class _Builder(Transformer):
     def cluster_decl(self, meta, children):
         return ast.ClusterDecl(self._span(meta), int(children[0]))
 
+    def cta_group_decl(self, meta, children):
+        return ast.CtaGroupDecl(self._span(meta), int(children[0]))
+
     def box_decl(self, meta, children):
         name, tensor, shape, *options = children
         box = ast.BoxDecl(self._span(meta), str(name), self._ref(tensor), shape)
@@ -148,6 +151,9 @@ class _Builder(Transformer):
 
     def l2_option(self, meta, children):
         return ("l2", str(children[0]), self._span(meta))
+
+    def pair_option(self, meta, children):
+        return ("pair", True, self._span(meta))
 
     def pipeline_decl(self, meta, children):
         name, stages, *fields = children
