@@ -267,8 +267,9 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
     rank, dest, barrier = len(coords), g.address(o.dest), g.address(o.barrier)
     constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"])
     parts = box.slices() if o.multicast or box.pair else 1
-    if parts > 1:   # this CTA loads part `cta rank % parts` of dim 0 (innermost first: dim 0 is last)
-        part = g.b.urem(g._sreg("cluster.ctarank"), I32(parts))
+    if parts > 1:   # this CTA loads part `cta rank` (of a pair: `cta rank % 2`) of dim 0, innermost first
+        rank_in_cluster = g._sreg("cluster.ctarank")
+        part = rank_in_cluster if o.multicast else g.b.and_(rank_in_cluster, I32(1))
         coords[-1] = g.b.add(coords[-1], g.b.mul(part, I32(box.shape[0] // parts)))
     if o.multicast:   # ... and writes it into every CTA of the cluster, at its place in the box
         dest = g.b.add(dest, g.b.mul(part, I32(g.buffers[o.dest.name].bytes // parts)))
