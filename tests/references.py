@@ -52,6 +52,15 @@ def gemm_case(rng, shape):
     return [a, b, c], a.astype(np.float64) @ b.astype(np.float64).T
 
 
+def gemm_residual_case(rng, shape):
+    """C = R + A·Bᵀ with an f32 R of the output's scale."""
+    [a, b, c], product = gemm_case(rng, shape)
+    m, n = shape
+    r = padded(rng, (m, n))
+    r *= 4
+    return [a, b, r, c], r.astype(np.float64) + product
+
+
 def gemm_fp8_case(rng, shape):
     import ml_dtypes
 
@@ -107,8 +116,9 @@ def attention_case(rng, shape):
 
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
-         "attention": attention_case, "gemm_pair": gemm_case}
-RTOL = {"gemm": 1e-2, "gemm_pair": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2}   # relative Frobenius error against float64; others are exact
+         "attention": attention_case, "gemm_pair": gemm_case,
+         "gemm_residual": gemm_residual_case}
+RTOL = {"gemm": 1e-2, "gemm_pair": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:

@@ -85,6 +85,22 @@ def _tcgen05_mma(g, o: ops.Tcgen05Mma) -> None:
     _first_thread(g, issue)
 
 
+def _tcgen05_cp(g, o: ops.Tcgen05Cp) -> None:
+    """tcgen05.cp.128x256b per 8 columns: the descriptor's start address steps 32 bytes along the
+    tile's swizzled rows, as an MMA's does per K step of 8 tf32 elements."""
+    flag = _accumulate_flag(g, o.d.name)
+    tile, desc = _descriptor(g, o.source)
+    d_tmem = g.b.add(tile_address(g, o.d), I32(o.col))
+
+    def issue():
+        template = tcgen05.cp("$0", "$1", "128x256b", cta_group=g.kernel.cta_group)
+        for chunk in range(tile.k_steps):
+            source = g.b.add(desc, I64(tile.k_step_offset(chunk) >> 4))
+            g.asm(template, "r,l", [g.b.add(d_tmem, I32(8 * chunk)), source])
+        g.b.store(I32(1), flag)   # the next MMA adds onto the copy
+    _first_thread(g, issue)
+
+
 def _tcgen05_commit(g, o: ops.Tcgen05Commit) -> None:
     """Already inside the role's elect. A pair's commit arrives in both CTAs of the pair."""
     address = g.address(o.barrier)
@@ -124,6 +140,7 @@ def load_columns(g, taddr: ir.Value, cols: int) -> list[ir.Value]:
 TCGEN05_EMITTERS = {
     ops.TmemZero: _tmem_zero,
     ops.Tcgen05Mma: _tcgen05_mma,
+    ops.Tcgen05Cp: _tcgen05_cp,
     ops.Tcgen05Commit: _tcgen05_commit,
     ops.TmemEpilogue: _tmem_epilogue,
 }

@@ -86,33 +86,58 @@ def tcgen05_mma(m, w, o: ops.Tcgen05Mma) -> None:
     m.tmem_accumulating.add(_flag_key(m, o.d))
     b = np.concatenate([c.tile(w, o.b) for c in ctas])
     a, d = [c.tile(w, o.a) for c in ctas], [tmem_tile(c, w, o.d) for c in ctas]
+    operands = [(c, c.tile_key(w, ref), ref.name) for c in ctas for ref in (o.a, o.b)]
+
+    def compute():
+        for a_c, d_c in zip(a, d):
+            product = _as_input(a_c) @ _as_input(b).T
+            d_c[...] = product if overwrite else d_c + product
+
+    _queue(m, w, o, operands, ctas, compute, "tcgen05.mma")
+
+
+def tcgen05_cp(m, w, o: ops.Tcgen05Cp) -> None:
+    """Tensor Memory columns col.. of tile d take the f32 smem tile, lane i row i, bit for bit;
+    the next MMA into d adds onto them."""
+    check_after_fence(m, w, o)
+    m.tmem_accumulating.add(_flag_key(m, o.d))
+    source = m.tile(w, o.source)
+    dest = tmem_tile(m, w, o.d)[:, o.col : o.col + source.shape[1]]
+
+    def compute():
+        dest[...] = source
+
+    _queue(m, w, o, [(m, m.tile_key(w, o.source), o.source.name)], [m], compute, "tcgen05.cp")
+
+
+def _queue(m, w, o, operands: list, ctas: list, compute, what: str) -> None:
+    """Issue an asynchronous tensor-core op: it reads its smem `operands` and writes `o.d` in
+    each of `ctas` when a later commit of this warp completes, after the warp's earlier ones."""
     agent = m.races.issue(w.agent)
     join(m.races.clock(agent), w.tc_summary)   # one thread's tcgen05 ops complete in issue order
     join(w.tc_summary, m.races.clock(agent))
-    operands = [(c, c.tile_key(w, ref), ref.name) for c in ctas for ref in (o.a, o.b)]
-    who = f"tcgen05.mma issued by {m.who(w)}"
+    who = f"{what} issued by {m.who(w)}"
     for c, tile_key, name in operands:
-        check_proxy_fence(c, tile_key, name, o.span, "tcgen05.mma")
+        check_proxy_fence(c, tile_key, name, o.span, what)
 
     def run():
         for c in ctas:
             _check_allocated(c, w, o)
-        for c, tile_key, _ in operands:
+        for _, tile_key, _ in operands:
             m.races.access(tile_key, agent, False, None, o.span, who)
-        for c, a_c, d_c in zip(ctas, a, d):
+        for c in ctas:
             m.races.access(tmem_key(c, w, o.d), agent, True, None, o.span, who)
-            product = _as_input(a_c) @ _as_input(b).T
-            d_c[...] = product if overwrite else d_c + product
+        compute()
 
     w.tc_queue.append((w.tc_issued, run))
     w.tc_issued += 1
 
 
-def _check_allocated(c, w, o: ops.Tcgen05Mma) -> None:
+def _check_allocated(c, w, o) -> None:
     decl = c.tmem_tiles[o.d.name]
     end = decl.column + (c.value(w, o.d.index) + 1) * decl.shape[1]
     if c.tmem_columns < end:
-        raise ProtocolError("E418", f"tcgen05.mma writes columns up to {end} of CTA {c.cta}'s Tensor Memory, "
+        raise ProtocolError("E418", f"{o.name} writes columns up to {end} of CTA {c.cta}'s Tensor Memory, "
                             f"which holds {c.tmem_columns}", o.span,
                             [("tcgen05.alloc the columns in every CTA the MMA writes (with cta_group 2, both "
                               "CTAs of the pair)")])
@@ -177,5 +202,5 @@ def tmem_epilogue(m, w, o: ops.TmemEpilogue) -> None:
     w.tc_reads_unfenced = True
 
 
-SEMANTICS = {ops.TmemZero: tmem_zero, ops.Tcgen05Mma: tcgen05_mma, ops.Tcgen05Commit: tcgen05_commit,
+SEMANTICS = {ops.TmemZero: tmem_zero, ops.Tcgen05Mma: tcgen05_mma, ops.Tcgen05Cp: tcgen05_cp, ops.Tcgen05Commit: tcgen05_commit,
              ops.TmemEpilogue: tmem_epilogue}

@@ -116,6 +116,8 @@ class _Statements:
             return ops.AccZero(s.target.name, span=s.span)
         if s.row_math:
             return ops.RowAssign(self.row_operand(s.target), self.tile_expr(s.value), span=s.span)
+        if self._is_tmem(s.target) and isinstance(s.value, ast.Ref):
+            return ops.Tcgen05Cp(self.tile(s.target), s.tmem_column, self.tile(s.value), span=s.span)
         if self._is_tmem(s.target):
             return ops.TmemZero(self.tile(s.target), span=s.span)
         self.block_cols = self._tile_box(s.target).shape[-1]   # an `acc[0, j]` block's width

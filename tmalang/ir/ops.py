@@ -175,6 +175,20 @@ class Tcgen05Mma(Op):
     b: BufferRef
 
 
+@op("tcgen05_cp")
+@dataclass
+class Tcgen05Cp(Op):
+    """Copy the f32 smem tile `source` ([128, W], K-major rows of one swizzle span) into columns
+    `col` .. `col` + W − 1 of Tensor Memory tile `d`, lane i from row i (tcgen05.cp.128x256b, 8
+    columns per instruction), issued by one thread. Asynchronous like tcgen05_mma and ordered
+    before that thread's later MMAs, which add onto the copy; a later tcgen05_commit of the same
+    thread arrives once it has completed."""
+
+    d: BufferRef
+    col: int
+    source: BufferRef
+
+
 @op("tmem_zero")
 @dataclass
 class TmemZero(Op):
@@ -516,6 +530,9 @@ class SetMaxNReg(Op):
 
     action: str                     # "inc" | "dec"
     regs: int
+
+
+TENSOR_CORE_OPS = (Tcgen05Mma, Tcgen05Cp)   # read smem asynchronously; tcgen05_commit tracks them
 
 
 def walk(ops: list[Op]):

@@ -46,7 +46,7 @@ def run(kernel: ops.KernelOp) -> None:
     multicast = {o.pipeline for o in blocks if isinstance(o, ops.Produce)
                  and any(isinstance(x, ops.TmaLoad) and x.multicast for x in o.body)}
     committed = {o.pipeline for o in blocks if isinstance(o, ops.Consume)
-                 and any(isinstance(x, ops.Tcgen05Mma) for x in ops.walk(o.body))}
+                 and any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body))}
     for role in ops.roles(kernel):
         used = [p for p in pipelines if any(getattr(o, "pipeline", None) == p for o in ops.walk(role.body))]
         counters = [ops.Let(f"{p}.it", ex.Const(0), span=pipelines[p].span) for p in used]
@@ -78,7 +78,7 @@ def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str]) -> list
     for o in region:
         for r in o.regions():   # nested blocks first: an enclosing block sees their explicit ops
             r[:] = _expand(r, pipelines, boxes, multicast)
-        if isinstance(o, ops.Produce) and any(isinstance(x, ops.Tcgen05Mma) for x in ops.walk(o.body)):
+        if isinstance(o, ops.Produce) and any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body)):
             out += _produce_accumulators(o, pipelines[o.pipeline])
         elif isinstance(o, ops.Produce) and any(isinstance(x, ops.TmaLoad) for x in o.body):
             out += _produce(o, pipelines[o.pipeline], boxes)
@@ -161,7 +161,7 @@ def _consume(o: ops.Consume, p: ops.PipelineDecl, cluster_wide: bool) -> list[op
     body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TmaStore) else s for s in o.body]
     arrive = ops.MbarArriveCluster if cluster_wide else ops.MbarArrive
     empty = ex.BufferRef(f"{p.symbol}.empty", stage)
-    if any(isinstance(s, ops.Tcgen05Mma) for s in ops.walk(o.body)):   # free once the tensor cores have read it
+    if any(isinstance(s, ops.TENSOR_CORE_OPS) for s in ops.walk(o.body)):   # free once the tensor cores have read it
         arrive = ops.Tcgen05Commit
     release = ops.Elect("role", [arrive(empty, span=o.span)], span=o.span)
     ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(counter, p.stages), span=o.span)

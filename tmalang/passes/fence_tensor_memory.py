@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..ir import ops
 
-_TCGEN05 = (ops.Tcgen05Mma, ops.TmemEpilogue, ops.TmemZero, ops.Tcgen05Commit)
+_TCGEN05 = (*ops.TENSOR_CORE_OPS, ops.TmemEpilogue, ops.TmemZero, ops.Tcgen05Commit)
 _SIGNALS = (ops.MbarArrive, ops.MbarArriveCluster, ops.Sync)
 
 

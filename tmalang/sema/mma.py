@@ -108,13 +108,14 @@ def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, lis
     return call.func, p.shape
 
 
-def _check_operand(ref: ast.Ref, tile: Box, dtypes: tuple[str, ...] = MMA_INPUT_DTYPES) -> None:
+def _check_operand(ref: ast.Ref, tile: Box, dtypes: tuple[str, ...] = MMA_INPUT_DTYPES,
+                   what: str = "mma operand") -> None:
     if tile.dtype.name not in dtypes:
         raise error("E088", f"mma operands may be {', '.join(dtypes)}; '{ref.text()}' is "
                     f"{tile.dtype.name}", ref.span)
     span = int(tile.swizzle[:-1]) if tile.swizzle in ("32B", "64B", "128B") else None
     if len(tile.shape) != 2 or span is None or tile.shape[1] * tile.dtype.itemsize != span:
-        raise error("E089", f"mma operand '{ref.text()}' must be a 2-D swizzled tile whose rows are one "
+        raise error("E089", f"{what} '{ref.text()}' must be a 2-D swizzled tile whose rows are one "
                     "swizzle span (32, 64 or 128 bytes)", ref.span,
                     f"e.g. box X = x[rows, {128 // tile.dtype.itemsize}] swizzle 128B (K-major)")
 
@@ -128,7 +129,10 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
             raise error("E085", "an accumulator can only be assigned 0 (use mma to accumulate)", s.value.span)
         return True
     if tcgen05.tmem_field(scope, s.target) is not None:
-        tcgen05.check_zero(s, scope)
+        if isinstance(s.value, ast.Ref):
+            tcgen05.check_copy(info, s, scope, tcgen05.tmem_field(scope, s.target))
+        else:
+            tcgen05.check_zero(s, scope)
         return True
 
     def is_acc(r: ast.Ref) -> bool:

@@ -59,9 +59,47 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope, shape: list[int]) -> None:
 
 
 def check_zero(s: ast.Assign, scope) -> None:
-    if not (isinstance(s.value, ast.Number) and s.value.value == 0):
-        raise error("E085", "a tmem accumulator can only be assigned 0 (use mma to accumulate)", s.value.span)
+    if not (isinstance(s.value, ast.Number) and s.value.value == 0) or s.target.block is not None:
+        raise error("E085", "a tmem accumulator can only be assigned 0 or a shared-memory tile (use mma to "
+                    "accumulate)", s.value.span)
     _check_mma_role(scope.role, s.span)   # `t.d = 0`: the role's next tcgen05.mma into the tile overwrites
+
+
+def check_copy(info: KernelInfo, s: ast.Assign, scope, shape: list[int]) -> None:
+    """`t.d = tile` or `t.d[0, j] = tile`: tcgen05.cp of an f32 [128, W] smem tile (rows of one
+    swizzle span, read through a matrix descriptor) into W columns of the tmem tile."""
+    _check_mma_role(scope.role, s.span)
+    if scope.elected:
+        raise error("E083", "a copy into Tensor Memory inside elect: the compiler elects the issuing thread itself",
+                    s.span)
+    if info.cta_group == 2:
+        raise error("E060", "tcgen05.cp in a cta_group 2 kernel is not in v0", s.span)
+    tile = st._tile_ref(info, s.value, scope)
+    if tile.dtype.name != "f32":
+        raise error("E080", f"tcgen05.cp copies 32-bit cells into an f32 tile; '{s.value.text()}' is "
+                    f"{tile.dtype.name}", s.value.span)
+    st.mma._check_operand(s.value, tile, ("f32",), "the tcgen05.cp source")
+    lanes, columns = shape
+    if lanes != 128 or tile.shape[0] != 128:
+        raise error("E099", f"tcgen05.cp.128x256b copies 128 rows into 128 lanes; '{s.value.text()}' has "
+                    f"{tile.shape[0]} rows and '{s.target.text()}' {lanes} lanes", s.span)
+    width = tile.shape[1]
+    column = 0 if s.target.block is None else _copy_block(s.target, width, columns)
+    if s.target.block is None and width != columns:
+        raise error("E067", f"'{s.value.text()}' is [128, {width}] but '{s.target.text()}' has {columns} columns",
+                    s.span, f"copy into a block: {s.target.text()}[0, j] = tile writes columns {width}·j ..")
+    s.tmem_column = column
+
+
+def _copy_block(ref: ast.Ref, width: int, columns: int) -> int:
+    if len(ref.block) != 2 or not all(isinstance(c, ast.Number) and isinstance(c.value, int) for c in ref.block):
+        raise error("E093", f"'{ref.text()}': a Tensor Memory block index is two integer literals", ref.span,
+                    f"e.g. {ref.name}.{ref.field}[0, 1]")
+    i, j = st.mma.block_index(ref)
+    if i != 0 or (j + 1) * width > columns:
+        raise error("E093", f"block ({i}, {j}) of {width} columns is outside '{ref.name}.{ref.field}' "
+                    f"({columns} columns)", ref.span, f"blocks are (0, 0) .. (0, {columns // width - 1})")
+    return j * width
 
 
 def _check_mma_role(role, span) -> None:

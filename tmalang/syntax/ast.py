@@ -164,11 +164,13 @@ class Store(Node):
 @dataclass
 class Assign(Node):
     """`dst = expr`: elementwise tile math written into shared memory, or row math (sema sets
-    `row_math`, so lowering follows its decision instead of repeating the rule)."""
+    `row_math`, so lowering follows its decision instead of repeating the rule), or a copy into
+    Tensor Memory (sema sets the first column it writes, `tmem_column`)."""
 
     target: Ref
     value: Expr
     row_math: bool = False
+    tmem_column: int = 0
 
 
 @dataclass
