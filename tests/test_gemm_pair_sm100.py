@@ -110,3 +110,12 @@ def test_single_cta_ring_is_drained_too(single):
     a, b, c = operands(np.random.default_rng(6), 200, 256, 128)
     with pytest.raises(tmalang.TmalangError, match="E412"):
         interpret(_edit(single, _no_drain), single.manifest, a, b, c, ctas=1)
+
+
+def test_explain_says_where_each_barrier_lives(pair):
+    text = pair.explain()
+    assert "CTA pairs (cta_group 2)" in text
+    rows = {line.split()[0]: line for line in text.splitlines() if line.startswith(("ring.", "accs."))}
+    assert rows["ring.full"].rstrip().endswith("load (in the pair's leader)")
+    assert "tcgen05.commit in both CTAs of the pair" in rows["ring.empty"]
+    assert rows["accs.empty"].rstrip().endswith("epilogue (on the pair's leader, from both CTAs)")

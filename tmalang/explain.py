@@ -13,8 +13,12 @@ from .passes.plan_smem import smem_map
 
 
 def explain(kernel: ops.KernelOp) -> str:
-    lines = [f"kernel {kernel.symbol}: grid {kernel.grid}, {kernel.threads} threads, "
-             f"{kernel.smem_bytes} bytes dynamic smem", ""]
+    cluster = f", clusters of {kernel.cluster}" if kernel.cluster > 1 else ""
+    pairs = (", CTA pairs (cta_group 2): the MMA role runs in each pair's leader (even rank)"
+             if kernel.cta_group == 2 else "")
+    header = (f"kernel {kernel.symbol}: grid {kernel.grid}{cluster}{pairs}, {kernel.threads} threads, "
+              f"{kernel.smem_bytes} bytes dynamic smem")
+    lines = [header, ""]
     lines += _table(["role", "warps", "threads", "regs"], _roles(kernel))
     lines += [""] + _table(["barrier", "stages", "count", "tx bytes", "waits (parity)", "arrives"], _barriers(kernel))
     lines += ["", "smem map (offset +bytes name):", *("  " + row for row in smem_map(kernel))]
@@ -42,19 +46,31 @@ def _roles(kernel: ops.KernelOp) -> list[list[str]]:
 
 def _barriers(kernel: ops.KernelOp) -> list[list[str]]:
     waits, arrives = defaultdict(list), defaultdict(list)
+    both = " in both CTAs of the pair" if kernel.cta_group == 2 else ""
     for role in ops.roles(kernel):
-        for o in ops.walk(role.body):
+        for o, leader in _walk(role.body, False):
+            where = " (in the pair's leader)" if leader else ""
             if isinstance(o, ops.MbarWait):
                 waits[o.barrier.name].append(f"{role.symbol} {o.parity}")
+            elif isinstance(o, ops.MbarArriveLeader):
+                arrives[o.barrier.name].append(f"{role.symbol} (on the pair's leader, from both CTAs)")
             elif isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster)):
-                arrives[o.barrier.name].append(role.symbol)
+                arrives[o.barrier.name].append(role.symbol + where)
             elif isinstance(o, ops.Tcgen05Commit):
-                arrives[o.barrier.name].append(f"{role.symbol} (tcgen05.commit)")
+                arrives[o.barrier.name].append(f"{role.symbol} (tcgen05.commit{both})")
     rows = []
     for m in ops.decls(kernel, ops.MbarrierDecl).values():
         rows.append([m.symbol, str(m.stages), str(m.count), str(m.tx_bytes or "-"),
                      "; ".join(waits[m.symbol]) or "-", ", ".join(sorted(set(arrives[m.symbol]))) or "-"])
     return rows
+
+
+def _walk(region: list[ops.Op], leader: bool):
+    """(op, whether it runs in a CTA pair's leader only) for every op of a region."""
+    for o in region:
+        yield o, leader
+        for r in o.regions():
+            yield from _walk(r, leader or isinstance(o, ops.InPairLeader))
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
