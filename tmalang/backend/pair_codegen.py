@@ -17,11 +17,12 @@ I16, I32 = ir.IntType(16), ir.IntType(32)
 
 
 def leader_rank(g) -> ir.Value:
+    """The even rank of this CTA's pair."""
     return g.b.and_(g._sreg("cluster.ctarank"), I32(~1 & 0xFFFFFFFF))
 
 
 def in_leader(g, o: ops.InPairLeader) -> None:
-    is_leader = g.b.icmp_unsigned("==", g.b.and_(g._sreg("cluster.ctarank"), I32(1)), I32(0))
+    is_leader = g.b.icmp_unsigned("==", g._sreg("cluster.ctarank"), leader_rank(g))
     g.if_then(is_leader, lambda: g.region(o.body))
 
 

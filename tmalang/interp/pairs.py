@@ -21,12 +21,12 @@ def pair(m) -> list:
     """The CTAs a tcgen05 op of `m` works for: both CTAs of its pair, or `m` alone (cta_group 1)."""
     if m.kernel.cta_group != 2:
         return [m]
-    first = m.rank - m.rank % 2
+    first = leader(m).rank
     return m.cluster.ctas[first : first + 2]
 
 
 def in_pair_leader(m, w, o: ops.InPairLeader):
-    if m.rank % 2 == 0:
+    if leader(m) is m:
         yield from m.region(w, o.body)
 
 

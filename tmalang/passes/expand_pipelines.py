@@ -91,72 +91,63 @@ def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str]) -> list
     return out
 
 
-def _is_tmem(p: ops.PipelineDecl) -> bool:
-    return any(":tmem:" in entry for entry in p.fields)
+def _counter(p: ops.PipelineDecl) -> ex.Var:
+    return ex.Var(f"{p.symbol}.it")
 
 
-def _slot(o, p: ops.PipelineDecl) -> tuple[ex.Var, ops.Let]:
-    counter = ex.Var(f"{p.symbol}.it")
-    return counter, ops.Let(o.slot, ex.stage_of(counter, p.stages), span=o.span)
+def _slot(p: ops.PipelineDecl, name: str, span) -> ops.Let:
+    """`name` = the stage of this use of the ring."""
+    return ops.Let(name, ex.stage_of(_counter(p), p.stages), span=span)
 
 
-def _advance(o, p: ops.PipelineDecl) -> ops.Let:
-    counter = ex.Var(f"{p.symbol}.it")
-    return ops.Let(counter.name, ex.add(counter, ex.Const(1)), span=o.span)
+def _wait_free(p: ops.PipelineDecl, name: str, span) -> ops.MbarWait:
+    """The producer waits until the consumer released stage `name` (its first pass is free)."""
+    parity = ex.Bin("^", ex.parity_of(_counter(p), p.stages), ex.Const(1))
+    return ops.MbarWait(ex.BufferRef(f"{p.symbol}.empty", ex.Var(name)), parity, span=span)
+
+
+def _advance(p: ops.PipelineDecl, span) -> ops.Let:
+    counter = _counter(p)
+    return ops.Let(counter.name, ex.add(counter, ex.Const(1)), span=span)
 
 
 def _produce(o: ops.Produce, p: ops.PipelineDecl, boxes) -> list[ops.Op]:
-    counter, slot = _slot(o, p)
-    stage = ex.Var(o.slot)
-    full = ex.BufferRef(f"{p.symbol}.full", stage)
-    empty = ex.BufferRef(f"{p.symbol}.empty", stage)
+    full = ex.BufferRef(f"{p.symbol}.full", ex.Var(o.slot))
     loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, l.multicast, l.pair, span=l.span) for l in o.body]
     nbytes = sum(boxes[l.box].bytes(DTYPES[boxes[l.box].dtype].itemsize) for l in loads)
-    free_parity = ex.Bin("^", ex.parity_of(counter, p.stages), ex.Const(1))
     issue = ops.Elect("role", [ops.MbarArriveExpectTx(full, ex.Const(nbytes), span=o.span), *loads], span=o.span)
-    return [slot, ops.MbarWait(empty, free_parity, span=o.span), issue, _advance(o, p)]
+    return [_slot(p, o.slot, o.span), _wait_free(p, o.slot, o.span), issue, _advance(p, o.span)]
 
 
 def _produce_accumulators(o: ops.Produce, p: ops.PipelineDecl) -> list[ops.Op]:
     """An MMA role fills a tmem slot: wait until the epilogue freed it, run the MMAs, commit."""
-    counter, slot = _slot(o, p)
-    stage = ex.Var(o.slot)
-    free_parity = ex.Bin("^", ex.parity_of(counter, p.stages), ex.Const(1))
-    empty, full = (ex.BufferRef(f"{p.symbol}.{b}", stage) for b in ("empty", "full"))
+    full = ex.BufferRef(f"{p.symbol}.full", ex.Var(o.slot))
     commit = ops.Elect("role", [ops.Tcgen05Commit(full, span=o.span)], span=o.span)
-    return [slot, ops.MbarWait(empty, free_parity, span=o.span), *o.body, commit, _advance(o, p)]
+    return [_slot(p, o.slot, o.span), _wait_free(p, o.slot, o.span), *o.body, commit, _advance(p, o.span)]
 
 
 def _produce_by_threads(o: ops.Produce, p: ops.PipelineDecl) -> list[ops.Op]:
     """Row math fills the slot: every thread writes its row, fences its shared-memory writes to
     the async proxy (the consumer, tcgen05.mma or a TMA store, reads through it), and arrives."""
-    counter, slot = _slot(o, p)
-    stage = ex.Var(o.slot)
-    free_parity = ex.Bin("^", ex.parity_of(counter, p.stages), ex.Const(1))
-    empty, full = (ex.BufferRef(f"{p.symbol}.{b}", stage) for b in ("empty", "full"))
+    full = ex.BufferRef(f"{p.symbol}.full", ex.Var(o.slot))
     smem_fields = {f"{p.symbol}.{entry.split(':', 1)[0]}" for entry in p.fields if ":tmem:" not in entry}
     written = {x.dest.name for x in ops.walk(o.body) if isinstance(x, ops.RowAssign)
                and isinstance(x.dest, ex.BufferRef)}
     fence = [ops.Fence("proxy_async", span=o.span)] if written & smem_fields else []
-    return [slot, ops.MbarWait(empty, free_parity, span=o.span), *o.body, *fence,
-            ops.MbarArrive(full, span=o.span), _advance(o, p)]
+    return [_slot(p, o.slot, o.span), _wait_free(p, o.slot, o.span), *o.body, *fence,
+            ops.MbarArrive(full, span=o.span), _advance(p, o.span)]
 
 
 def _drain(p: ops.PipelineDecl) -> ops.ForRange:
     """After its last block, the producer waits until the consumer has released every slot: the
     releases of an MMA consumer are tcgen05.commits, which arrive whenever the tensor cores finish,
     and one must not land on the barrier of a CTA that has exited."""
-    counter = ex.Var(f"{p.symbol}.it")
-    stage = ex.Var(f"{p.symbol}.drained")
-    wait = ops.MbarWait(ex.BufferRef(f"{p.symbol}.empty", stage),
-                        ex.Bin("^", ex.parity_of(counter, p.stages), ex.Const(1)), span=p.span)
+    stage = f"{p.symbol}.drained"
     return ops.ForRange(f"{p.symbol}.tail", ex.Const(p.stages),
-                        [ops.Let(stage.name, ex.stage_of(counter, p.stages), span=p.span), wait,
-                         _advance(p, p)], span=p.span)
+                        [_slot(p, stage, p.span), _wait_free(p, stage, p.span), _advance(p, p.span)], span=p.span)
 
 
 def _consume(o: ops.Consume, p: ops.PipelineDecl, cluster_wide: bool) -> list[ops.Op]:
-    counter, slot = _slot(o, p)
     stage = ex.Var(o.slot)
     body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TmaStore) else s for s in o.body]
     arrive = ops.MbarArriveCluster if cluster_wide else ops.MbarArrive
@@ -164,5 +155,5 @@ def _consume(o: ops.Consume, p: ops.PipelineDecl, cluster_wide: bool) -> list[op
     if any(isinstance(s, ops.TENSOR_CORE_OPS) for s in ops.walk(o.body)):   # free once the tensor cores have read it
         arrive = ops.Tcgen05Commit
     release = ops.Elect("role", [arrive(empty, span=o.span)], span=o.span)
-    ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(counter, p.stages), span=o.span)
-    return [slot, ready, *body, release, _advance(o, p)]
+    ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(_counter(p), p.stages), span=o.span)
+    return [_slot(p, o.slot, o.span), ready, *body, release, _advance(p, o.span)]
