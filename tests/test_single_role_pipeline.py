@@ -164,6 +164,25 @@ def test_multistage_gemm_matches_float64(stages):
         assert relative_error(c, a, b) < 1e-2
 
 
+def deferred_release_fires(kernel) -> bool:
+    """defer_mma_release keeps a wgmma group in flight (`wgmma_wait pending=1`), freeing each slot
+    one step late. With one stage no step can then acquire its slot: a hang, whoever produces
+    (issue 11, item 3; fixed in defer_mma_release on another branch, which no longer defers a
+    one-stage ring or one its consumer also produces). Such a kernel must not reach the H100."""
+    return any(isinstance(o, ops.WgmmaWait) and o.pending == 1 for o in ops.walk(kernel._c.ir.body))
+
+
+def test_one_stage_multistage_gemm():
+    """S = 1 with wgmma: no lookahead (D = 0); each step loads its slice, then multiplies."""
+    kernel = gemm_kernel(1)
+    if deferred_release_fires(kernel):
+        pytest.xfail("defer_mma_release still defers a one-stage ring (issue 11, item 3)")
+    for m, n, k in [(130, 300, 100), (100, 70, 64), (40, 200, 1)]:
+        a, b, c = gemm_case(np.random.default_rng(m + n + k), m, n, k)
+        kernel.interpret(a, b, c, seed=k, explore=2)
+        assert relative_error(c, a, b) < 1e-2
+
+
 def test_consumers_never_lap_a_slot():
     """A consumer warp that has not yet waited on `full` when another thread of its role frees
     the slot would find the barrier a phase on: with one stage and stores only, some schedule let
@@ -277,11 +296,13 @@ def test_h100_multistage_gemm_matches_float64(m, n, k):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("stages", [2, 4])
+@pytest.mark.parametrize("stages", [1, 2, 4])
 def test_h100_multistage_gemm_matches_interpreter(stages):
     """The H100 and the interpreter on the same inputs: the same bf16 result up to the order of
     the f32 accumulation inside the tensor cores."""
     kernel = gemm_kernel(stages)
+    if deferred_release_fires(kernel) and stages == 1:
+        pytest.skip("defer_mma_release still defers a one-stage ring (issue 11, item 3): it would hang")
     for m, n, k in [(130, 300, 100), (100, 70, 64 * stages + 1), (257, 129, 1000)]:
         a, b, c = gemm_case(np.random.default_rng(m + n + k), m, n, k)
         expected = c.copy()
