@@ -53,9 +53,11 @@ def run(kernel: ops.KernelOp) -> None:
         sides = _sides(role)
         used = [p for p in pipelines if (p, True) in sides or (p, False) in sides]
         own = {p for p in used if (p, True) in sides and (p, False) in sides}
-        counters = [ops.Let(name, ex.Const(0), span=pipelines[p].span) for p in used for name in _counter_names(p, own)]
+        counters = [ops.Let(name, ex.Const(0), span=pipelines[p].span)
+                    for p in used for name in _counter_names(p, own)]
         role.body = counters + _expand(role.body, pipelines, boxes, multicast, own)
-        role.body += [_drain(pipelines[p], _counter(p, True, own)) for p in used if p in committed and (p, True) in sides]
+        role.body += [_drain(pipelines[p], _counter(p, True, own))
+                      for p in used if p in committed and (p, True) in sides]
     kernel.body = body
 
 
@@ -98,19 +100,18 @@ def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str], own: se
     for o in region:
         for r in o.regions():   # nested blocks first: an enclosing block sees their explicit ops
             r[:] = _expand(r, pipelines, boxes, multicast, own)
-        if isinstance(o, (ops.Produce, ops.Consume)):
-            at = _counter(o.pipeline, isinstance(o, ops.Produce), own)
-            p = pipelines[o.pipeline]
-        if isinstance(o, ops.Produce) and any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body)):
-            out += _produce_accumulators(o, p, at)
-        elif isinstance(o, ops.Produce) and any(isinstance(x, ops.TmaLoad) for x in o.body):
-            out += _produce(o, p, at, boxes)
-        elif isinstance(o, ops.Produce):
-            out += _produce_by_threads(o, p, at)
-        elif isinstance(o, ops.Consume):
-            out += _consume(o, p, at, o.pipeline in multicast)
-        else:
+        if not isinstance(o, (ops.Produce, ops.Consume)):
             out.append(o)
+            continue
+        p, at = pipelines[o.pipeline], _counter(o.pipeline, isinstance(o, ops.Produce), own)
+        if isinstance(o, ops.Consume):
+            out += _consume(o, p, at, o.pipeline in multicast)
+        elif any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body)):
+            out += _produce_accumulators(o, p, at)
+        elif any(isinstance(x, ops.TmaLoad) for x in o.body):
+            out += _produce(o, p, at, boxes)
+        else:
+            out += _produce_by_threads(o, p, at)
     return out
 
 

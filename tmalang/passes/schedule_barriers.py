@@ -11,7 +11,8 @@ Guarantees:
     must equal it, and an mbarrier that is waited on must have an arrive site — otherwise the
     phase never completes (a hang) or completes early (a race), so both are errors here;
   - `tx_bytes` is the bytes one phase expects; where expect_tx bytes are constants they must
-    equal the bytes of the TMA loads completing on that barrier in the same role;
+    equal the bytes of the TMA loads completing on that barrier in the same role (for a
+    pipeline's `full` barrier: in the same elected block, since its arming sites alternate);
   - the kernel body starts with one thread initialising every stage of every barrier, then
     `fence.mbarrier_init` (barrier state visible to the async proxy), then a block-wide sync,
     before any role runs; in a cluster the sync is cluster-wide (other CTAs multicast into this
