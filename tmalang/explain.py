@@ -56,6 +56,8 @@ def _barriers(kernel: ops.KernelOp) -> list[list[str]]:
                 arrives[o.barrier.name].append(f"{role.symbol} (on the pair's leader, from both CTAs)")
             elif isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster)):
                 arrives[o.barrier.name].append(role.symbol + where)
+            elif isinstance(o, ops.Tcgen05CommitCluster):
+                arrives[o.barrier.name].append(f"{role.symbol} (tcgen05.commit in every CTA of the cluster)")
             elif isinstance(o, ops.Tcgen05Commit):
                 arrives[o.barrier.name].append(f"{role.symbol} (tcgen05.commit{both})")
     rows = []

@@ -110,6 +110,13 @@ def _tcgen05_commit(g, o: ops.Tcgen05Commit) -> None:
         g.asm(tcgen05.commit("$0"), "r", [address])
 
 
+def _tcgen05_commit_cluster(g, o: ops.Tcgen05CommitCluster) -> None:
+    """The release of a slot other CTAs multicast into: one arrival on the barrier at the same
+    offset in every CTA of the cluster (ranks 0..N-1, the 16-bit mask 2^N - 1)."""
+    mask = ir.Constant(ir.IntType(16), (1 << g.kernel.cluster) - 1)
+    g.asm(tcgen05.commit("$0", g.kernel.cta_group, "$1"), "r,h", [g.address(o.barrier), mask])
+
+
 def _tmem_epilogue(g, o: ops.TmemEpilogue) -> None:
     ref = next(e for e in ex.walk(o.value) if isinstance(e, ex.TmemRef))
     cols = g.boxes[g.buffers[o.dest.name].box].shape[1]
@@ -142,5 +149,6 @@ TCGEN05_EMITTERS = {
     ops.Tcgen05Mma: _tcgen05_mma,
     ops.Tcgen05Cp: _tcgen05_cp,
     ops.Tcgen05Commit: _tcgen05_commit,
+    ops.Tcgen05CommitCluster: _tcgen05_commit_cluster,
     ops.TmemEpilogue: _tmem_epilogue,
 }

@@ -205,6 +205,17 @@ class Tcgen05Commit(Op):
     barrier: BufferRef
 
 
+@op("tcgen05_commit_cluster")
+@dataclass
+class Tcgen05CommitCluster(Tcgen05Commit):
+    """A tcgen05_commit that arrives on this barrier (same offset) in every CTA of the cluster
+    (`.multicast::cluster`): the release of a slot that other CTAs multicast into."""
+
+    def senders(self, kernel: KernelOp) -> int:
+        """How many CTAs' commit sites reach one CTA's barrier."""
+        return kernel.cluster
+
+
 @op("tmem_epilogue")
 @dataclass
 class TmemEpilogue(Op):
