@@ -34,9 +34,9 @@ def tmem_base(g) -> ir.Value:
 
 
 def tile_address(g, ref: ex.BufferRef) -> ir.Value:
-    """Lane 0, first column of stage `ref.index` of a tmem tile."""
+    """Lane 0, first column of stage `ref.index` of a tmem tile (stages `pitch()` columns apart)."""
     decl = g.tmem_tiles[ref.name]
-    column = g.b.add(I32(decl.column), g.b.mul(g.expr(ref.index), I32(decl.shape[1])))
+    column = g.b.add(I32(decl.column), g.b.mul(g.expr(ref.index), I32(decl.pitch())))
     return g.b.add(tmem_base(g), column)
 
 
