@@ -144,7 +144,8 @@ def test_ld_rejects(shape, num):
 
 def _kernel(group: int) -> str:
     """A kernel using every tcgen05 form with one cta_group, for ptxas to judge."""
-    regs = {shape: [f"%v{i}" for i in range(tmem.ld_registers(shape, 4))] for shape in ("32x32b", "16x128b", "16x256b")}
+    regs = {shape: [f"%v{i}" for i in range(tmem.ld_registers(shape, 4))]
+            for shape in ("32x32b", "16x64b", "16x128b", "16x256b", "16x32bx2")}
     body = [ins.alloc("%sa", 512, group), ins.relinquish_alloc_permit(group), "ld.shared.b32 %t, [%sa];"]
     for dtype in ("bf16", "f16", "f8e4m3", "f8e5m2"):
         m = 128 if group == 1 else 256
@@ -153,7 +154,9 @@ def _kernel(group: int) -> str:
                  ins.mma("%t", "%t", "%db", "%id", "%en", dtype, group, a_from_tmem=True)]
     body += [ins.commit("%mb", group), ins.commit("%mb", group, "%mask")]
     for shape, registers in regs.items():
-        body += [ins.ld(registers, "%t", shape, 4), ins.WAIT_LD, ins.st("%t", registers, shape, 4), ins.WAIT_ST]
+        split = 16 if shape in ins.HALF_SPLIT_SHAPES else None
+        body += [ins.ld(registers, "%t", shape, 4, split), ins.WAIT_LD, ins.st("%t", registers, shape, 4, split),
+                 ins.WAIT_ST]
     body += [ins.cp("%t", "%da", "128x256b", cta_group=group), ins.cp("%t", "%da", "64x128b", "warpx2::02_13", group),
              ins.cp("%t", "%da", "32x128b", "warpx4", group),
              ins.FENCE_BEFORE_THREAD_SYNC, "bar.sync 0;", ins.FENCE_AFTER_THREAD_SYNC, ins.dealloc("%t", 512, group)]
@@ -177,7 +180,18 @@ def test_ptxas_accepts_every_form_for_sm100a(group):
     (lambda: ins.alloc("%r", 48), "power of two"), (lambda: ins.alloc("%r", 1024), "power of two"),
     (lambda: ins.ld(["%r"], "%t", "32x32b", 2), "2 registers"),
     (lambda: ins.cp("%t", "%d", "64x128b"), "warpx2"), (lambda: ins.cp("%t", "%d", "128x256b", "warpx4"), "no multicast"),
-    (lambda: ins.mma_k_steps(40, "bf16"), "multiple of the 16"), (lambda: ins.commit("%m", 3), "cta_group")])
+    (lambda: ins.mma_k_steps(40, "bf16"), "multiple of the 16"), (lambda: ins.commit("%m", 3), "cta_group"),
+    (lambda: ins.ld(["%r"], "%t", "16x32bx2"), "half-split"), (lambda: ins.st("%t", ["%r"], "16x32bx2", 1, 512), "half-split"),
+    (lambda: ins.ld(["%r"], "%t", "32x32b", 1, 16), "no half-split")])
 def test_instruction_builders_reject_misuse(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_16x32bx2_carries_its_half_split_offset():
+    """`.16x32bx2` is two `.16x32b` accesses, the second `immHalfSplitoff` columns on: the
+    immediate follows [taddr] in both ld and st (ptxas rejects the shape without it)."""
+    assert ins.ld(["%r0", "%r1"], "%t", "16x32bx2", 2, 64) == \
+        "tcgen05.ld.sync.aligned.16x32bx2.x2.b32 {%r0, %r1}, [%t], 64;"
+    assert ins.st("%t", ["%r0"], "16x32bx2", 1, 0) == "tcgen05.st.sync.aligned.16x32bx2.x1.b32 [%t], 0, {%r0};"
+    assert ins.ld(["%r0"], "%t") == "tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r0}, [%t];"
