@@ -56,7 +56,7 @@ def _descriptor(g, ref: ex.BufferRef) -> tuple[wgmma.KMajorTile, ir.Value]:
     dtype = "tf32" if box.dtype == "f32" else box.dtype   # f32 tiles are multiplied as tf32
     rows, cols = box.held_shape()   # a CTA holds half of a pair box
     tile = wgmma.KMajorTile(rows, cols, dtype, box.swizzle)
-    base = descriptors.smem_descriptor(0, box.swizzle, tile.sbo)
+    base = descriptors.kmajor_descriptor(tile)
     encoded = g.b.lshr(g.b.and_(g.b.zext(g.address(ref), I64), I64(0x3FFFF)), I64(4))
     return tile, g.b.or_(encoded, I64(base))
 
