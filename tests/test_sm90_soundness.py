@@ -61,6 +61,8 @@ CASES = {
                       lambda m, n, k: [(m, min(k, 64)), (n, min(k, 64))], _gemm),
     "two_rings_2_3": (lambda: _two_rings(2, 3), lambda m, n, k: [(m, k), (n, k)], _gemm),
     "two_rings_1_1": (lambda: _two_rings(1, 1), lambda m, n, k: [(m, k), (n, k)], _gemm),
+    "smem_operand": (lambda: (KERNELS / "smem_operand.tma").read_text(),
+                     lambda m, n, k: [(m, k), (k + 30, k), (n, k + 30)], _chain),
 }
 NAMES = list(CASES)
 
@@ -119,6 +121,18 @@ def test_nested_slots_are_released_per_warpgroup():
                 and any(o is x for r in ops.roles(kernel._c.ir) if r.symbol == "consumer" for x in ops.walk(r.body))]
     assert {o.body[0].barrier.name for o in releases} == {"ra.empty", "rb.empty"}
     assert all(o.scope == "warpgroup" for o in releases)
+
+
+def test_a_thread_written_wgmma_operand_is_fenced_and_its_rewrite_waits_for_every_warpgroup():
+    consumer = next(r for r in ops.roles(_compile("smem_operand")._c.ir) if r.symbol == "consumer")
+    h_loop = next(o for o in ops.walk(consumer.body) if isinstance(o, ops.ForRange) and o.var == "h")
+    names = [o.name for o in h_loop.body]
+    write = next(i for i, o in enumerate(h_loop.body) if isinstance(o, ops.AccStore))
+    read = next(i for i, o in enumerate(h_loop.body) if isinstance(o, ops.Wgmma) and o.a == ex.BufferRef("ps", ex.Const(0)))
+    assert names[write - 1] == "sync"                      # the other warpgroup's wgmma read ps last time
+    between = h_loop.body[write + 1:read]
+    fence = next(i for i, o in enumerate(between) if isinstance(o, ops.Fence) and o.kind == "proxy_async")
+    assert any(isinstance(o, ops.Sync) for o in between[fence + 1:])
 
 
 def _wgmma(acc: str, a=None) -> list[ops.Op]:
