@@ -1,10 +1,11 @@
 """Generic-proxy writes to shared memory are fenced before the async proxy reads them (issue 11,
-item 5, and the cross-role verifier class).
+item 5, and the cross-role verifier class), and a tcgen05.cp copy is not row math.
 
   - row math writing smem, a whole tile (`cs = t.d`) or a row register (`os = r`), before a
     TMA store: fence.proxy.async and a sync in between (the interpreter reported E406);
   - an accumulator epilogue (wgmma or tcgen05) handed to a TMA store in another role through
     hand-written barriers: the writing role fences before its arrive;
+  - `t.d = q.v` in a one-warp role without an mma is tcgen05.cp (§15b), not row math (was E099).
 Each kernel runs on the interpreter across random schedules against NumPy and assembles with
 ptxas; the sm_90a one also runs on the H100 (`-m gpu`).
 """
@@ -22,7 +23,8 @@ from tmalang.ir import ops
 
 BF16 = ml_dtypes.bfloat16
 KERNELS = ROOT / "tests" / "soundness"
-SOURCES = {"rows_store_sm100": "sm_100a", "handoff_store": "sm_90a"}
+SOURCES = {"rows_store_sm100": "sm_100a", "copy_role_sm100": "sm_100a", "handoff_store_sm100": "sm_100a",
+           "handoff_store": "sm_90a"}
 
 
 def _compile(name: str):
@@ -80,7 +82,26 @@ def test_rows_store_runs_clean_and_matches_numpy():
     np.testing.assert_allclose(mx, np.repeat(row_max, 8, axis=1), rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["handoff_store"])
+def test_a_tmem_copy_in_a_one_warp_role_without_mma_is_a_copy():
+    kernel = _compile("copy_role_sm100")
+    copy = _role(kernel, "copy")
+    assert any(isinstance(o, ops.Tcgen05Cp) for o in ops.walk(copy.body))
+    assert not any(isinstance(o, ops.RowAssign) for o in ops.walk(copy.body))
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((130, 100)).astype(np.float32)
+    y = np.full((130, 100), np.nan, np.float32)
+    kernel.interpret(x, y, seed=4, explore=3)
+    np.testing.assert_array_equal(y, x)
+
+
+def test_a_tmem_copy_in_a_row_math_role_is_refused_as_a_copy():
+    """The same statement in a warpgroup is still refused, now as a copy outside the MMA role."""
+    text = (KERNELS / "copy_role_sm100.tma").read_text().replace("role copy: warp 1", "role copy: warps 8..11")
+    with pytest.raises(tmalang.TmalangError, match="E099.*one warp"):
+        tmalang.compile(text, arch="sm_100a")
+
+
+@pytest.mark.parametrize("name", ["handoff_store", "handoff_store_sm100"])
 def test_an_epilogue_handed_to_another_roles_store_is_fenced_before_the_arrive(name):
     epilogue = _role(_compile(name), "consumer" if name == "handoff_store" else "epilogue")
     tile = next(o for o in ops.walk(epilogue.body) if isinstance(o, ops.ForTiles))
@@ -90,7 +111,7 @@ def test_an_epilogue_handed_to_another_roles_store_is_fenced_before_the_arrive(n
     assert _fenced_and_synced(_between(tile.body, writes, ready))
 
 
-@pytest.mark.parametrize("name", ["handoff_store"])
+@pytest.mark.parametrize("name", ["handoff_store", "handoff_store_sm100"])
 def test_handoff_runs_clean_and_matches_float64(name):
     kernel = _compile(name)
     m, n, k = 130, 300, 200
