@@ -12,6 +12,7 @@ ptxas; the sm_90a one also runs on the H100 (`-m gpu`).
 
 from __future__ import annotations
 
+import re
 import ml_dtypes
 import numpy as np
 import pytest
@@ -53,8 +54,11 @@ def _fenced_and_synced(ops_between: list[ops.Op]) -> bool:
 
 @pytest.mark.parametrize("name", list(SOURCES))
 def test_ptxas_accepts(name):
-    cubin, stats = ptxas.assemble(_compile(name).ptx, SOURCES[name])
+    kernel = _compile(name)
+    cubin, stats = ptxas.assemble(kernel.ptx, SOURCES[name])
     assert cubin[:4] == b"\x7fELF"
+    syncs = [o for o in ops.walk(kernel._c.ir.body) if isinstance(o, ops.Sync) and o.scope != "cluster"]
+    assert len(re.findall(r"\bbar\.(?:warp\.)?sync\b", kernel.ptx)) == len(syncs)   # none duplicated
 
 
 def test_row_math_into_smem_is_fenced_before_the_store():

@@ -16,6 +16,7 @@ at shapes that are not box multiples, assembles with ptxas, and (`-m gpu`) runs 
 
 from __future__ import annotations
 
+import re
 import ml_dtypes
 import numpy as np
 import pytest
@@ -95,9 +96,17 @@ def test_interpreter_runs_clean_and_matches_float64(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_ptxas_accepts(name):
-    cubin, stats = ptxas.assemble(_compile(name).ptx, "sm_90a")
+    kernel = _compile(name)
+    cubin, stats = ptxas.assemble(kernel.ptx, "sm_90a")
     assert cubin[:4] == b"\x7fELF"
     assert "C7514" not in stats.log, stats.log
+    assert _barriers_emitted_once(kernel)
+
+
+def _barriers_emitted_once(kernel) -> bool:
+    """One bar.sync per role sync of the IR: LLVM copying one into both arms of an elect hangs."""
+    syncs = [o for o in ops.walk(kernel._c.ir.body) if isinstance(o, ops.Sync) and o.scope != "cluster"]
+    return len(re.findall(r"\bbar\.(?:warp\.)?sync\b", kernel.ptx)) == len(syncs)
 
 
 def _waits(kernel) -> list[int]:
