@@ -133,23 +133,25 @@ def _queue(m, w, o, operands: list, ctas: list, compute, what: str) -> None:
     who = f"{what} issued by {m.who(w)}"
     for c, tile_key, name in operands:
         check_proxy_fence(c, tile_key, name, o.span, what)
+    stage = m.value(w, o.d.index)   # at issue: the warp's variables move on before the op runs
+    written = [tmem_key(c, w, o.d) for c in ctas]
 
     def run():
         for c in ctas:
-            _check_allocated(c, w, o)
+            _check_allocated(c, stage, o)
         for _, tile_key, _ in operands:
             m.races.access(tile_key, agent, False, None, o.span, who)
-        for c in ctas:
-            m.races.access(tmem_key(c, w, o.d), agent, True, None, o.span, who)
+        for key in written:
+            m.races.access(key, agent, True, None, o.span, who)
         compute()
 
     w.tc_queue.append((w.tc_issued, run))
     w.tc_issued += 1
 
 
-def _check_allocated(c, w, o) -> None:
+def _check_allocated(c, stage: int, o) -> None:
     decl = c.tmem_tiles[o.d.name]
-    end = decl.stage_column(c.value(w, o.d.index)) + decl.shape[1]
+    end = decl.stage_column(stage) + decl.shape[1]
     if c.tmem_columns < end:
         raise ProtocolError("E418", f"{o.name} writes columns up to {end} of CTA {c.cta}'s Tensor Memory, "
                             f"which holds {c.tmem_columns}", o.span,
