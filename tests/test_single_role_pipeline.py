@@ -152,35 +152,24 @@ def test_zero_trip_steps_loop_loads_nothing(stages):
     np.testing.assert_array_equal(out, np.zeros((70, 64), dtype=np.float32))
 
 
-@pytest.mark.parametrize("stages", [2, 4])
+@pytest.mark.parametrize("stages", [1, 2, 4])
 def test_multistage_gemm_matches_float64(stages):
-    """The wgmma example with rings of 2 and 4 stages, K-loops of 1, S - 1, S, S + 1 and many
+    """The wgmma example with rings of 1, 2 and 4 stages, K-loops of 1, S - 1, S, S + 1 and many
     slices (the last partial), M and N not tile multiples."""
     kernel = gemm_kernel(stages)
-    for m, n, k in [(130, 300, 100), (257, 129, 64 * (stages - 1) - 1), (100, 70, 64 * stages),
+    for m, n, k in [(130, 300, 100), (257, 129, max(1, 64 * (stages - 1) - 1)), (100, 70, 64 * stages),
                     (100, 70, 64 * stages + 1), (40, 200, 1), (64, 128, 1000)]:
         a, b, c = gemm_case(np.random.default_rng(m + n + k), m, n, max(k, 1))
         kernel.interpret(a, b, c, seed=k, explore=2)
         assert relative_error(c, a, b) < 1e-2
 
 
-def deferred_release_fires(kernel) -> bool:
-    """defer_mma_release keeps a wgmma group in flight (`wgmma_wait pending=1`), freeing each slot
-    one step late. With one stage no step can then acquire its slot: a hang, whoever produces
-    (issue 11, item 3; fixed in defer_mma_release on another branch, which no longer defers a
-    one-stage ring or one its consumer also produces). Such a kernel must not reach the H100."""
-    return any(isinstance(o, ops.WgmmaWait) and o.pending == 1 for o in ops.walk(kernel._c.ir.body))
-
-
-def test_one_stage_multistage_gemm():
-    """S = 1 with wgmma: no lookahead (D = 0); each step loads its slice, then multiplies."""
-    kernel = gemm_kernel(1)
-    if deferred_release_fires(kernel):
-        pytest.xfail("defer_mma_release still defers a one-stage ring (issue 11, item 3)")
-    for m, n, k in [(130, 300, 100), (100, 70, 64), (40, 200, 1)]:
-        a, b, c = gemm_case(np.random.default_rng(m + n + k), m, n, k)
-        kernel.interpret(a, b, c, seed=k, explore=2)
-        assert relative_error(c, a, b) < 1e-2
+def test_own_ring_keeps_every_wgmma_release_in_its_step():
+    """The lookahead D = S relies on it: step k loads k + S into the slot it has just released.
+    A release deferred to step k + 1 (defer_mma_release) would make that load wait for itself."""
+    for stages in (1, 2, 4):
+        body = gemm_kernel(stages)._c.ir.body
+        assert not any(isinstance(o, ops.WgmmaWait) and o.pending == 1 for o in ops.walk(body))
 
 
 def test_consumers_never_lap_a_slot():
@@ -191,6 +180,16 @@ def test_consumers_never_lap_a_slot():
     rng = np.random.default_rng(45)
     src, dst = padded(rng, (700, 700)), padded(rng, (700, 700), fill=np.nan)
     tmalang.compile(source).interpret(src, dst, seed=45, ctas=1)
+    np.testing.assert_array_equal(dst, src)
+
+
+def test_own_ring_warps_never_lap_a_slot():
+    """The same in a role on both sides of its ring: only the thread that stores the slot waits
+    for it (confine_idle_waits, which must see `%P.get` / `%P.put` as the block's end); with all
+    warps waiting, schedule seed 18 left one of them a phase behind, waiting forever (E401)."""
+    rng = np.random.default_rng(18)
+    src, dst = padded(rng, (700, 700)), padded(rng, (700, 700), fill=np.nan)
+    copy_kernel(1).interpret(src, dst, seed=18, ctas=1)
     np.testing.assert_array_equal(dst, src)
 
 
@@ -209,25 +208,41 @@ def test_ir_golden(name, golden):
     golden(ROOT / "tests" / "golden" / "single_role_blocksum" / f"{name}.ir", _ir_after(source, name))
 
 
-@pytest.mark.parametrize("stages,ahead", [(1, 0), (2, 1), (4, 3)])
-def test_lookahead_with_tensor_cores_is_one_less(stages, ahead):
-    """A slot read by wgmma is freed one step late (the deferred release), so the role loads
-    S - 1 slices ahead; with one stage it loads nothing ahead."""
-    kernel = gemm_kernel(stages)._c.ir
-    prologues = [o for o in ops.walk(kernel.body) if isinstance(o, ops.ForRange) and o.var == "ring.fill"]
-    if ahead == 0:
-        assert prologues == []
-    else:
-        assert [str(o.count) for o in prologues] == [f"min({ahead}, %k.trips)"]
+def _prologue_counts(kernel) -> list[str]:
+    return [str(o.count) for o in ops.walk(kernel._c.ir.body) if isinstance(o, ops.ForRange) and o.var == "ring.fill"]
 
 
 @pytest.mark.parametrize("stages", [1, 2, 4])
-def test_lookahead_is_the_ring_depth_without_tensor_cores(stages):
+def test_lookahead_is_the_ring_depth(stages):
+    """Stores, tile math and wgmma free the slot within its step: the role loads S steps ahead."""
+    assert _prologue_counts(blocksum_kernel(stages)) == [f"min({stages}, %k.trips)"]
+    assert _prologue_counts(gemm_kernel(stages)) == [f"min({stages}, %k.trips)"]
     kernel = blocksum_kernel(stages)._c.ir
-    prologue = next(o for o in ops.walk(kernel.body) if isinstance(o, ops.ForRange) and o.var == "ring.fill")
-    assert str(prologue.count) == f"min({stages}, %k.trips)"
     guard = next(o for o in ops.walk(kernel.body) if isinstance(o, ops.If) and "%k.trips" in str(o.cond))
     assert str(guard.cond) == f"(%k.trips > (%k + {stages}))"
+
+
+def tcgen05_own_gemm(stages: int):
+    """gemm_sm100.tma with its load warp folded into the MMA warp, which then loads ahead itself."""
+    source = (ROOT / "examples" / "gemm_sm100.tma").read_text().replace("ring[3]", f"ring[{stages}]")
+    load_role = source[source.index("    role load: warp 0 {"):source.index("    role mma: warp 1 {")]
+    source = source.replace(load_role, "").replace(
+        "                    consume ring as s { mma t.d, s.a, s.b }",
+        "                    produce ring as s {\n                        load A[m, k] -> s.a\n"
+        "                        load B[n, k] -> s.b\n                    }\n"
+        "                    consume ring as s { mma t.d, s.a, s.b }")
+    return tmalang.compile(source, arch="sm_100a")
+
+
+@pytest.mark.parametrize("stages,ahead", [(1, 0), (2, 1), (3, 2)])
+def test_tcgen05_lookahead_is_one_less(stages, ahead):
+    """A tcgen05 slot is freed by a commit once its MMAs complete: loading into step k's own slot
+    would hold the issuing thread until MMA k is done, so the role loads into k - 1's."""
+    kernel = tcgen05_own_gemm(stages)
+    assert _prologue_counts(kernel) == ([f"min({ahead}, %k.trips)"] if ahead else [])
+    a, b, c = gemm_case(np.random.default_rng(stages), 200, 300, 64 * stages + 13)
+    kernel.interpret(a, b, c, seed=stages, explore=3, ctas=2)
+    assert relative_error(c, a, b) < 1e-2
 
 
 def test_tile_loop_pair_stays_in_place():
@@ -301,8 +316,6 @@ def test_h100_multistage_gemm_matches_interpreter(stages):
     """The H100 and the interpreter on the same inputs: the same bf16 result up to the order of
     the f32 accumulation inside the tensor cores."""
     kernel = gemm_kernel(stages)
-    if deferred_release_fires(kernel) and stages == 1:
-        pytest.skip("defer_mma_release still defers a one-stage ring (issue 11, item 3): it would hang")
     for m, n, k in [(130, 300, 100), (100, 70, 64 * stages + 1), (257, 129, 1000)]:
         a, b, c = gemm_case(np.random.default_rng(m + n + k), m, n, k)
         expected = c.copy()

@@ -8,12 +8,10 @@ Guarantees, for every elected arrive on a pipeline's `empty` barrier:
   - if the role's threads touched the slot with ordinary accesses since their last `sync`, a
     `sync scope=role` precedes the release, so no thread still reads a slot the producer refills;
     if only wgmma touched it, each warpgroup releases for itself instead (`elect
-    scope=warpgroup`: its wgmma wait already covers its four warps), with no role-wide sync;
-  - otherwise (e.g. the slot is only stored by one thread), a role of several warps still syncs
-    before the release if no sync followed its wait on `full`: every warp waits on `full` for
-    this use of the slot, and a warp that has not yet done so when the slot is refilled would
-    find the barrier a whole phase on, with the parity it waits for, and wait for a phase that
-    never comes (or take a later one's data);
+    scope=warpgroup`: its wgmma wait already covers its four warps), with no role-wide sync.
+    This holds for every slot the wgmmas read: the release of an outer consume block after an
+    inner one's (`consume ra as s { consume rb as t { mma acc, s.a, t.b } }`) is per warpgroup
+    too, not one thread's arrive that the other warpgroups' MMAs are unordered with;
 and every role that issues TMA stores ends with `bulk_wait read=false pending=0`, so no copy is in
 flight when its CTA exits.
 """
@@ -25,7 +23,7 @@ from ..ir import ops
 
 def run(kernel: ops.KernelOp) -> None:
     for role in ops.roles(kernel):
-        role.body = _region(role.body, role.last_warp > role.first_warp)
+        role.body = _region(role.body)
         if any(isinstance(o, ops.TmaStore) and _pipelined(o.source.name) for o in ops.walk(role.body)):
             role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
 
@@ -34,20 +32,17 @@ def _pipelined(buffer: str) -> bool:
     return "." in buffer  # buffers made by expand_pipelines are named PIPELINE.FIELD
 
 
-def _region(region: list[ops.Op], warps: bool) -> list[ops.Op]:
+def _region(region: list[ops.Op]) -> list[ops.Op]:
     out: list[ops.Op] = []
     stored: set[str] = set()
     touched = None   # "generic" (ordinary smem access), "mma" (wgmma only) or None since the last sync
-    waited = False   # a wait on a pipeline's `full` barrier since the last sync
     for o in region:
-        if isinstance(o, ops.MbarWait) and o.barrier.name.endswith(".full"):
-            waited = True
         if isinstance(o, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)):
             touched = "generic"   # every warp must be done with the slot before one thread frees it
         elif isinstance(o, ops.Wgmma):
             touched = touched or "mma"
         elif isinstance(o, ops.Sync):
-            touched, waited = None, False
+            touched = None
         elif isinstance(o, ops.Elect):
             stores = [s for s in o.body if isinstance(s, ops.TmaStore) and _pipelined(s.source.name)]
             if stores:
@@ -59,13 +54,14 @@ def _region(region: list[ops.Op], warps: bool) -> list[ops.Op]:
                 if any(b.startswith(pipeline + ".") for b in stored):
                     o.body.insert(0, ops.BulkWait(0, True, span=o.span))
                 if touched == "mma" and len(o.body) == 1:
-                    o.scope = "warpgroup"
-                elif touched or warps and waited:
+                    o.scope = "warpgroup"   # `touched` stays: an enclosing slot's MMAs are the same groups
+                elif touched:
                     out.append(ops.Sync("role", span=o.span))
-                stored, touched, waited = set(), None, False
+                    touched = None
+                stored = {b for b in stored if not b.startswith(pipeline + ".")}
         else:
             for r in o.regions():
-                r[:] = _region(r, warps)
+                r[:] = _region(r)
         out.append(o)
     return out
 

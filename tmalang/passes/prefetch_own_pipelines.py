@@ -12,14 +12,14 @@ C, and whose produce block loads with TMA (a multistage loop, as with `cuda::pip
     k + D, only while k + D < C: no load past the trip count, none at all when C ≤ 0, and every
     loaded slot is consumed in the same loop.
 D, the lookahead, is the ring's depth S when the role itself has freed the slot by the end of
-the iteration that consumes it (a TMA store from the slot, tile math): iteration k loads k + S
-into the slot it has just released, and all S slots are busy. When the tensor cores read the
-slot, D = S − 1: the loads of k + S − 1 go into k − 1's slot. A wgmma slot may be released one
-iteration late (defer_mma_release keeps one MMA group in flight), so k's own slot would not be
-free yet: D = S would deadlock. A tcgen05 slot is released by a commit when the MMAs reading it
-complete: waiting for k's slot would stall the issuing thread until MMA k is done, before it
-issues k + 1, and the tensor cores would idle. When D = 0 (S = 1 with MMAs) nothing is
-prefetched.
+the iteration that consumes it: iteration k loads k + S into the slot it has just released, and
+all S slots are busy. That holds for stores and tile math, and for wgmma: its release follows
+`wgmma_wait pending=0` in the same step (defer_mma_release never delays the release of a ring
+its consumer also produces: with D = S that would deadlock). A tcgen05 slot is released by a
+commit when the MMAs reading it complete, so D = S − 1: the loads of k + S − 1 go into k − 1's
+slot, whose MMAs are done or nearly so, instead of stalling the issuing thread until MMA k
+completes, before it issues k + 1 (the tensor cores would idle). When D = 0 (one stage,
+tcgen05) nothing is prefetched.
 
 Every other pair stays in place: the produce block of iteration i right before its consume
 block. That is correct for any S ≥ 1 (the slot is free: iteration i − S released it) but loads
@@ -35,9 +35,6 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
-
-
-_MMA = (ops.Wgmma, *ops.TENSOR_CORE_OPS)   # the tensor cores read the slot, asynchronously
 
 
 def run(kernel: ops.KernelOp) -> None:
@@ -71,7 +68,7 @@ def _pairs(loop: ops.ForRange, stages: dict[str, int]) -> list[tuple[ops.Produce
         consume = next((o for o in loop.body if isinstance(o, ops.Consume) and o.pipeline == name), None)
         if produce is None or consume is None or not all(isinstance(x, ops.TmaLoad) for x in produce.body):
             continue
-        ahead = depth - 1 if any(isinstance(x, _MMA) for x in ops.walk(consume.body)) else depth
+        ahead = depth - 1 if any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(consume.body)) else depth
         if ahead > 0:
             pairs.append((produce, consume, ahead))
     return pairs

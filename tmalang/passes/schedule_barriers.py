@@ -4,7 +4,8 @@ Requires: explicit barrier operations (pipelines expanded, releases ordered).
 Guarantees:
   - every mbarrier's `count` is the number of arrivals one phase receives: per arrive site, 1
     inside `elect` (one per warpgroup for warpgroup scope), else the role's thread count; times
-    the cluster size for a cluster-wide arrive (every CTA's site arrives on every CTA's barrier),
+    the cluster size for a cluster-wide arrive or tcgen05 commit (every CTA's site arrives on every
+    CTA's barrier),
     times 2 for an arrive on a CTA pair's leader (both CTAs' sites arrive on the leader's barrier).
     The sites of a user's barrier add up; a pipeline's barrier is signalled by one produce or
     consume block per phase, so its sites (a block inside a loop and one after it) alternate. A count the user declared
@@ -40,7 +41,7 @@ def run(kernel: ops.KernelOp) -> None:
         for o, elected in _sites(role.body, 0, role):
             if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster, ops.Tcgen05Commit)):
                 name = o.barrier.name
-                senders = o.senders(kernel) if isinstance(o, ops.MbarArriveCluster) else 1
+                senders = o.senders(kernel) if isinstance(o, (ops.MbarArriveCluster, ops.Tcgen05CommitCluster)) else 1
                 count = (elected or threads) * senders
                 if _pipelined(name):   # each of a pipeline's blocks arrives once per phase: its sites alternate
                     arrivals[name] = max(arrivals[name], count)

@@ -303,7 +303,7 @@ def _require_elected(s, scope: Scope, what: str) -> None:
 
 
 def _assign(info: KernelInfo, s: ast.Assign, scope: Scope) -> None:
-    if rows.is_row_math(s, scope):
+    if rows.is_row_math(info, s, scope):
         rows.check_assign(info, s, scope)
         s.row_math = True
         return
