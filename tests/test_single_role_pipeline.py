@@ -2,7 +2,7 @@
 
 The role keeps its own producer and consumer positions (`%P.put`, `%P.get`) and, in a steps
 loop, loads up to D slices ahead of what it consumes (prefetch_own_pipelines): D = S, or S − 1
-when the tensor cores read the slot. Checked here on the interpreter under random schedules for
+when tcgen05 reads the slot (a commit frees it only when the MMAs complete). Checked here on the interpreter under random schedules for
 rings of 1, 2 and 4 stages, trip counts 0, 1, 2, S − 1, S, S + 1 and many, and shapes that are
 not box multiples; on the H100 (`-m gpu`) against float64 and against the interpreter.
 """
