@@ -47,9 +47,10 @@ def launch_registers(kernel: ops.KernelOp) -> int:
     return min(PTXAS_MAX_REGISTERS, REGISTER_FILE // 4 // warps_per_quarter // 32 // 8 * 8)
 
 
-def register_limit(kernel: ops.KernelOp, role: ops.RoleOp) -> int:
-    """Registers per thread the role's code may use: its budget after setmaxnreg, or the launch one."""
-    return role.regs or launch_registers(kernel)
+def register_limit(kernel: ops.KernelOp, role: ops.RoleOp | None) -> int:
+    """Registers per thread the role's code may use: its budget after setmaxnreg, or the launch one
+    (also for kernel-level code, outside every role)."""
+    return (role.regs if role is not None else 0) or launch_registers(kernel)
 
 
 def run(kernel: ops.KernelOp) -> None:
