@@ -237,3 +237,38 @@ def test_every_example_agrees_with_the_interpreter(path):
         assert np.linalg.norm(gpu64 - interp64) / np.linalg.norm(expected) < RTOL[name]
     else:
         np.testing.assert_array_equal(_bits(out_gpu), _bits(out_interp))
+
+
+EVEN_ROWS = """
+kernel even_rows(x: f32[M, N], out: f32[P, N]) {
+    grid persistent
+    box X = x[64, 64] strides [2, 1]       // rows 0, 2, ..., 62 of each 64-row block: a [32, 64] tile
+    box O = out[32, 64]
+    pipeline ring[3] { t: X }
+    role producer: warp 0 {
+        for tile (m, n) in tiles(out, O) {
+            produce ring as s { load X[m, n] -> s.t }
+        }
+    }
+    role consumer: warps 4..7 {
+        for tile (m, n) in tiles(out, O) {
+            consume ring as s {
+                s.t = 2.0 * s.t - 1.0
+                store O[m, n] <- s.t
+            }
+        }
+    }
+}
+"""
+
+
+def test_strided_rows_feed_tile_math():
+    """A strided tile is dense in smem: tile math and a store through an unstrided box of the
+    tile's shape compact every other row."""
+    rng = np.random.default_rng(2)
+    k = tmalang.compile(EVEN_ROWS)
+    x = rng.standard_normal((203, 100)).astype(np.float32)
+    out = np.full((102, 100), 7.0, np.float32)
+    gpu_out, interp_out = _run_both(k, x, out)
+    np.testing.assert_array_equal(gpu_out, interp_out)
+    np.testing.assert_array_equal(interp_out, np.float32(2) * x[::2] - np.float32(1))

@@ -133,7 +133,7 @@ def load_columns(g, taddr: ir.Value, cols: int) -> list[ir.Value]:
     """`cols` 32-bit columns of this thread's lane, in tcgen05.ld chunks of a power of two."""
     values: list[ir.Value] = []
     while len(values) < cols:
-        n = 1 << (min(cols - len(values), LD_MAX).bit_length() - 1)
+        n = 1 << (min(cols - len(values), g.ld_width).bit_length() - 1)
         registers = [f"${i}" for i in range(n)]
         ret = ir.LiteralStructType([I32] * n) if n > 1 else I32   # one output is a plain value
         loaded = g.asm(tcgen05.ld(registers, f"${n}", "32x32b", n), ",".join(["=r"] * n + ["r"]),

@@ -8,6 +8,7 @@ each becomes a located compile-time error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod
 
 from ..diagnostics import Span, error
 from ..syntax import ast
@@ -59,11 +60,17 @@ class Box:
         return self.tensor.dtype
 
     @property
+    def tile_shape(self) -> list[int]:
+        """The smem tile a load fills: every stride-th element of each extent, packed densely."""
+        return [-(-extent // stride) for extent, stride in zip(self.shape, self.strides)]
+
+    @property
+    def strided(self) -> bool:
+        return any(stride != 1 for stride in self.strides)
+
+    @property
     def bytes(self) -> int:
-        total = self.dtype.itemsize
-        for extent, stride in zip(self.shape, self.strides):
-            total *= -(-extent // stride)
-        return total
+        return self.dtype.itemsize * prod(self.tile_shape)
 
 
 @dataclass
