@@ -18,6 +18,15 @@ def padded(rng, shape, fill=None, xp=np):
     return base[:, :cols]
 
 
+def padded_copy(a: np.ndarray) -> np.ndarray:
+    """A copy with the same (16-byte aligned, maybe padded) row stride as the 2-D array `a`."""
+    if a.ndim != 2 or a.flags.c_contiguous:
+        return a.copy()
+    base = np.empty((a.shape[0], a.strides[0] // a.itemsize), dtype=a.dtype)
+    base[:, : a.shape[1]] = a
+    return base[:, : a.shape[1]]
+
+
 def copy_case(rng, shape):
     src = padded(rng, shape)
     return [src, padded(rng, shape, np.nan)], src.copy()
