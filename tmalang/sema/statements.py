@@ -248,6 +248,9 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
         if s.barrier is not None:
             raise error("E062", "loads in a produce block complete on the pipeline's own barrier",
                         s.barrier.span, "remove the barrier operand")
+        if s.dest.field in scope.loaded:
+            raise error("E070", f"field '{s.dest.field}' is loaded twice in this produce block", s.span,
+                        "both copies would write the slot unordered; load each field once")
         scope.loaded.add(s.dest.field)
         return
     if s.barrier is None:
