@@ -214,7 +214,9 @@ def _tile_box(info: KernelInfo, ref: ast.Ref, scope: Scope) -> Box:
             raise error("E031", f"pipeline '{pipe.name}' has no field '{ref.field}'", ref.span,
                         f"fields: {', '.join(pipe.fields)}")
         return box
-    return info.lookup(ref, SmemBuffer, what="smem buffer").box
+    buffer = info.lookup(ref, SmemBuffer, what="smem buffer")
+    buffer.users.setdefault(scope.role.name, ref.span)
+    return buffer.box
 
 
 def _coords(info: KernelInfo, box: Box, coords: list, span, scope: Scope) -> None:
