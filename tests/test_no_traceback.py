@@ -147,3 +147,111 @@ KNOWN_CRASHES = {
 @pytest.mark.parametrize("text", list(KNOWN_CRASHES.values()), ids=list(KNOWN_CRASHES))
 def test_known_crash_inputs(text):
     check_compiles_or_diagnoses(text)
+
+
+# --- limits of the syntax: a located E008 instead of a RecursionError or a ValueError ---------
+
+_BODY = "s.ys = a * s.xs + s.ys"
+
+
+def _nest(depth: int) -> str:
+    return _SAXPY.replace(_BODY, "elect { " * depth + "store O[m, n] <- s.ys" + " }" * depth)
+
+
+def _sum(terms: int) -> str:
+    return _SAXPY.replace(_BODY, "s.ys = " + " + ".join(["s.xs"] * terms))
+
+
+def _negations(count: int) -> str:
+    return _SAXPY.replace(_BODY, "s.ys = " + "-" * count + "s.xs")
+
+
+@pytest.mark.parametrize("text", [_nest(300), _sum(500), _negations(1000), _nest(3000), _sum(20000)],
+                         ids=["nest300", "sum500", "neg1000", "nest3000", "sum20000"])
+def test_deep_nesting_is_a_located_e008(text):
+    with pytest.raises(TmalangError) as info:
+        compile_source(text, "deep.tma", Options())
+    assert info.value.code == "E008" and info.value.span is not None
+    assert "nest too deeply" in info.value.message
+
+
+def _deep_stack(frames: int, call):
+    """Run `call` under `frames` extra Python frames (a caller's stack, e.g. pytest's or an app's)."""
+    return call() if frames == 0 else _deep_stack(frames - 1, call)
+
+
+@pytest.mark.parametrize("text", [_sum(190), _negations(190)], ids=["sum190", "neg190"])
+def test_nesting_just_below_the_limit_runs_through_every_stage(text):
+    import numpy as np
+
+    from tmalang.api import Kernel
+
+    c = _deep_stack(150, lambda: compile_source(text, "deep.tma", Options()))
+    x, y, out = (np.ones((64, 64), np.float32) for _ in range(3))
+    _deep_stack(150, lambda: Kernel(c, text).interpret(np.float32(2), x, y, out))
+
+
+@pytest.mark.parametrize("literal", ["9" * 5000, str(2**64), "0" * 30 + str(2**64)])
+def test_huge_integer_literals_are_a_located_e008(literal):
+    with pytest.raises(TmalangError) as info:
+        compile_source(_COPY.replace("ring[4]", f"ring[{literal}]"), "big.tma", Options())
+    assert info.value.code == "E008" and info.value.span.line == 4
+    assert "too large" in info.value.message
+
+
+def test_the_largest_64_bit_literal_reaches_sema():
+    with pytest.raises(TmalangError) as info:
+        compile_source(_COPY.replace("ring[4]", f"ring[{2**64 - 1}]"), "big.tma", Options())
+    assert info.value.code == "E030"
+
+
+# --- the Python API: every wrong argument is a diagnostic ---------------------------------------
+
+
+def test_compile_takes_utf8_bytes_and_refuses_other_types():
+    import tmalang
+
+    assert tmalang.compile(_COPY.encode()).name == "copy"
+    with pytest.raises(TmalangError) as info:
+        tmalang.compile(b"kernel k() {\n\xc3\x28 }")
+    assert info.value.code == "E007" and (info.value.span.line, info.value.span.col) == (2, 1)
+    for kwargs in ({"source": 42}, {"source": _COPY, "arch": 90}, {"source": _COPY, "kernel": 1},
+                   {"source": _COPY, "name": None}):
+        with pytest.raises(TmalangError) as info:
+            tmalang.compile(**kwargs)
+        assert info.value.code == "E009"
+
+
+def test_compile_file_decodes_with_e007(tmp_path):
+    import tmalang
+
+    path = tmp_path / "bad.tma"
+    path.write_bytes(b"\xfe\xff")
+    with pytest.raises(TmalangError) as info:
+        tmalang.compile_file(path)
+    assert info.value.code == "E007" and str(path) in info.value.render()
+
+
+@pytest.mark.parametrize("options", [{"seed": "abc"}, {"seed": -1}, {"seed": 1.5}, {"ctas": 2.5}, {"ctas": 0},
+                                     {"explore": "x"}, {"explore": -1}, {"explore": True}, {"trace": "t.json"},
+                                     {"dims": ["M", 64]}])
+def test_interpret_options_are_checked_with_e212(options):
+    import numpy as np
+    import tmalang
+
+    k = tmalang.compile(_COPY)
+    src, dst = np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32)
+    with pytest.raises(TmalangError) as info:
+        k.interpret(src, dst, **options)
+    assert info.value.code == "E212"
+
+
+def test_launch_dims_that_are_not_a_mapping_is_e212():
+    import numpy as np
+    import tmalang
+
+    k = tmalang.compile(_COPY)
+    k._cubin = b"not needed: the arguments fail first"
+    with pytest.raises(TmalangError) as info:
+        k(np.zeros((64, 64), np.float32), np.zeros((64, 64), np.float32), dims=["M", 64])
+    assert info.value.code == "E212"
