@@ -23,7 +23,8 @@ one outcome (`check`):
 
 A high-level program has no hand-written barriers (`mbarrier`, `arrive`, `expect_tx`, `wait`,
 `fence`). Examples that order their own staging tiles with `sync`, `commit_group` and
-`wait_group` count as high level while those lines are as the example wrote them. Failing
+`wait_group` count as high level while those lines, and the writes to and stores from the
+staging tiles they order, are as the example wrote them. Failing
 mutants are saved as OUT/<outcome>/<index>_<example>.tma with the error beside them.
 """
 
@@ -160,9 +161,17 @@ def is_explicit(text: str) -> bool:
 
 
 def ordering_edited(text: str, original: str) -> bool:
-    """Whether the hand-written `sync`/`commit_group`/`wait_group` lines differ from the example's."""
+    """Whether the hand-written ordering differs from the example's: its `sync`, `commit_group`
+    and `wait_group` lines, or, where it has them, the writes to the `smem` staging tiles and the
+    stores from them, which those lines order (rewriting a staging tile with no wait for its
+    last store is the user's race)."""
     def lines(t):
-        return sorted(line.strip() for line in _blank_comments(t).split("\n") if ORDERING.search(line))
+        code = _blank_comments(t)
+        if not ORDERING.search(code):
+            return []
+        staging = "|".join(re.findall(r"^\s*smem\s+(\w+)\s*:", code, re.M)) or "(?!)"
+        tile_write = re.compile(rf"^\s*({staging})\s*=|<-\s*({staging})\b")
+        return sorted(line.strip() for line in code.split("\n") if ORDERING.search(line) or tile_write.search(line))
     return lines(text) != lines(original)
 
 
