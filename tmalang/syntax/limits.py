@@ -7,6 +7,9 @@ located diagnostic (E008), by an iterative walk that itself cannot overflow. Int
 bounded too: no tmalang type holds 2**64 or more, and Python refuses to convert decimal strings
 of more than 4,300 digits, so a longer literal is refused before anything converts it.
 
+`decode` turns source bytes into text, with E007 at the first byte that is not UTF-8, so that
+no reader of source files (the CLI, `compile_file`, `compile(bytes)`) raises UnicodeDecodeError.
+
 Requires: a lark parse tree with positions. Guarantees: tree depth <= MAX_DEPTH and every
 integer literal < 2**64 when it returns.
 """
