@@ -209,3 +209,13 @@ def test_a_bad_ptxas_timeout_is_e302(capsys, monkeypatch):
     monkeypatch.setenv("TMALANG_PTXAS_TIMEOUT", "soon")
     assert main([COPY, "--emit", "cubin", "-o", "/dev/null"]) == 1
     assert "error[E302]: TMALANG_PTXAS_TIMEOUT is 'soon'" in capsys.readouterr().err
+
+
+def test_an_endless_source_is_e009(capsys):
+    assert main(["/dev/zero"]) == 1
+    assert "error[E009]: cannot read /dev/zero: larger than 16 MiB" in capsys.readouterr().err
+
+
+def test_a_directory_as_source_is_e009(tmp_path, capsys):
+    assert main([str(tmp_path)]) == 1
+    assert "error[E009]: cannot read" in capsys.readouterr().err

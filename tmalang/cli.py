@@ -63,12 +63,18 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+MAX_SOURCE_BYTES = 16 << 20   # far above any kernel; stops a read of /dev/zero or a runaway file
+
+
 def read_source(path: str) -> str:
-    """The text of a source file: E009 if it cannot be read, E007 if it is not UTF-8."""
+    """The text of a source file: E009 if it cannot be read or is huge, E007 if it is not UTF-8."""
     try:
-        data = Path(path).read_bytes()
+        with open(path, "rb") as f:
+            data = f.read(MAX_SOURCE_BYTES + 1)
     except OSError as exc:
         raise error("E009", f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_SOURCE_BYTES:
+        raise error("E009", f"cannot read {path}: larger than {MAX_SOURCE_BYTES >> 20} MiB, which no kernel is")
     return decode(data, path)
 
 
