@@ -110,6 +110,10 @@ _FINDINGS = {
     # issue item 2: a strided box crashes the interpreter (ValueError in interp/tiles.py)
     "F5_strided_box": (lambda: _edit("tma_copy.tma", "box In  = src[64, 128]", "box In  = src[64, 128] strides [1, 2]"),
                        "sm_90a", {"M": 64, "N": 130}, [1]),
+    # a slot stored with TMA, then overwritten by tile math with no wait_group read between (E405)
+    "F8_slot_stored_then_rewritten": (lambda: _edit("saxpy.tma", "s.ys = a * s.xs + s.ys",
+                                                    "store O[m, n] <- s.ys\n s.ys = a * s.xs + s.ys"),
+                                      "sm_90a", {"M": 130, "N": 130}, [1, 2, 3, 4]),
     # an unmodified example races on Tensor Memory under one schedule (E405, tcgen05.mma vs tcgen05.ld)
     "F7_tmem_race_gemm_sm100": (lambda: SOURCES["gemm_sm100.tma"], "sm_100a", {"M": 261, "K": 133, "N": 259},
                                 [299096471]),
