@@ -8,8 +8,8 @@
 
 The mutants are those of the fuzzer (bench/fuzz.py, which runs thousands of them in parallel
 with a time limit); here hypothesis draws 150 (about 15 s), derandomized so that CI is stable. The
-fuzzer's findings in other stages stand below as strict xfails: each turns into a failure (XPASS)
-once its bug is fixed, so that its marker is removed with the fix.
+fuzzer's findings stand below as regression tests: each was a protocol error, a traceback or a
+ptxas rejection on an accepted program before its fix.
 `fuzz.check` names the outcome; the failing ones are listed in `fuzz.FAILURES`.
 """
 
@@ -70,7 +70,7 @@ def test_mutants_get_a_diagnostic_or_assembled_code_that_runs_clean(name, seed):
     assert outcome not in fuzz.FAILURES, f"{outcome} on this mutant of {name}:\n{text}\n{detail}"
 
 
-# --- findings of bench/fuzz.py (seeds 2026, 2027) in other stages: /work/wt/_notes/fuzz_findings/ ---
+# --- findings of bench/fuzz.py (seeds 2026, 2027): each was a compiler bug until its fix ----------
 
 def _edit(name: str, old: str, new: str) -> str:
     assert old in SOURCES[name], old
@@ -93,41 +93,39 @@ def _interpret_clean(text: str, arch: str, dims: dict, seeds: list[int]) -> None
 
 
 _FINDINGS = {
-    # a slot field loaded twice in one produce block compiles; the loads race (E405)
+    # a slot field loaded twice in one produce block compiled; the loads raced (E405): now E070
     "F1_slot_loaded_twice": (lambda: _edit("saxpy.tma", "load Y[m, n] -> s.ys",
                                            "load Y[m, n] -> s.ys\n load Y[m, n] -> s.ys"),
                              "sm_90a", {"M": 130, "N": 130}, [1, 2, 3, 4]),
-    # an smem tile accumulated only inside consume/steps gets no proxy fence before its store (E406)
+    # an smem tile accumulated only inside consume/steps got no proxy fence before its store (E406)
     "F2_accumulated_tile_unfenced": (lambda: _edit("blocksum.tma", "            acc = 0.0\n", ""),
                                      "sm_90a", {"M": 130, "K": 130}, [1]),
-    # a generic write to the staging tile from another role, no proxy fence before the store (E406)
+    # a generic write to the staging tile from another role raced with the store: now E104
     "F2b_tile_written_by_other_role": (lambda: _edit("blocksum.tma", "            for k in steps(K, 64) {\n",
                                                      "            acc = 0.0\n            for k in steps(K, 64) {\n"),
                                        "sm_90a", {"M": 130, "K": 130}, [1]),
-    # issue item 3: a one-stage ring consumed by wgmma deadlocks (E401)
+    # issue item 3: a one-stage ring consumed by wgmma deadlocked (E401)
     "F3_one_stage_wgmma_ring": (lambda: _edit("gemm_chain_sm90.tma", "pipeline ring[4]", "pipeline ring[1]"),
                                 "sm_90a", {"M": 131, "K": 133, "H": 64, "N": 127}, [1]),
-    # issue item 2: a strided box crashes the interpreter (ValueError in interp/tiles.py)
+    # issue item 2: a strided box crashed the interpreter: now E025 (innermost stride) / E064
     "F5_strided_box": (lambda: _edit("tma_copy.tma", "box In  = src[64, 128]", "box In  = src[64, 128] strides [1, 2]"),
                        "sm_90a", {"M": 64, "N": 130}, [1]),
     # a slot stored with TMA, then overwritten by tile math with no wait_group read between (E405)
     "F8_slot_stored_then_rewritten": (lambda: _edit("saxpy.tma", "s.ys = a * s.xs + s.ys",
                                                     "store O[m, n] <- s.ys\n s.ys = a * s.xs + s.ys"),
                                       "sm_90a", {"M": 130, "N": 130}, [1, 2, 3, 4]),
-    # an unmodified example races on Tensor Memory under one schedule (E405, tcgen05.mma vs tcgen05.ld)
+    # an unmodified example raced on Tensor Memory under one schedule (E405, tcgen05.mma vs tcgen05.ld)
     "F7_tmem_race_gemm_sm100": (lambda: SOURCES["gemm_sm100.tma"], "sm_100a", {"M": 261, "K": 133, "N": 259},
                                 [299096471]),
 }
 
 
-@pytest.mark.xfail(strict=True, reason="compiler/interpreter bugs found by bench/fuzz.py; see _notes/fuzz_findings")
 @pytest.mark.parametrize("finding", sorted(_FINDINGS))
 def test_fuzz_finding(finding):
     make, arch, dims, seeds = _FINDINGS[finding]
     _interpret_clean(make(), arch, dims, seeds)
 
 
-@pytest.mark.xfail(strict=True, reason="issue item 8: no E045 without `regs`; ptxas C7602 (fuzz finding F6)")
 @pytest.mark.skipif(not HAVE_PTXAS, reason="needs ptxas")
 def test_fuzz_finding_F6_high_mma_warp_without_regs():
     from tmalang.compiler import Options, compile_source
