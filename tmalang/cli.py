@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from .diagnostics import TmalangError, error
 from .explain import explain
 from .ir.printer import print_ir
 from .passes import PASS_NAMES, PassLog
-from .syntax.limits import decode
+from .files import check_outputs, read_source, write_file
 
 EMITS = ("ast", "ir", "ll", "ptx", "cubin", "header")
 
@@ -63,21 +62,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-MAX_SOURCE_BYTES = 16 << 20   # far above any kernel; stops a read of /dev/zero or a runaway file
-
-
-def read_source(path: str) -> str:
-    """The text of a source file: E009 if it cannot be read or is huge, E007 if it is not UTF-8."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_SOURCE_BYTES + 1)
-    except OSError as exc:
-        raise error("E009", f"cannot read {path}: {exc.strerror or exc}") from None
-    if len(data) > MAX_SOURCE_BYTES:
-        raise error("E009", f"cannot read {path}: larger than {MAX_SOURCE_BYTES >> 20} MiB, which no kernel is")
-    return decode(data, path)
-
-
 def _outputs(args) -> list[str]:
     """Every file this run will write, so that a bad path fails before the work, not after."""
     paths = [args.manifest] if args.manifest else []
@@ -86,29 +70,6 @@ def _outputs(args) -> list[str]:
     elif args.emit == "cubin":
         paths.append(str(Path(args.file).with_suffix(".cubin")))
     return paths
-
-
-def check_outputs(paths: list) -> None:
-    """E009 for an output whose directory is missing or not writable, or that is a directory."""
-    for path in map(Path, paths):
-        folder = path.parent
-        if not folder.is_dir():
-            raise error("E009", f"cannot write {path}: directory '{folder}' does not exist")
-        if path.is_dir():
-            raise error("E009", f"cannot write {path}: it is a directory")
-        if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-            raise error("E009", f"cannot write {path}: permission denied")
-
-
-def write_file(path, data: str | bytes) -> None:
-    """Write an output; a failure (disk full, a race with the checks above) is E009, not a traceback."""
-    try:
-        if isinstance(data, bytes):
-            Path(path).write_bytes(data)
-        else:
-            Path(path).write_text(data)
-    except OSError as exc:
-        raise error("E009", f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _run(args, source: str) -> int:

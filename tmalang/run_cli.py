@@ -17,8 +17,8 @@ import numpy as np
 
 from .api import compile as compile_kernel
 from .backend.manifest import TensorArg
-from .cli import check_outputs, read_source, write_file
 from .diagnostics import TmalangError, error
+from .files import check_outputs, read_source, write_file
 from .interp.trace import Trace
 from .runtime.binding import check_extent
 from .runtime.dtypes import NUMPY
