@@ -71,3 +71,16 @@ def test_a_slot_is_rewritten_only_after_its_store_read_it():
 @pytest.mark.gpu
 def test_h100_rewrites_a_slot_after_its_store_read_it():
     _store_then_rewrite(tmalang.compile(STORE_THEN_REWRITE))
+
+
+def test_the_ir_verifier_refuses_an_innermost_element_stride():
+    """Sema refuses it (E025); IR written by hand must not reach the interpreter with it either,
+    since the interpreter could only model a stride the hardware does not apply."""
+    from tmalang.diagnostics import TmalangError
+    from tmalang.ir.parser import parse_ir
+    from tmalang.ir.verifier import verify
+
+    text = tmalang.compile(copy_source("f32", [64, 32])).ir
+    [kernel] = parse_ir(text.replace("shape=[64, 32] strides=[1, 1]", "shape=[64, 32] strides=[1, 2]", 1))
+    with pytest.raises(TmalangError, match="E999.*innermost element stride 2"):
+        verify(kernel, "dispatch_roles")

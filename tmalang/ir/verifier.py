@@ -54,6 +54,8 @@ class _Verifier:
     def declaration(self, o: ops.Op) -> None:
         if isinstance(o, ops.BoxDecl) and not isinstance(self.symbols.get(o.tensor), ops.TensorDecl):
             self.fail(f"box '@{o.symbol}' refers to unknown tensor '{o.tensor}'", o)
+        if isinstance(o, ops.BoxDecl) and o.strides[-1] != 1:
+            self.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
         if isinstance(o, ops.BufferDecl) and not isinstance(self.symbols.get(o.box), ops.BoxDecl):
             self.fail(f"buffer '@{o.symbol}' refers to unknown box '{o.box}'", o)
         if isinstance(o, ops.PipelineDecl) and self.after("expand_pipelines"):
