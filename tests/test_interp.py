@@ -22,6 +22,11 @@ def _matrix(rng, shape, fill=None):
     return base[:, :cols]
 
 
+def _signature_arrays(kernel, rng, shape) -> list[np.ndarray]:
+    """One [M, N] f32 array per tensor parameter, in signature order: random inputs, outputs of 7.0."""
+    return [_matrix(rng, shape, 7.0 if arg.written else None) for arg in kernel.manifest.args]
+
+
 def _run(kernel, rng, shape, **options):
     args, expected = CASES[kernel.name](rng, shape)
     kernel.interpret(*args, **options)
@@ -55,12 +60,14 @@ def test_copy_2048_squared_verifies_quickly():
 @pytest.mark.parametrize("path", VERIFY, ids=[p.stem for p in VERIFY])
 def test_broken_protocol_is_caught(path, golden):
     kernel = tmalang.compile_file(path)
-    rng = np.random.default_rng(0)
-    src, dst = _matrix(rng, (96, 128)), _matrix(rng, (96, 128), 7.0)
+    arrays = _signature_arrays(kernel, np.random.default_rng(0), (96, 128))
     with pytest.raises(tmalang.TmalangError) as caught:
-        kernel.interpret(src, dst)
-    assert (dst == 7.0).all(), "a failed run must not write the caller's arrays"
-    rendered = caught.value.render().replace(str(ROOT) + "/", "")
+        kernel.interpret(*arrays)
+    rendered = caught.value.render()
+    assert "error[E2" not in rendered, "a launch error hides the protocol error the program exists to show"
+    written = [a for arg, a in zip(kernel.manifest.args, arrays) if arg.written]
+    assert all((a == 7.0).all() for a in written), "a failed run must not write the caller's arrays"
+    rendered = rendered.replace(str(ROOT) + "/", "")
     golden(path.with_suffix(".err"), rendered + "\n")
 
 
