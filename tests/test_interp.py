@@ -180,3 +180,13 @@ def test_grouped_tile_order_visits_every_tile_once(counts, group):
     assert sorted(seen) == [(m, n) for m in range(counts[0]) for n in range(counts[1])]
     if group and counts[0] > 1:
         assert seen[1] == (1, 0), "a band walks its rows first"
+
+
+@pytest.mark.parametrize("ctas", [0, -1, 2.5, True])
+def test_interpreter_refuses_a_grid_of_no_ctas(ctas):
+    """ctas=-1 used to run no CTA at all and report nothing: a protocol never executed is no proof."""
+    kernel = tmalang.compile_file(ROOT / "tests" / "handoff_correct.tma")
+    rng = np.random.default_rng(0)
+    src, dst = _matrix(rng, (64, 64)), _matrix(rng, (64, 64), 0.0)
+    with pytest.raises(tmalang.TmalangError, match=r"E420.*ctas >= 1"):
+        kernel.interpret(src, dst, ctas=ctas)
