@@ -190,3 +190,36 @@ def test_interpreter_refuses_a_grid_of_no_ctas(ctas):
     src, dst = _matrix(rng, (64, 64)), _matrix(rng, (64, 64), 0.0)
     with pytest.raises(tmalang.TmalangError, match=r"E420.*ctas >= 1"):
         kernel.interpret(src, dst, ctas=ctas)
+
+
+@pytest.mark.parametrize("strides", [[1, 1], [2, 3]])
+def test_negative_box_coordinates_fill_on_load_and_skip_on_store(strides):
+    """TMA coordinates are signed: elements before 0 are out of bounds like those past the end."""
+    from tmalang.interp.tiles import box_tile_bytes, read_box, write_box
+    from tmalang.ir import ops
+
+    box = ops.BoxDecl("B", "t", "f32", [4, 6], strides, "none", "nan", "none", 1, False)
+    tensor = np.arange(7 * 10, dtype=np.float32).reshape(7, 10)
+    shape, _ = box_tile_bytes(box)
+    rows = [-4 + j * strides[0] for j in range(shape[0])]      # tile row -1 covers -4 .. -1
+    cols = [6 + j * strides[1] for j in range(shape[1])]
+    expected = np.array([[tensor[r, c] if 0 <= r < 7 and 0 <= c < 10 else np.nan for c in cols] for r in rows],
+                        dtype=np.float32)
+    tile = read_box(tensor, box, [-1, 1])
+    np.testing.assert_array_equal(tile, expected)
+    target = np.zeros_like(tensor)
+    write_box(target, box, [-1, 1], np.ones(shape, dtype=np.float32))
+    assert not target.any(), "a box entirely before row 0 stores nothing"
+    write_box(target, box, [0, -1], np.ones(shape, dtype=np.float32))   # cols -6 .. -1: nothing
+    assert not target.any()
+
+
+def test_program_with_negative_tile_coordinates_runs():
+    """A shifted copy, `load In[m - 1, n]`: the first tile row loads the zero fill."""
+    kernel = tmalang.compile_file(ROOT / "tests" / "verify" / "ok" / "shifted_copy.tma")
+    rng = np.random.default_rng(0)
+    src, dst = _matrix(rng, (70, 64)), _matrix(rng, (70, 64), 5.0)
+    kernel.interpret(src, dst, seed=3, explore=4)
+    expected = np.zeros_like(dst)
+    expected[32:] = src[:38]
+    np.testing.assert_array_equal(dst, expected)

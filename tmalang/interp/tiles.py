@@ -22,16 +22,38 @@ def box_tile_bytes(box: ops.BoxDecl) -> tuple[tuple[int, ...], int]:
     return shape, int(np.prod(shape)) * DTYPES[box.dtype].itemsize
 
 
+def _inside(dim: int, start: int, count: int, stride: int) -> tuple[int, int]:
+    """The tile positions [first, last) whose elements start + j*stride lie in [0, dim).
+
+    Coordinates may be negative (TMA coordinates are signed): elements before 0 are out of
+    bounds exactly like elements past the end, filled on load and skipped on store."""
+    first = min(count, -(-max(0, -start) // stride))
+    last = max(first, min(count, -(-(dim - start) // stride)))
+    return first, last
+
+
 def _window(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]):
     """(tensor index, tile index) slices of the part of the box inside the tensor, per dim."""
     tensor_index, tile_index = [], []
     for dim, c, extent, stride in zip(tensor.shape, coords, box.shape, box.strides):
         start = c * extent
-        count = -(-extent // stride)
-        inside = 0 if start >= dim else min(count, -(-(dim - start) // stride))
-        tensor_index.append(slice(start, start + inside * stride, stride))
-        tile_index.append(slice(0, inside))
+        first, last = _inside(dim, start, -(-extent // stride), stride)
+        tensor_index.append(slice(start + first * stride, start + last * stride, stride))
+        tile_index.append(slice(first, last))
     return tuple(tensor_index), tuple(tile_index)
+
+
+def box_region(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int]) -> tuple | None:
+    """The elements of the tensor a box at `coords` touches, as ((start, stop) per dim), or None
+    when none is in bounds: the global memory a TMA load reads or a TMA store writes."""
+    region = []
+    for dim, c, extent, stride in zip(tensor_shape, coords, box.shape, box.strides):
+        start = c * extent
+        first, last = _inside(dim, start, -(-extent // stride), stride)
+        if first == last:
+            return None
+        region.append((start + first * stride, start + (last - 1) * stride + 1))
+    return tuple(region)
 
 
 def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]) -> np.ndarray:
