@@ -22,9 +22,20 @@ def _matrix(rng, shape, fill=None):
     return base[:, :cols]
 
 
-def _signature_arrays(kernel, rng, shape) -> list[np.ndarray]:
-    """One [M, N] f32 array per tensor parameter, in signature order: random inputs, outputs of 7.0."""
-    return [_matrix(rng, shape, 7.0 if arg.written else None) for arg in kernel.manifest.args]
+def _signature_arrays(kernel, rng, shape, k=128) -> list[np.ndarray]:
+    """One array per tensor parameter, in signature order, of its dtype, with M, N = shape and
+    K = k, rows padded to 16 bytes: random inputs, outputs of 7.0."""
+    from tmalang.runtime.dtypes import NUMPY
+
+    dims = {"M": shape[0], "N": shape[1], "K": k}
+    arrays = []
+    for arg in kernel.manifest.args:
+        rows, cols = (dims[d] if isinstance(d, str) else d for d in arg.shape)
+        dtype = NUMPY[arg.dtype]
+        base = np.empty((rows, -(-cols * dtype.itemsize // 16) * 16 // dtype.itemsize), dtype=np.float32)
+        base[...] = 7.0 if arg.written else rng.standard_normal(base.shape)
+        arrays.append(base.astype(dtype)[:, :cols])
+    return arrays
 
 
 def _run(kernel, rng, shape, **options):
@@ -59,14 +70,14 @@ def test_copy_2048_squared_verifies_quickly():
 
 @pytest.mark.parametrize("path", VERIFY, ids=[p.stem for p in VERIFY])
 def test_broken_protocol_is_caught(path, golden):
-    kernel = tmalang.compile_file(path)
+    kernel = tmalang.compile_file(path, arch=example_arch(path))
     arrays = _signature_arrays(kernel, np.random.default_rng(0), (96, 128))
     with pytest.raises(tmalang.TmalangError) as caught:
         kernel.interpret(*arrays)
     rendered = caught.value.render()
     assert "error[E2" not in rendered, "a launch error hides the protocol error the program exists to show"
     written = [a for arg, a in zip(kernel.manifest.args, arrays) if arg.written]
-    assert all((a == 7.0).all() for a in written), "a failed run must not write the caller's arrays"
+    assert all((a.astype(np.float32) == 7.0).all() for a in written), "a failed run must not write the caller's arrays"
     rendered = rendered.replace(str(ROOT) + "/", "")
     golden(path.with_suffix(".err"), rendered + "\n")
 
@@ -232,7 +243,7 @@ VERIFY_OK = sorted((ROOT / "tests" / "verify" / "ok").glob("*.tma"))
 def test_correct_explicit_program_runs_clean_across_schedules(path):
     """tests/verify/ok holds correct hand-written protocols: neither the compiler nor any schedule
     of the interpreter may flag them (each was a false positive or a crash once)."""
-    kernel = tmalang.compile_file(path)
+    kernel = tmalang.compile_file(path, arch=example_arch(path))
     arrays = _signature_arrays(kernel, np.random.default_rng(1), (100, 130))
     kernel.interpret(*arrays, seed=11, explore=24, ctas=3)
 

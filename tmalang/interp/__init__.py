@@ -9,7 +9,7 @@ caller's arrays only when the run succeeded; they are also returned, in signatur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from ..diagnostics import TmalangError
 from ..ir import ops
 from ..runtime.binding import bind
 from ..runtime.dtypes import NUMPY
+from .globalmem import GlobalMemory
 from .machine import CTA, Cluster
 from .scheduler import run_cluster
 from .state import ProtocolError
@@ -32,6 +33,7 @@ class Launch:
     params: dict[str, int | float]
     rng: np.random.Generator | None
     trace: Trace | None = None
+    memory: GlobalMemory = field(default_factory=GlobalMemory)   # what TMA did to global memory, in order
 
     def dim(self, d: str | int) -> int:
         return d if isinstance(d, int) else int(self.params[d])

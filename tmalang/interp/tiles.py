@@ -14,6 +14,7 @@ import numpy as np
 from ..ir import exprs as ex
 from ..ir import ops
 from ..sema.dtypes import DTYPES
+from . import shares
 
 
 def box_tile_bytes(box: ops.BoxDecl) -> tuple[tuple[int, ...], int]:
@@ -77,12 +78,23 @@ def _share(elements: int, width: int, threads: int, warp_in_role: int) -> np.nda
     return (mine[:, None] * width + np.arange(width)).ravel()
 
 
-def tile_math_share(m, w, o: ops.TileAssign) -> None:
+def _split(m, w, o: ops.TileAssign) -> tuple[int, int, int]:
+    """(the role's threads, the warp's position in the role, elements per 16-byte vector)."""
     refs = [o.dest, *ex.buffer_refs(o.value)]
     width = 16 // max(DTYPES[m.boxes[m.buffers[r.name].box].dtype].itemsize for r in refs)
+    return 32 * (w.role.last_warp - w.role.first_warp + 1), w.index - w.role.first_warp, width
+
+
+def math_share(m, w, o: ops.TileAssign, ref: ex.BufferRef) -> tuple:
+    """The elements of tile `ref` that this warp's share of `o` touches, for the race detector."""
+    threads, position, width = _split(m, w, o)
+    return shares.vectors(threads, position, width, m.tile(w, ref).shape)
+
+
+def tile_math_share(m, w, o: ops.TileAssign) -> None:
+    threads, position, width = _split(m, w, o)
     dest = m.tile(w, o.dest).reshape(-1)
-    threads = 32 * (w.role.last_warp - w.role.first_warp + 1)
-    index = _share(dest.size, width, threads, w.index - w.role.first_warp)
+    index = _share(dest.size, width, threads, position)
     with np.errstate(all="ignore"):
         value = _evaluate(m, w, o.value, index)
         dest[index] = _store_as(value, dest.dtype)
