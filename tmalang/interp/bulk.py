@@ -1,7 +1,7 @@
 """Semantics of TMA stores and their bulk async-groups: commit_group, wait_group [read] N.
 
-A store reads its shared source as one agent of the race detector and writes global memory as
-another (interp/globalmem.py). Its thread commits stores into groups; `wait_group read N`
+A store is one agent of the race detector: its reads of the shared source are its epoch 1, its
+writes to global memory (interp/globalmem.py) its epoch 2. Its thread commits stores into groups; `wait_group read N`
 orders the source reads of every group but the N newest before the thread, and `wait_group N`
 orders their global writes too. The N newest groups count as in flight whatever this run's
 latency did with them: a race is judged against the protocol, not the timing of one run.
@@ -22,18 +22,19 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
     if w.open_group is None:
         w.open_group = BulkGroup()
     key, who = m.tile_key(w, o.source), f"the TMA store issued by {m.who(w)}"
-    reads, writes = m.races.issue(w.agent), m.races.issue(w.agent)
+    agent = m.races.issue(w.agent)
     region = box_region(target.shape, box, coords)
 
     def apply():
-        m.races.access(key, reads, False, None, o.span, who)
+        m.races.access(key, agent, False, None, o.span, who)
+        m.races.tick(agent)     # epoch 2: the global writes, which only a full wait_group acquires
         if region is not None:
-            m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, writes, True, o.span, who)
+            m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, True, o.span, who)
         write_box(target, box, coords, source.copy())
 
     transfer = Transfer("store", w.index, o.span, apply, nbytes=source.nbytes, due=m.launch.due(m.step),
                         issued=m.step)
-    transfer.agent, transfer.writes = reads, writes
+    transfer.agent = agent
     w.open_group.transfers.append(transfer)
     m.in_flight.append(transfer)
 
@@ -60,9 +61,7 @@ def bulk_wait(m, w, o: ops.BulkWait):
     done = retired()
     for g in done:
         for t in g.transfers:
-            m.races.acquire_transfer(w.agent, t.agent)
-            if not o.read:
-                m.races.acquire_transfer(w.agent, t.writes)
+            m.races.acquire_transfer(w.agent, t.agent, 1 if o.read else None)
     if o.read:     # their global writes are still owed to a full wait
         w.unwritten += done
         w.groups = w.groups[len(done):]

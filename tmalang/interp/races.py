@@ -96,8 +96,14 @@ class RaceDetector:
     def sync_leave(self, agent, key) -> None:
         join(self.clock(agent), self.syncs[key])
 
-    def acquire_transfer(self, agent, transfer_agent) -> None:
-        join(self.clock(agent), self.clock(transfer_agent))
+    def acquire_transfer(self, agent, transfer_agent, upto: int | None = None) -> None:
+        """Learn what a transfer did; with `upto`, only its first `upto` epochs (a store's smem
+        reads are epoch 1, its global writes epoch 2: interp/bulk.py)."""
+        mine = self.clock(agent)
+        before = mine.get(transfer_agent, 0)
+        join(mine, self.clock(transfer_agent))
+        if upto is not None:
+            mine[transfer_agent] = max(before, min(mine[transfer_agent], upto))
 
     def fence_proxy(self, agent) -> None:
         """fence.proxy.async by every thread of a warp: its generic writes so far reach the async

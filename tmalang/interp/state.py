@@ -76,8 +76,7 @@ class Transfer:
     group: "BulkGroup | None" = None
     due: int = 0                # scheduler step at which the engine may complete it
     issued: int = 0
-    agent: tuple | None = None  # its identity for race detection (a store: its reads of smem)
-    writes: tuple | None = None # a store's writes to global memory, as an agent of their own
+    agent: tuple | None = None  # its identity for race detection
     finished: bool = False
 
 
