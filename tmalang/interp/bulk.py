@@ -29,7 +29,8 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
         m.races.access(key, agent, False, None, o.span, who)
         m.races.tick(agent)     # epoch 2: the global writes, which only a full wait_group acquires
         if region is not None:
-            m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, True, o.span, who)
+            m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, True, o.span,
+                                   f"{who} in CTA {m.cta}")
         write_box(target, box, coords, source.copy())
 
     transfer = Transfer("store", w.index, o.span, apply, nbytes=source.nbytes, due=m.launch.due(m.step),

@@ -47,8 +47,9 @@ class GlobalMemory:
                 continue
             kept = []
             for old in self.accesses[(tensor, other)]:
+                same = old.cluster == cluster and old.agent == agent   # agents are numbered per cluster
                 ordered = old.cluster == cluster and clock.get(old.agent, 0) >= old.epoch
-                if not ordered and (write or old.write) and old.agent != agent:
+                if not ordered and (write or old.write) and not same:
                     raise _race(tensor, region, old, current)
                 if not (ordered and write and covers(("region", region), ("region", other))):
                     kept.append(old)

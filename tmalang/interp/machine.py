@@ -456,7 +456,8 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
 
     def apply():
         if box.tensor in m.stored and region is not None:   # it reads what a store may write
-            m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, False, o.span, who)
+            m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, False, o.span,
+                                   f"{who} in CTA {m.cta}")
         for c, signalled, bar, dest, key in deliveries:
             c.races.access(key, agent, True, share, o.span, who)
             dest[...] = data
