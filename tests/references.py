@@ -116,9 +116,9 @@ def attention_case(rng, shape):
 
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
-         "attention": attention_case, "gemm_pair": gemm_case,
+         "attention": attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case,
          "gemm_residual": gemm_residual_case}
-RTOL = {"gemm": 1e-2, "gemm_pair": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2}   # relative Frobenius error against float64; others are exact
+RTOL = {"gemm": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:

@@ -88,7 +88,7 @@ def test_run_cli_writes_a_perfetto_trace(tmp_path, capsys):
     from tmalang.cli import main
 
     trace = tmp_path / "t.json"
-    assert main(["run", str(ROOT / "examples" / "tma_copy.tma"), "--interpret", "--dims", "M=300,N=200",
+    assert main(["run", str(ROOT / "examples" / "tma_copy.tma"), "--interpret", "--dims", "M=300,N=200", "--seed", "2",
                  "--trace", str(trace)]) == 0
     assert "protocol ok" in capsys.readouterr().out
     events = json.loads(trace.read_text())["traceEvents"]

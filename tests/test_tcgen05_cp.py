@@ -72,7 +72,9 @@ def _thread_release(kernel):
     (_thread_release, "E405"),
 ])
 def test_interpreter_catches_copy_protocol_bugs(residual, change, code):
+    # K = 128: two k-steps, fewer than the ring's 3 stages, so the loader reaches the next tile's
+    # R load without waiting for an MMA commit (which would complete the copy before it)
     kernel = _edit(residual, change)
-    args, _ = gemm_residual_case(np.random.default_rng(2), (512, 256))
+    args, _ = gemm_residual_case(np.random.default_rng(2), (256, 128))
     with pytest.raises(tmalang.TmalangError, match=code):
         interpret(kernel, residual.manifest, *args, seed=5, explore=16, ctas=1)

@@ -9,6 +9,7 @@ independently of the encoder's own field table.
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
@@ -87,9 +88,10 @@ def test_instruction_descriptor_rejects(args, message):
 @pytest.mark.parametrize("address", [0, 0x400, 0x1F3F0, 0x3FFF0])
 def test_smem_descriptor_fields(swizzle, code, address):
     sbo = {"none": 128, "32B": 256, "64B": 512}.get(swizzle, 1024)
-    desc = d.smem_descriptor(address, swizzle, sbo)
+    lbo = 16   # swizzled: unused, "assumed 1"; given explicitly for "none" (which has no default)
+    desc = d.smem_descriptor(address, swizzle, sbo, lbo if swizzle == "none" else None)
     assert bits(desc, 0, 14) == address >> 4
-    assert bits(desc, 16, 14) == 1                 # LBO unused for K-major swizzled: "assumed 1"
+    assert bits(desc, 16, 14) == 1
     assert bits(desc, 32, 14) == sbo >> 4
     assert bits(desc, 46, 3) == 0b001              # the fixed sm_100 constant: bit 46 set
     assert bits(desc, 49, 3) == 0 and bits(desc, 52, 1) == 0
@@ -144,7 +146,8 @@ def test_ld_rejects(shape, num):
 
 def _kernel(group: int) -> str:
     """A kernel using every tcgen05 form with one cta_group, for ptxas to judge."""
-    regs = {shape: [f"%v{i}" for i in range(tmem.ld_registers(shape, 4))] for shape in ("32x32b", "16x128b", "16x256b")}
+    regs = {shape: [f"%v{i}" for i in range(tmem.ld_registers(shape, 4))]
+            for shape in ("32x32b", "16x64b", "16x128b", "16x256b", "16x32bx2")}
     body = [ins.alloc("%sa", 512, group), ins.relinquish_alloc_permit(group), "ld.shared.b32 %t, [%sa];"]
     for dtype in ("bf16", "f16", "f8e4m3", "f8e5m2"):
         m = 128 if group == 1 else 256
@@ -153,7 +156,9 @@ def _kernel(group: int) -> str:
                  ins.mma("%t", "%t", "%db", "%id", "%en", dtype, group, a_from_tmem=True)]
     body += [ins.commit("%mb", group), ins.commit("%mb", group, "%mask")]
     for shape, registers in regs.items():
-        body += [ins.ld(registers, "%t", shape, 4), ins.WAIT_LD, ins.st("%t", registers, shape, 4), ins.WAIT_ST]
+        split = 16 if shape in ins.HALF_SPLIT_SHAPES else None
+        body += [ins.ld(registers, "%t", shape, 4, split), ins.WAIT_LD, ins.st("%t", registers, shape, 4, split),
+                 ins.WAIT_ST]
     body += [ins.cp("%t", "%da", "128x256b", cta_group=group), ins.cp("%t", "%da", "64x128b", "warpx2::02_13", group),
              ins.cp("%t", "%da", "32x128b", "warpx4", group),
              ins.FENCE_BEFORE_THREAD_SYNC, "bar.sync 0;", ins.FENCE_AFTER_THREAD_SYNC, ins.dealloc("%t", 512, group)]
@@ -177,7 +182,73 @@ def test_ptxas_accepts_every_form_for_sm100a(group):
     (lambda: ins.alloc("%r", 48), "power of two"), (lambda: ins.alloc("%r", 1024), "power of two"),
     (lambda: ins.ld(["%r"], "%t", "32x32b", 2), "2 registers"),
     (lambda: ins.cp("%t", "%d", "64x128b"), "warpx2"), (lambda: ins.cp("%t", "%d", "128x256b", "warpx4"), "no multicast"),
-    (lambda: ins.mma_k_steps(40, "bf16"), "multiple of the 16"), (lambda: ins.commit("%m", 3), "cta_group")])
+    (lambda: ins.mma_k_steps(40, "bf16"), "multiple of the 16"), (lambda: ins.commit("%m", 3), "cta_group"),
+    (lambda: ins.ld(["%r"], "%t", "16x32bx2"), "half-split"), (lambda: ins.st("%t", ["%r"], "16x32bx2", 1, 512), "half-split"),
+    (lambda: ins.ld(["%r"], "%t", "32x32b", 1, 16), "no half-split")])
 def test_instruction_builders_reject_misuse(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_16x32bx2_carries_its_half_split_offset():
+    """`.16x32bx2` is two `.16x32b` accesses, the second `immHalfSplitoff` columns on: the
+    immediate follows [taddr] in both ld and st (ptxas rejects the shape without it)."""
+    assert ins.ld(["%r0", "%r1"], "%t", "16x32bx2", 2, 64) == \
+        "tcgen05.ld.sync.aligned.16x32bx2.x2.b32 {%r0, %r1}, [%t], 64;"
+    assert ins.st("%t", ["%r0"], "16x32bx2", 1, 0) == "tcgen05.st.sync.aligned.16x32bx2.x1.b32 [%t], 0, {%r0};"
+    assert ins.ld(["%r0"], "%t") == "tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r0}, [%t];"
+
+
+@pytest.mark.parametrize("rows,k_elems,dtype", [(128, 64, "bf16"), (64, 32, "f16"), (256, 128, "f8e4m3"),
+                                                (128, 16, "tf32")])
+def test_unswizzled_kmajor_descriptor_strides_are_the_core_matrix_distances(rows, k_elems, dtype):
+    """SWIZZLE_NONE, K-major: the tile is 16-byte columns of `rows` x 16 bytes (what TMA writes
+    with [rows, 16 B] boxes); a core matrix is 8 rows x 16 bytes = 128 contiguous bytes. LBO is
+    the distance between core matrices adjacent in K (one column: rows x 16 bytes), SBO between
+    those adjacent in M/N (8 rows x 16 bytes = 128). It used to get LBO 16 (encoded 1)."""
+    tile = wgmma.KMajorTile(rows, k_elems, dtype, "none")
+    desc = d.kmajor_descriptor(tile, 0x2400)
+    assert bits(desc, 0, 14) == 0x2400 >> 4
+    assert bits(desc, 16, 14) == rows * 16 >> 4                    # LBO: next core matrix along K
+    assert bits(desc, 32, 14) == 128 >> 4                          # SBO: next 8 rows
+    assert bits(desc, 46, 3) == 0b001 and bits(desc, 49, 3) == 0 and bits(desc, 52, 1) == 0
+    assert bits(desc, 61, 3) == 0                                  # no swizzle
+    for reserved in d.RESERVED_SMEM_DESC_BITS:
+        assert bits(desc, reserved, 1) == 0
+    # the placement model agrees: element (0, k) of the second 16-byte column is LBO bytes on,
+    # element (8, 0) SBO bytes on
+    per_column = 16 // wgmma.dtype_bytes("tf32" if dtype == "tf32" else dtype)
+    assert tile.byte_offset(0, per_column) == rows * 16 and tile.byte_offset(8, 0) == 128
+
+
+@pytest.mark.parametrize("swizzle,span", [("128B", 128), ("64B", 64), ("32B", 32)])
+def test_swizzled_kmajor_descriptor_keeps_lbo_assumed_1(swizzle, span):
+    tile = wgmma.KMajorTile(128, span // 2, "bf16", swizzle)
+    desc = d.kmajor_descriptor(tile)
+    assert bits(desc, 16, 14) == 1 and bits(desc, 32, 14) == 8 * span >> 4
+    assert bits(desc, 61, 3) == {"128B": 2, "64B": 4, "32B": 6}[swizzle]
+
+
+def test_unswizzled_descriptor_has_no_default_lbo():
+    with pytest.raises(ValueError, match="LBO"):
+        d.smem_descriptor(0, "none", 128)
+
+
+def test_backend_encodes_an_unswizzled_operand_with_its_core_matrix_strides():
+    """gemm_sm100's IR with A and B made unswizzled (the language refuses that, E089, but the
+    backend is a table from IR): the MMA descriptors' constant part has LBO = 128 rows x 16 B."""
+    from conftest import ROOT
+
+    from tmalang.compiler import Options, compile_source, make_llir
+    from tmalang.ir import ops
+
+    path = ROOT / "examples" / "gemm_sm100.tma"
+    c = compile_source(path.read_text(), str(path), Options(arch="sm_100a"), until="ir")
+    boxes = ops.decls(c.ir, ops.BoxDecl)
+    boxes["A"].swizzle = boxes["B"].swizzle = "none"
+    make_llir(c)
+    a = d.kmajor_descriptor(wgmma.KMajorTile(128, 64, "bf16", "none"))
+    b = d.kmajor_descriptor(wgmma.KMajorTile(256, 64, "bf16", "none"))
+    assert d.decode_smem_descriptor(a).leading_byte_offset == 2048
+    bases = {int(v) for v in re.findall(r"or i64 %\"[^\"]+\", (\d+)", c.llvm_ir)}
+    assert bases == {a, b}                          # before: LBO 16 (encoded 1) in both

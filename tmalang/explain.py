@@ -30,7 +30,7 @@ def _tmem_map(kernel: ops.KernelOp) -> list[str]:
     alloc = next((o for o in kernel.body if isinstance(o, ops.TmemAlloc)), None)
     if alloc is None:
         return []
-    rows = [f"{t.column:>7} +{t.stages * t.shape[1]:<7} {t.symbol} ({t.stages} x [{t.shape[0]}, {t.shape[1]}])"
+    rows = [f"{t.column:>7} +{t.stages * t.pitch():<7} {t.symbol} ({t.stages} x [{t.shape[0]}, {t.shape[1]}])"
             for t in ops.decls(kernel, ops.TmemDecl).values()]
     return ["", f"tmem map (first column +columns name), {alloc.columns} of 512 columns allocated:",
             *("  " + row for row in rows)]
@@ -56,6 +56,8 @@ def _barriers(kernel: ops.KernelOp) -> list[list[str]]:
                 arrives[o.barrier.name].append(f"{role.symbol} (on the pair's leader, from both CTAs)")
             elif isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster)):
                 arrives[o.barrier.name].append(role.symbol + where)
+            elif isinstance(o, ops.Tcgen05CommitCluster):
+                arrives[o.barrier.name].append(f"{role.symbol} (tcgen05.commit in every CTA of the cluster)")
             elif isinstance(o, ops.Tcgen05Commit):
                 arrives[o.barrier.name].append(f"{role.symbol} (tcgen05.commit{both})")
     rows = []

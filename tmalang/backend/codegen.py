@@ -11,7 +11,8 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import pair_codegen, ptx_asm
+from ..passes.dispatch_roles import register_limit
+from . import pair_codegen, ptx_asm, tcgen05_codegen
 from .manifest import DimParam, ScalarParam, TensorMapParam
 from .mma_codegen import MMA_EMITTERS
 from .pair_codegen import PAIR_EMITTERS
@@ -22,6 +23,7 @@ from .tile_math import emit_tile_assign
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 VOID = ir.VoidType()
+TCGEN05_EXTRA_REGISTERS = 32
 SCALAR_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i32": I32, "u32": I32, "i64": I64, "u64": I64}
 
 
@@ -72,7 +74,9 @@ class KernelCodegen:
         return self.b.call(fn, [], name=name.replace(".", "_"))
 
     def _aligned_smem_base(self) -> ir.Value:
-        smem = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), "tmalang_smem", addrspace=3)
+        # A `$`, which PTX allows in names and no tmalang name can spell: a kernel named
+        # `tmalang_smem` (or anything else) cannot collide with it.
+        smem = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), "tmalang$smem", addrspace=3)
         smem.linkage, smem.align = "external", 16
         align = max([b.align for b in self.buffers.values()] + [16])
         raw = self.b.trunc(self.b.ptrtoint(smem, I64), I32)
@@ -130,6 +134,14 @@ class KernelCodegen:
             return self.b.neg(self.expr(e.operand))
         lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
         return INT_BINARY[e.op](self.b, lhs, rhs)
+
+    @property
+    def ld_width(self) -> int:
+        """The widest tcgen05.ld/st (registers, a power of two up to x128) the current role can issue:
+        ptxas needs the whole destination plus about 18 registers at once (measured for x64; 32 kept
+        here), or it stops with C7602, so a role on a large block gets narrower loads."""
+        room = register_limit(self.kernel, self.role) - TCGEN05_EXTRA_REGISTERS
+        return 1 << (max(1, min(tcgen05_codegen.LD_MAX, room)).bit_length() - 1)
 
     def role_threads(self) -> int:
         return 32 * (self.role.last_warp - self.role.first_warp + 1)

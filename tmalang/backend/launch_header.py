@@ -3,9 +3,22 @@
 It binds a C++ host to the same manifest the Python runtime reads: argument struct, launch-time
 validation, tensor-map encoding in the kernel's parameter order, grid sizing. The shared code
 lives in runtime/tmalang_runtime.h.
+
+Names. Every legal tmalang name must give a header that compiles, so user names reach the C++
+only in two forms:
+  - the fields of `KERNEL_args` (public: a host fills them) keep the parameter's name, with `_`
+    appended when it could not be a C++ member (`field_name`);
+  - every local of `KERNEL_launch` derived from a user name carries a kind prefix (`d_` bound
+    dim, `m_` tensor map, `p_` dim parameter, `s_` scalar parameter) that none of the header's
+    own locals (`e`, `grid`, `params`, ...) starts with, so no user name can shadow them.
+The public names `KERNEL_args` and `KERNEL_launch` stay as they are (the kernel's name is its
+PTX entry name, and sema keeps it a valid identifier).
 """
 
 from __future__ import annotations
+
+import json
+import re
 
 import jinja2
 
@@ -22,11 +35,47 @@ SWIZZLE = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}
 L2 = {"none": "NONE", "64B": "L2_PROMOTION_64B", "128B": "L2_PROMOTION_128B", "256B": "L2_PROMOTION_256B"}
 
 
+CPP_KEYWORDS = frozenset("""
+    alignas alignof and and_eq asm auto bitand bitor bool break case catch char char8_t char16_t char32_t
+    class compl concept const consteval constexpr constinit const_cast continue co_await co_return
+    co_yield decltype default delete do double dynamic_cast else enum explicit export extern false float
+    for friend goto if inline int long mutable namespace new noexcept not not_eq nullptr operator or
+    or_eq private protected public register reinterpret_cast requires return short signed sizeof static
+    static_assert static_cast struct switch template this thread_local throw true try typedef typeid
+    typename union unsigned using virtual void volatile wchar_t while xor xor_eq
+    final override import module
+""".split())
+# Names the struct itself spells (a member named like them would change their meaning inside it),
+# and lower-case object-like macros of the C headers that tmalang_runtime.h includes.
+HEADER_NAMES = frozenset(("tmalang", "int32_t", "uint32_t", "int64_t", "uint64_t", "stdin", "stdout", "stderr",
+                          "errno"))
+_MACRO_LIKE = re.compile(r"[A-Z0-9_]{2,}|cu[A-Z]\w*|_[A-Z_]\w*|\w*__\w*")
+
+
+def field_name(name: str) -> str:
+    """The `KERNEL_args` field of parameter `name`: the name itself, or the name with `_` appended
+    when its stem (trailing underscores removed) is a C++ keyword, a name the header uses, or could
+    be a macro (two or more characters and no lower-case letter, like NULL or EOF; `cuX...`, which
+    cuda.h maps to versioned entry points; names reserved to the implementation). Testing the stem
+    keeps the mapping one-to-one: `class` -> `class_`, `class_` -> `class__`."""
+    stem = name.rstrip("_") or name
+    unsafe = stem in CPP_KEYWORDS or stem in HEADER_NAMES or _MACRO_LIKE.fullmatch(stem) is not None
+    return name + "_" if unsafe else name
+
+
+def comment_text(text: str) -> str:
+    """`text` as one line of a `//` comment: a JSON string, so a newline or a trailing backslash in
+    a file name cannot end the comment or continue it onto the next line."""
+    return json.dumps(text)
+
+
 def render(manifest: Manifest, source: str) -> str:
-    template = jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.PackageLoader("tmalang.backend", "templates"), undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
-    ).get_template("launch.h.j2")
+    )
+    env.filters["field"] = field_name
+    template = env.get_template("launch.h.j2")
     tensors = [a for a in manifest.args if isinstance(a, TensorArg)]
     dims: dict[str, list] = {}
     literal_dims = []
@@ -38,10 +87,10 @@ def render(manifest: Manifest, source: str) -> str:
                 literal_dims.append((d, (t.name, axis)))
     refs = []
     for p in manifest.ptx_params:
-        refs.append({TensorMapParam: "&map_{}", DimParam: "&dim_{}", ScalarParam: "&scalar_{}"}[type(p)].format(
+        refs.append({TensorMapParam: "&m_{}", DimParam: "&p_{}", ScalarParam: "&s_{}"}[type(p)].format(
             getattr(p, "box", None) or getattr(p, "symbol", None) or p.name))
     return template.render(
-        m=manifest, source=source, tensors=tensors, dims=dims, literal_dims=literal_dims,
+        m=manifest, source=comment_text(source), tensors=tensors, dims=dims, literal_dims=literal_dims,
         maps=[p for p in manifest.ptx_params if isinstance(p, TensorMapParam)],
         dim_params=[p for p in manifest.ptx_params if isinstance(p, DimParam)],
         scalar_params=[p for p in manifest.ptx_params if isinstance(p, ScalarParam)],

@@ -17,7 +17,7 @@ from ..ir import exprs as ex
 from ..ir import ops
 from .mma_codegen import store_pair
 from .tcgen05 import instructions as tcgen05
-from .tcgen05_codegen import LD_MAX, load_columns, tile_address
+from .tcgen05_codegen import load_columns, tile_address
 from .tile_math import FLOAT_OPS, STORAGE
 
 I32, F32 = ir.IntType(32), ir.FloatType()
@@ -56,7 +56,7 @@ def _store_columns(g, taddr: ir.Value, values: list[ir.Value]) -> None:
     """tcgen05.st of this thread's lane, in power-of-two chunks, then wait::st."""
     done = 0
     while done < len(values):
-        n = 1 << (min(len(values) - done, LD_MAX).bit_length() - 1)
+        n = 1 << (min(len(values) - done, g.ld_width).bit_length() - 1)
         registers = [f"${i + 1}" for i in range(n)]
         chunk = [g.b.bitcast(v, I32) for v in values[done:done + n]]
         g.asm(tcgen05.st("$0", registers, "32x32b", n), ",".join(["r"] * (n + 1)),

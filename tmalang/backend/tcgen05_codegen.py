@@ -34,9 +34,9 @@ def tmem_base(g) -> ir.Value:
 
 
 def tile_address(g, ref: ex.BufferRef) -> ir.Value:
-    """Lane 0, first column of stage `ref.index` of a tmem tile."""
+    """Lane 0, first column of stage `ref.index` of a tmem tile (stages `pitch()` columns apart)."""
     decl = g.tmem_tiles[ref.name]
-    column = g.b.add(I32(decl.column), g.b.mul(g.expr(ref.index), I32(decl.shape[1])))
+    column = g.b.add(I32(decl.column), g.b.mul(g.expr(ref.index), I32(decl.pitch())))
     return g.b.add(tmem_base(g), column)
 
 
@@ -56,7 +56,7 @@ def _descriptor(g, ref: ex.BufferRef) -> tuple[wgmma.KMajorTile, ir.Value]:
     dtype = "tf32" if box.dtype == "f32" else box.dtype   # f32 tiles are multiplied as tf32
     rows, cols = box.held_shape()   # a CTA holds half of a pair box
     tile = wgmma.KMajorTile(rows, cols, dtype, box.swizzle)
-    base = descriptors.smem_descriptor(0, box.swizzle, tile.sbo)
+    base = descriptors.kmajor_descriptor(tile)
     encoded = g.b.lshr(g.b.and_(g.b.zext(g.address(ref), I64), I64(0x3FFFF)), I64(4))
     return tile, g.b.or_(encoded, I64(base))
 
@@ -110,6 +110,13 @@ def _tcgen05_commit(g, o: ops.Tcgen05Commit) -> None:
         g.asm(tcgen05.commit("$0"), "r", [address])
 
 
+def _tcgen05_commit_cluster(g, o: ops.Tcgen05CommitCluster) -> None:
+    """The release of a slot other CTAs multicast into: one arrival on the barrier at the same
+    offset in every CTA of the cluster (ranks 0..N-1, the 16-bit mask 2^N - 1)."""
+    mask = ir.Constant(ir.IntType(16), (1 << g.kernel.cluster) - 1)
+    g.asm(tcgen05.commit("$0", g.kernel.cta_group, "$1"), "r,h", [g.address(o.barrier), mask])
+
+
 def _tmem_epilogue(g, o: ops.TmemEpilogue) -> None:
     ref = next(e for e in ex.walk(o.value) if isinstance(e, ex.TmemRef))
     cols = g.boxes[g.buffers[o.dest.name].box].shape[1]
@@ -126,7 +133,7 @@ def load_columns(g, taddr: ir.Value, cols: int) -> list[ir.Value]:
     """`cols` 32-bit columns of this thread's lane, in tcgen05.ld chunks of a power of two."""
     values: list[ir.Value] = []
     while len(values) < cols:
-        n = 1 << (min(cols - len(values), LD_MAX).bit_length() - 1)
+        n = 1 << (min(cols - len(values), g.ld_width).bit_length() - 1)
         registers = [f"${i}" for i in range(n)]
         ret = ir.LiteralStructType([I32] * n) if n > 1 else I32   # one output is a plain value
         loaded = g.asm(tcgen05.ld(registers, f"${n}", "32x32b", n), ",".join(["=r"] * n + ["r"]),
@@ -142,5 +149,6 @@ TCGEN05_EMITTERS = {
     ops.Tcgen05Mma: _tcgen05_mma,
     ops.Tcgen05Cp: _tcgen05_cp,
     ops.Tcgen05Commit: _tcgen05_commit,
+    ops.Tcgen05CommitCluster: _tcgen05_commit_cluster,
     ops.TmemEpilogue: _tmem_epilogue,
 }

@@ -1,7 +1,8 @@
 """Semantics of the Blackwell tensor-core ops: Tensor Memory, tcgen05.mma, commit, and epilogues.
 
 Tensor Memory is 128 lanes x 512 columns of f32 per CTA, poisoned with NaN until written. A
-`tmem` tile of [M, N] occupies lanes 0..M-1 and its columns, stage after stage.
+`tmem` tile of [M, N] occupies lanes 0..M-1 and its columns, stage after stage `pitch()` columns
+apart; every tcgen05 op's base column must be a multiple of 4 (E419).
 
 tcgen05.mma is asynchronous: issuing one only queues it on the issuing warp, with an agent of its
 own for the race detector. `tcgen05_commit` hands the warp's queue to the engine as one
@@ -32,9 +33,21 @@ LANES, COLUMNS = 128, 512
 
 
 def tmem_tile(m, w, ref: ex.BufferRef) -> np.ndarray:
+    """The cells of stage `ref.index` of a tmem tile, for the tcgen05 op `w` runs (mma, cp, ld or
+    st), whose base column must be aligned (E419)."""
     decl = m.tmem_tiles[ref.name]
-    start = decl.column + m.value(w, ref.index) * decl.shape[1]
+    start = decl.stage_column(m.value(w, ref.index))
+    check_aligned(m, w, f"{ref.name}[{m.value(w, ref.index)}]", start)
     return m.tmem[: decl.shape[0], start : start + decl.shape[1]]
+
+
+def check_aligned(m, w, what: str, column: int) -> None:
+    """A Tensor Memory base off the 4-column granule: the hardware reports a misaligned address."""
+    if column % ops.TMEM_GRANULE:
+        raise ProtocolError("E419", f"{w.current.name} uses Tensor Memory at column {column} ({what}), which "
+                            f"is not a multiple of {ops.TMEM_GRANULE}", w.current.span,
+                            [m.who(w), "tcgen05.mma, cp, ld and st need an aligned base column (a misaligned "
+                             "address faults on the device); plan_tmem aligns every tile it places"])
 
 
 def tmem_key(m, w, ref: ex.BufferRef) -> tuple:
@@ -103,6 +116,7 @@ def tcgen05_cp(m, w, o: ops.Tcgen05Cp) -> None:
     m.tmem_accumulating.add(_flag_key(m, o.d))
     source = m.tile(w, o.source)
     dest = tmem_tile(m, w, o.d)[:, o.col : o.col + source.shape[1]]
+    check_aligned(m, w, f"{o.d.name} + {o.col}", m.tmem_tiles[o.d.name].stage_column(m.value(w, o.d.index)) + o.col)
 
     def compute():
         dest[...] = source
@@ -117,23 +131,25 @@ def _queue(m, w, o, operands: list, ctas: list, compute, what: str) -> None:
     join(m.races.clock(agent), w.tc_summary)   # one thread's tcgen05 ops complete in issue order
     join(w.tc_summary, m.races.clock(agent))
     who = f"{what} issued by {m.who(w)}"   # unfenced generic writes of its operands: races.access, E406
+    stage = m.value(w, o.d.index)   # at issue: the warp's variables move on before the op runs
+    written = [tmem_key(c, w, o.d) for c in ctas]
 
     def run():
         for c in ctas:
-            _check_allocated(c, w, o)
+            _check_allocated(c, stage, o)
         for _, tile_key, _ in operands:
             m.races.access(tile_key, agent, False, None, o.span, who)
-        for c in ctas:
-            m.races.access(tmem_key(c, w, o.d), agent, True, None, o.span, who)
+        for key in written:
+            m.races.access(key, agent, True, None, o.span, who)
         compute()
 
     w.tc_queue.append((w.tc_issued, run))
     w.tc_issued += 1
 
 
-def _check_allocated(c, w, o) -> None:
+def _check_allocated(c, stage: int, o) -> None:
     decl = c.tmem_tiles[o.d.name]
-    end = decl.column + (c.value(w, o.d.index) + 1) * decl.shape[1]
+    end = decl.stage_column(stage) + decl.shape[1]
     if c.tmem_columns < end:
         raise ProtocolError("E418", f"{o.name} writes columns up to {end} of CTA {c.cta}'s Tensor Memory, "
                             f"which holds {c.tmem_columns}", o.span,
@@ -151,8 +167,10 @@ def _as_input(tile: np.ndarray) -> np.ndarray:
 
 def tcgen05_commit(m, w, o: ops.Tcgen05Commit) -> None:
     """One arrival, once every tcgen05 op this warp issued before it has run: on the barrier of
-    this CTA, or with cta_group 2 on the barrier at the same offset in both CTAs of the pair."""
-    targets = [(c, c.barrier(w, o.barrier, o)) for c in pairs.pair(m)]
+    this CTA, or with cta_group 2 on the barrier at the same offset in both CTAs of the pair;
+    a `tcgen05_commit_cluster` (.multicast::cluster) on it in every CTA of the cluster."""
+    ctas = m.cluster.ctas if isinstance(o, ops.Tcgen05CommitCluster) else pairs.pair(m)
+    targets = [(c, c.barrier(w, o.barrier, o)) for c in ctas]
     upto, queue = w.tc_issued, w.tc_queue
     known = dict(w.tc_summary)
     join(known, m.races.clock(w.agent))
@@ -194,6 +212,8 @@ def tmem_epilogue(m, w, o: ops.TmemEpilogue) -> None:
     for tile in {r.name: r for r in ex.buffer_refs(o.value)}.values():
         m.races.access(m.tile_key(w, tile), w.agent, False, ("lanes", quarter), o.span, who)
     accumulator = tmem_tile(m, w, ref.tile)[rows, ref.col : ref.col + dest.shape[-1]]
+    check_aligned(m, w, f"{ref.tile.name} + {ref.col}",
+                  m.tmem_tiles[ref.tile.name].stage_column(m.value(w, ref.tile.index)) + ref.col)
     with np.errstate(all="ignore"):
         value = _evaluate(m, w, o.value, accumulator, rows)
         dest[rows] = _store_as(np.broadcast_to(value, dest[rows].shape), dest.dtype)
@@ -201,4 +221,4 @@ def tmem_epilogue(m, w, o: ops.TmemEpilogue) -> None:
 
 
 SEMANTICS = {ops.TmemZero: tmem_zero, ops.Tcgen05Mma: tcgen05_mma, ops.Tcgen05Cp: tcgen05_cp, ops.Tcgen05Commit: tcgen05_commit,
-             ops.TmemEpilogue: tmem_epilogue}
+             ops.Tcgen05CommitCluster: tcgen05_commit, ops.TmemEpilogue: tmem_epilogue}

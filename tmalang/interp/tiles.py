@@ -1,8 +1,8 @@
 """What a TMA box and a tile-math statement do to the data, in NumPy.
 
 A box at tile coordinates c covers, along each dim, elements c*extent + j*stride for
-j < ceil(extent / stride). Loads fill the part outside the tensor with zeros (or NaN with
-`oob nan`); stores write only the part inside. Tile math follows the backend exactly: the
+j < ceil(extent / stride). Loads fill the part outside the tensor with zeros (or TMA's NaN
+with `oob nan`); stores write only the part inside. Tile math follows the backend exactly: the
 role's threads split the tile into 16-byte vectors round-robin, floats compute in f32 with
 one rounding per operation (no FMA), i32 in i32.
 """
@@ -59,11 +59,17 @@ def box_region(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int
 
 def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]) -> np.ndarray:
     shape, _ = box_tile_bytes(box)
-    fill = np.nan if box.oob == "nan" else 0
-    tile = np.full(shape, fill, dtype=tensor.dtype)
+    tile = np.zeros(shape, dtype=tensor.dtype)
+    if box.oob == "nan":
+        tile.view(np.uint16)[...] = TMA_NAN_HALFWORD
     src, dst = _window(tensor, box, coords)
     tile[dst] = tensor[src]
     return tile
+
+
+# The NaN that TMA writes for `oob nan`, measured on the H100: the 16-bit pattern 0x7FF7 in every
+# half-word of the element (f32 0x7FF77FF7, f16/bf16 0x7FF7), not the canonical quiet NaN.
+TMA_NAN_HALFWORD = 0x7FF7
 
 
 def write_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], tile: np.ndarray) -> None:

@@ -83,7 +83,11 @@ class _Statements:
 
     def _ForSteps(self, s: ast.ForSteps):
         extent = self.int_expr(s.extent)
-        count = ex.Bin("/", ex.add(extent, ex.Const(s.chunk - 1)), ex.Const(s.chunk))
+        # ceil(extent / chunk) without `extent + chunk - 1`, which wraps in 32 bits for an extent
+        # within a chunk of 2^31 and then runs no step at all
+        whole = ex.Bin("/", extent, ex.Const(s.chunk))
+        count = whole if s.chunk == 1 else ex.add(
+            whole, ex.Bin(">", ex.Bin("%", extent, ex.Const(s.chunk)), ex.Const(0)))
         return ops.ForRange(s.var, count, self.block(s.body), span=s.span)
 
     def _pipeline_block(self, cls, s):

@@ -144,6 +144,17 @@ class TmemDecl(Op):
     shape: list[int]
     column: int                     # first column; -1 until plan_tmem
 
+    def pitch(self) -> int:
+        """Columns from one stage to the next: the width rounded up to TMEM_GRANULE, so that every
+        stage of a tile starts on the granule its first stage starts on (plan_tmem)."""
+        return -(-self.shape[1] // TMEM_GRANULE) * TMEM_GRANULE
+
+    def stage_column(self, stage: int) -> int:
+        return self.column + stage * self.pitch()
+
+
+TMEM_GRANULE = 4   # every tcgen05 Tensor Memory base (mma D, cp, ld, st) is a multiple of 4 columns
+
 
 @op("tmem_alloc")
 @dataclass
@@ -203,6 +214,17 @@ class Tcgen05Commit(Op):
     """One arrival on `barrier` once every earlier tcgen05 op of this thread has completed."""
 
     barrier: BufferRef
+
+
+@op("tcgen05_commit_cluster")
+@dataclass
+class Tcgen05CommitCluster(Tcgen05Commit):
+    """A tcgen05_commit that arrives on this barrier (same offset) in every CTA of the cluster
+    (`.multicast::cluster`): the release of a slot that other CTAs multicast into."""
+
+    def senders(self, kernel: KernelOp) -> int:
+        """How many CTAs' commit sites reach one CTA's barrier."""
+        return kernel.cluster
 
 
 @op("tmem_epilogue")

@@ -18,7 +18,7 @@ _DONE_AFTER = {
     "plan_smem": "every buffer and mbarrier has an offset",
     "dispatch_roles": "the block size is known",
 }
-_ORDER = ["lower", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "fence_tensor_memory", "pair_ctas",
+_ORDER = ["lower", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "confine_idle_waits", "fence_tensor_memory", "pair_ctas",
           "schedule_barriers", "defer_mma_release",
           "plan_tmem", "plan_smem", "dispatch_roles"]
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ..ir import ops
 from ..ir.verifier import verify
 from . import (
+    confine_idle_waits,
     defer_mma_release,
     dispatch_roles,
     expand_pipelines,
@@ -26,6 +27,7 @@ PIPELINE = [
     ("order_wgmma", order_wgmma),                # MMAs complete before anything after them in the slot
     ("fence_proxy_writes", fence_proxy_writes),  # needs explicit stores; before releases are ordered
     ("order_slot_release", order_slot_release),  # needs fences/syncs in place to know what is ordered
+    ("confine_idle_waits", confine_idle_waits),  # after releases are ordered: a sync there ties every warp
     ("fence_tensor_memory", fence_tensor_memory),  # every sync and arrive exists; tcgen05 ops fenced around them
     ("pair_ctas", pair_ctas),                    # every arrive exists and is fenced; before counting them
     ("schedule_barriers", schedule_barriers),    # counts arrivals once every arrive site exists

@@ -1,35 +1,55 @@
-"""defer_mma_release: keep one wgmma group in flight across k-steps.
+"""defer_mma_release: keep one wgmma group in flight across k-steps, where that cannot hang.
 
 Requires: counted barriers (schedule_barriers), so the arrive sites this pass duplicates are
 already accounted for: each phase of an `empty` barrier still receives exactly one arrival,
 from either the loop's release or the tail's.
-Guarantees, for every steps loop whose body consumes a pipeline slot with wgmma and releases it
-(`wgmma_wait pending=0`, then the release of `@P.empty[%s]`):
+Guarantees, for every loop whose body is exactly one consume of a pipeline P by wgmma (the
+slot's `full` wait, the wgmma with its fence and commit, `wgmma_wait pending=0`, the release
+of `@P.empty[%s]`, counter updates, nothing else), where P has at least 2 stages and the role
+does not also produce P:
   - the loop waits `pending=1` instead: step k's MMAs run while step k+1's are issued;
   - step k releases the slot of step k - 1 (whose MMAs the wait just retired), not its own;
   - after the loop, `wgmma_wait pending=0` and the release of the last step's slot.
+Why these conditions: step k + 1 waits for slot (k + 1) mod S, which the producer refills only
+after the release of use k + 1 - S. Deferred, that release happens in step k + 2 - S, so with
+one stage (or a role that waits on P's `empty` itself, or anything else in the body that may
+block or touch the accumulator) the consumer would wait for a slot it has not yet released.
 The slot is still released only after every MMA reading it completed (the interpreter's race
 detector checks exactly this), but the tensor cores no longer idle between k-steps.
+Whatever the rewrite did, every access to an accumulator that an in-flight wgmma group may
+read or write (an epilogue, `acc_zero`, a register-A wgmma reading it, a wgmma writing an
+accumulator an in-flight one reads) is preceded by `wgmma_wait pending=0` (see
+`settle_accumulators`).
 """
 
 from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
-from .rewrite import rewrite_roles
+from .rewrite import rewrite
+
+_RELEASES = (ops.MbarArrive, ops.MbarArriveCluster)
 
 
 def run(kernel: ops.KernelOp) -> None:
-    rewrite_roles(kernel, _deferred)
+    stages = {d.symbol[: -len(".empty")]: d.stages for d in ops.decls(kernel, ops.MbarrierDecl).values()
+              if d.symbol.endswith(".empty")}
+    for role in ops.roles(kernel):
+        produced = {o.barrier.name[: -len(".empty")] for o in ops.walk(role.body)
+                    if isinstance(o, ops.MbarWait) and o.barrier.name.endswith(".empty")}
+        safe = {p for p, s in stages.items() if s >= 2 and p not in produced}
+        role.body = rewrite(role.body, lambda o: _deferred(o, safe))
+        role.body = settle_accumulators(role.body)
 
 
-def _deferred(o: ops.Op) -> list[ops.Op]:
-    plan = _match(o) if isinstance(o, ops.ForRange) else None
+def _deferred(o: ops.Op, safe: set[str]) -> list[ops.Op]:
+    plan = _match(o, safe) if isinstance(o, ops.ForRange) else None
     return _rewrite(o, *plan) if plan else [o]
 
 
-def _match(loop: ops.ForRange):
-    """(wait index, release ops, slot var) when the loop body has the wgmma-then-release shape."""
+def _match(loop: ops.ForRange, safe: set[str]):
+    """(wait index, release ops, slot var) when the loop body is one consume by wgmma, released
+    right after its wait, of a pipeline whose release may safely lag one step."""
     body = loop.body
     waits = [i for i, o in enumerate(body) if isinstance(o, ops.WgmmaWait) and o.pending == 0]
     if len(waits) != 1:
@@ -38,15 +58,31 @@ def _match(loop: ops.ForRange):
     end = start + 1 if start < len(body) and isinstance(body[start], ops.Sync) else start
     if end >= len(body) or not isinstance(body[end], ops.Elect):
         return None
-    arrives = [s for s in body[end].body
-               if isinstance(s, (ops.MbarArrive, ops.MbarArriveCluster)) and s.barrier.name.endswith(".empty")]
-    if len(arrives) != 1 or not isinstance(arrives[0].barrier.index, ex.Var):
+    arrives = [s for s in body[end].body if isinstance(s, _RELEASES) and s.barrier.name.endswith(".empty")]
+    if len(body[end].body) != 1 or len(arrives) != 1 or not isinstance(arrives[0].barrier.index, ex.Var):
+        return None
+    pipeline = arrives[0].barrier.name[: -len(".empty")]
+    if pipeline not in safe or not _only_the_consume(body, pipeline, body[end]):
         return None
     return waits[0], body[start:end + 1], arrives[0].barrier.index.name
 
 
+def _only_the_consume(body: list[ops.Op], pipeline: str, release: ops.Elect) -> bool:
+    """The body waits for nothing but the slot's `full` barrier, once, and does nothing but the
+    wgmma and its bookkeeping: no other wait that could depend on the held slot, no epilogue or
+    reset that would read the accumulator under the in-flight group."""
+    plain = (ops.Let, ops.WgmmaFence, ops.Wgmma, ops.WgmmaCommit, ops.WgmmaWait, ops.Sync)
+    full_waits = 0
+    for o in body:
+        if isinstance(o, ops.MbarWait) and o.barrier.name == f"{pipeline}.full":
+            full_waits += 1
+        elif not (isinstance(o, plain) or o is release):
+            return False
+    return full_waits == 1
+
+
 def _rewrite(loop: ops.ForRange, wait: int, release: list[ops.Op], slot: str) -> list[ops.Op]:
-    arrive = next(s for s in release[-1].body if isinstance(s, (ops.MbarArrive, ops.MbarArriveCluster)))
+    arrive = next(s for s in release[-1].body if isinstance(s, _RELEASES))
     pipeline = arrive.barrier.name[: -len(".empty")]
     previous = f"{pipeline}.prev"
     loop.body[wait] = ops.WgmmaWait(1, span=loop.body[wait].span)
@@ -66,8 +102,74 @@ def _retarget(release: list[ops.Op], previous: str) -> list[ops.Op]:
     for o in release:
         if isinstance(o, ops.Elect):
             body = [type(s)(ex.BufferRef(s.barrier.name, ex.Var(previous)), span=s.span)
-                    if isinstance(s, (ops.MbarArrive, ops.MbarArriveCluster)) else s for s in o.body]
+                    if isinstance(s, _RELEASES) else s for s in o.body]
             copies.append(ops.Elect(o.scope, body, span=o.span))
         else:
             copies.append(ops.Sync(o.scope, span=o.span))
     return copies
+
+
+# ---- accumulators are never touched under an in-flight wgmma -------------------------------------
+
+
+def settle_accumulators(region: list[ops.Op]) -> list[ops.Op]:
+    """Insert `wgmma_wait pending=0` before every op that touches an accumulator which a wgmma
+    group still possibly in flight reads or writes. The state is (written, read): accumulators
+    of groups not yet retired by a `pending=0` wait; loops are walked to a fixpoint."""
+    out, _ = _settle(region, (frozenset(), frozenset()))
+    return out
+
+
+def _settle(region: list[ops.Op], state):
+    out: list[ops.Op] = []
+    for o in region:
+        if isinstance(o, ops.WgmmaWait):
+            state = (frozenset(), frozenset()) if o.pending == 0 else state
+        elif _conflicts(o, state):
+            out.append(ops.WgmmaWait(0, span=o.span))
+            state = (frozenset(), frozenset())
+        if isinstance(o, ops.Wgmma):
+            state = (state[0] | {o.acc}, state[1] | _register_operands(o))
+        elif isinstance(o, (ops.ForRange, ops.ForTiles)):
+            state = _settle_loop(o, state)
+        elif isinstance(o, (ops.If, ops.InPairLeader)):
+            o.body, after = _settle(o.body, state)
+            state = (state[0] | after[0], state[1] | after[1])
+        out.append(o)
+    return out, state
+
+
+def _settle_loop(loop: ops.Op, entry):
+    """The state at the loop head joins the entry state with the state the body ends in."""
+    head = entry
+    while True:
+        loop.body, end = _settle(loop.body, head)
+        joined = (head[0] | end[0], head[1] | end[1])
+        if joined == head:
+            return head
+        head = joined
+
+
+def _conflicts(o: ops.Op, state) -> bool:
+    written, read = state
+    if not (written or read):
+        return False
+    if isinstance(o, ops.Wgmma):   # chained wgmmas into one accumulator need no wait
+        return bool(_register_operands(o) & written) or o.acc in read
+    return bool(_touched(o) & (written | read))
+
+
+def _register_operands(o: ops.Wgmma) -> set[str]:
+    return {e.name for e in ex.walk(o.a) if isinstance(e, ex.AccRef)}
+
+
+def _touched(o: ops.Op) -> set[str]:
+    """Accumulators an op reads or writes in registers (its own, not those of nested ops)."""
+    if isinstance(o, ops.AccZero):
+        return {o.acc}
+    names = set()
+    for f in o.operand_fields():
+        value = getattr(o, f.name)
+        if isinstance(value, (ex.Bin, ex.Neg, ex.Cast, ex.Call, ex.AccRef)):
+            names |= {e.name for e in ex.walk(value) if isinstance(e, ex.AccRef)}
+    return names

@@ -12,7 +12,11 @@ Guarantees:
     hung on the H100 once warps waited at a cluster barrier), and it dominates the roles' code,
     so ptxas allocates that code within the new budget;
   - the budgets fit the registers the CTA owns at launch, otherwise setmaxnreg.inc would wait
-    forever for registers that are never freed.
+    forever for registers that are never freed;
+  - whatever the budgets, every role's wgmma fits the registers a thread of the role may use
+    (`register_limit`: its `regs`, or what the block size leaves each thread), otherwise ptxas
+    stops with C7602 ("insufficient registers to compile instruction"): an accumulator's
+    fragment cannot be spilled while the instruction runs.
 """
 
 from __future__ import annotations
@@ -21,10 +25,32 @@ from ..diagnostics import error
 from ..ir import ops
 
 REGISTER_FILE = 65536
+PTXAS_MAX_REGISTERS = 255
+# Registers ptxas needs for one wgmma beside its accumulator fragment (descriptors, addresses,
+# predicates): measured with ptxas 13.5, whose C7602 asks for exactly fragment + 26 on sm_90a.
+WGMMA_EXTRA_REGISTERS = 26
 
 
 def entry_registers(threads: int) -> int:
     return min(248, REGISTER_FILE // threads // 8 * 8)
+
+
+def launch_registers(kernel: ops.KernelOp) -> int:
+    """Registers per thread ptxas may allocate for the kernel: the .maxnreg the backend passes when a
+    role sets a budget, otherwise what `.maxntid threads, .minnctapersm 1` leave each thread. The
+    register file is four quarters, one per SM sub-partition, and a CTA's warps are spread over
+    them, so the busiest quarter holds ceil(warps / 4) warps (ptxas allocates in steps of 8: 17
+    warps leave 96 registers, not 65536 / 544)."""
+    if any(r.regs for r in ops.roles(kernel)):
+        return entry_registers(kernel.threads)
+    warps_per_quarter = -(-kernel.threads // 32 // 4)
+    return min(PTXAS_MAX_REGISTERS, REGISTER_FILE // 4 // warps_per_quarter // 32 // 8 * 8)
+
+
+def register_limit(kernel: ops.KernelOp, role: ops.RoleOp | None) -> int:
+    """Registers per thread the role's code may use: its budget after setmaxnreg, or the launch one
+    (also for kernel-level code, outside every role)."""
+    return (role.regs if role is not None else 0) or launch_registers(kernel)
 
 
 def run(kernel: ops.KernelOp) -> None:
@@ -34,6 +60,8 @@ def run(kernel: ops.KernelOp) -> None:
     if budgeted:
         warps = -(-warps // 4) * 4
     kernel.threads = 32 * warps
+    for role in roles:
+        _check_wgmma_registers(kernel, role)
     if not budgeted:
         return
     entry = entry_registers(kernel.threads)
@@ -52,6 +80,25 @@ def run(kernel: ops.KernelOp) -> None:
         raise error("E045", f"register budgets need {demand} registers but the CTA owns "
                     f"{entry * kernel.threads} ({kernel.threads} threads x {entry} at launch)", loudest.span,
                     "setmaxnreg.inc would wait forever; lower a budget or use fewer warps")
+
+
+def _check_wgmma_registers(kernel: ops.KernelOp, role: ops.RoleOp) -> None:
+    """Each warpgroup of the role holds 64 rows of every accumulator: cols / 2 f32 per thread."""
+    limit = register_limit(kernel, role)
+    for acc in (o for o in ops.walk(role.body) if isinstance(o, ops.AccDecl)):
+        fragment = 64 * acc.shape[1] // 128
+        need = fragment + WGMMA_EXTRA_REGISTERS
+        if need <= limit:
+            continue
+        if role.regs:
+            why = f"role '{role.symbol}' has a budget of {role.regs}"
+            fix = f"raise its `regs` to at least {-(-need // 8) * 8}"
+        else:
+            why = f"with {kernel.threads} threads in the block, a thread may use {limit}"
+            fix = "use fewer warps (the highest warp sets the block size)"
+        raise error("E045", f"accumulator '{acc.symbol}' needs {fragment} registers per thread and its wgmma "
+                    f"{need}, but {why}", acc.span, fix + ", or use fewer accumulator columns",
+                    "ptxas cannot spill an accumulator while its wgmma runs")
 
 
 def _runs(budgets: dict[int, int], entry: int) -> list[tuple[int, int, int]]:

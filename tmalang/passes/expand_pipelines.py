@@ -15,7 +15,8 @@ A tmem pipeline's fields become Tensor Memory tiles (`tmem @P.field`, S stages).
 an MMA role: after the `empty` wait, the block's MMAs run, and one thread's `tcgen05_commit` on
 `full` arrives once they have completed. Operand slots that such a role consumes with `mma` are
 released the same way, by a `tcgen05_commit` on their `empty` barrier: the slot is free when the
-tensor cores have read it, not when the issuing thread moves on. Such a commit arrives whenever
+tensor cores have read it, not when the issuing thread moves on (`tcgen05_commit_cluster`, in
+every CTA of the cluster, when other CTAs multicast into the slot). Such a commit arrives whenever
 the tensor cores finish, so the ring's producer, after its last block, waits until every slot
 has been released (`%P.tail`): no commit may land on the barrier of a CTA that has exited.
 
@@ -153,7 +154,7 @@ def _consume(o: ops.Consume, p: ops.PipelineDecl, cluster_wide: bool) -> list[op
     arrive = ops.MbarArriveCluster if cluster_wide else ops.MbarArrive
     empty = ex.BufferRef(f"{p.symbol}.empty", stage)
     if any(isinstance(s, ops.TENSOR_CORE_OPS) for s in ops.walk(o.body)):   # free once the tensor cores have read it
-        arrive = ops.Tcgen05Commit
+        arrive = ops.Tcgen05CommitCluster if cluster_wide else ops.Tcgen05Commit
     release = ops.Elect("role", [arrive(empty, span=o.span)], span=o.span)
     ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(_counter(p), p.stages), span=o.span)
     return [_slot(p, o.slot, o.span), ready, *body, release, _advance(p, o.span)]

@@ -8,7 +8,10 @@ Guarantees, for every elected arrive on a pipeline's `empty` barrier:
   - if the role's threads touched the slot with ordinary accesses since their last `sync`, a
     `sync scope=role` precedes the release, so no thread still reads a slot the producer refills;
     if only wgmma touched it, each warpgroup releases for itself instead (`elect
-    scope=warpgroup`: its wgmma wait already covers its four warps), with no role-wide sync;
+    scope=warpgroup`: its wgmma wait already covers its four warps), with no role-wide sync.
+    This holds for every slot the wgmmas read: the release of an outer consume block after an
+    inner one's (`consume ra as s { consume rb as t { mma acc, s.a, t.b } }`) is per warpgroup
+    too, not one thread's arrive that the other warpgroups' MMAs are unordered with;
 and every role that issues TMA stores ends with `bulk_wait read=false pending=0`, so no copy is in
 flight when its CTA exits.
 """
@@ -51,10 +54,11 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
                 if any(b.startswith(pipeline + ".") for b in stored):
                     o.body.insert(0, ops.BulkWait(0, True, span=o.span))
                 if touched == "mma" and len(o.body) == 1:
-                    o.scope = "warpgroup"
+                    o.scope = "warpgroup"   # `touched` stays: an enclosing slot's MMAs are the same groups
                 elif touched:
                     out.append(ops.Sync("role", span=o.span))
-                stored, touched = set(), None
+                    touched = None
+                stored = {b for b in stored if not b.startswith(pipeline + ".")}
         else:
             for r in o.regions():
                 r[:] = _region(r)

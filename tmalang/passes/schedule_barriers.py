@@ -4,7 +4,8 @@ Requires: explicit barrier operations (pipelines expanded, releases ordered).
 Guarantees:
   - every mbarrier's `count` is the number of arrivals one phase receives: per arrive site, 1
     inside `elect` (one per warpgroup for warpgroup scope), else the role's thread count; times
-    the cluster size for a cluster-wide arrive (every CTA's site arrives on every CTA's barrier),
+    the cluster size for a cluster-wide arrive or tcgen05 commit (every CTA's site arrives on every
+    CTA's barrier),
     times 2 for an arrive on a CTA pair's leader (both CTAs' sites arrive on the leader's barrier).
     The sites of a user's barrier add up across roles. Within one role, a `wait` on the barrier
     separates its sites into phases: sites between two waits arrive in the same phase and add
@@ -68,7 +69,7 @@ def _events(kernel, role: ops.RoleOp, region, elected: int, name: str):
     threads = 32 * (role.last_warp - role.first_warp + 1)
     for o in region:
         if _arrives(o) and o.barrier.name == name:
-            senders = o.senders(kernel) if isinstance(o, ops.MbarArriveCluster) else 1
+            senders = o.senders(kernel) if isinstance(o, (ops.MbarArriveCluster, ops.Tcgen05CommitCluster)) else 1
             yield (elected or threads) * senders
         elif isinstance(o, ops.MbarWait) and o.barrier.name == name:
             yield _WAIT

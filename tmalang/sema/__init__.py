@@ -15,6 +15,10 @@ _DECLS = {
     ast.CtaGroupDecl: pairs.check_cta_group,
 }
 
+# The kernel's name is its PTX entry name, which the launcher looks up, so it is never mangled.
+# PTX identifiers are `[a-zA-Z][a-zA-Z0-9_$]*` or `[_$%][a-zA-Z0-9_$]+`: a lone `_` is none, and
+# WARP_SZ is PTX's one predefined constant (its other predefined names begin with `%`).
+PTX_RESERVED = ("_", "WARP_SZ")
 
 
 def check(program: ast.Program) -> list[KernelInfo]:
@@ -23,6 +27,9 @@ def check(program: ast.Program) -> list[KernelInfo]:
     for kernel in program.kernels:
         if kernel.name in names:
             raise error("E010", f"kernel '{kernel.name}' is already defined", kernel.name_span)
+        if kernel.name in PTX_RESERVED:
+            raise error("E018", f"'{kernel.name}' cannot name a kernel: the name is reserved in PTX",
+                        kernel.name_span, "a kernel's name is its PTX entry point; pick another")
         names[kernel.name] = kernel
         infos.append(check_kernel(kernel))
     return infos

@@ -8,6 +8,7 @@ each becomes a located compile-time error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from math import prod
 
 from ..diagnostics import Span, error
 from ..syntax import ast
@@ -59,11 +60,17 @@ class Box:
         return self.tensor.dtype
 
     @property
+    def tile_shape(self) -> list[int]:
+        """The smem tile a load fills: every stride-th element of each extent, packed densely."""
+        return [-(-extent // stride) for extent, stride in zip(self.shape, self.strides)]
+
+    @property
+    def strided(self) -> bool:
+        return any(stride != 1 for stride in self.strides)
+
+    @property
     def bytes(self) -> int:
-        total = self.dtype.itemsize
-        for extent, stride in zip(self.shape, self.strides):
-            total *= -(-extent // stride)
-        return total
+        return self.dtype.itemsize * prod(self.tile_shape)
 
 
 @dataclass
@@ -224,6 +231,15 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
     if len(strides) != rank or not all(1 <= s <= 8 for s in strides):
         raise error("E025", f"element strides must be {rank} values in 1..8, got {strides}",
                     d.option_spans.get("strides", d.span))
+    if strides[-1] != 1:
+        # Measured on the H100 (tests/test_interp_vs_h100.py): the TMA unit ignores the innermost
+        # element stride and moves the whole inner extent, so the bytes landing on the barrier,
+        # the smem layout and the elements a store writes all differ from a strided reading, and
+        # an inner coordinate that is not a multiple of the stride faults the launch.
+        raise error("E025", f"the innermost element stride must be 1, got {strides[-1]}",
+                    d.option_spans.get("strides", d.span),
+                    "TMA cannot skip elements within a row; stride an outer dimension, or use a "
+                    "narrower box and tile math to pick columns")
     inner_bytes = d.shape[-1] * tensor.dtype.itemsize
     if inner_bytes % 16:
         raise error("E022", f"inner box extent is {inner_bytes} bytes; TMA needs a multiple of 16",

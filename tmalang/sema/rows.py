@@ -21,7 +21,7 @@ from ..diagnostics import error
 from ..syntax import ast
 from . import statements as st
 from . import tcgen05
-from .declarations import KernelInfo, Scalar
+from .declarations import KernelInfo, Scalar, SmemBuffer
 
 UNIFORM, ROW = -1, 0
 ROW_LANES = 128
@@ -44,14 +44,28 @@ def declare(info: KernelInfo, d: ast.RowDecl, scope) -> None:
     scope.rows[d.name] = d.cols or ROW
 
 
-def is_row_math(s: ast.Assign, scope) -> bool:
+def is_row_math(info: KernelInfo, s: ast.Assign, scope) -> bool:
     """Row math: it writes or reads a row register, or a whole Tensor Memory tile outside an MMA role
     (a block read `t.d[0, j]` is the GEMM epilogue; `t.d = 0` in the MMA role zeroes)."""
     refs = [s.target, *ast.refs(s.value)]
     if any(r.field is None and r.name in scope.rows for r in refs):
         return True
+    if is_tmem_copy(info, s, scope):
+        return False
     return not issues_mma(scope.role.decl) and any(
         tcgen05.tmem_field(scope, r) is not None and r.block is None for r in refs)
+
+
+def is_tmem_copy(info: KernelInfo, s: ast.Assign, scope) -> bool:
+    """`t.d = tile` or `t.d[0, j] = tile`: a tcgen05.cp of an smem tile (a slot field or an smem
+    buffer) into Tensor Memory (§15b), in whatever role it stands. Row math never reads smem
+    tiles, so this is not row math even outside an MMA role."""
+    value = s.value
+    if tcgen05.tmem_field(scope, s.target) is None or not isinstance(value, ast.Ref) or value.block is not None:
+        return False
+    if value.field is not None:
+        return tcgen05.tmem_field(scope, value) is None
+    return value.name not in scope.rows and isinstance(info.symbols.get(value.name), SmemBuffer)
 
 
 def issues_mma(role_decl: ast.RoleDecl) -> bool:

@@ -182,12 +182,18 @@ def _consume(info, s, scope):
     _pipeline_block(info, s, scope, producing=False)
 
 
-def _tile_ref(info: KernelInfo, ref: ast.Ref, scope: Scope, pair_ok: bool = False) -> Box:
+def _tile_ref(info: KernelInfo, ref: ast.Ref, scope: Scope, pair_ok: bool = False,
+              strided_ok: bool = False) -> Box:
     """The box shape of a shared-memory tile: `slot.field` or an smem buffer. A pair box's tile is
-    only loaded or read by the pair's MMA (`pair_ok`)."""
+    only loaded or read by the pair's MMA (`pair_ok`); a strided box's tile only by loads, stores
+    and tile math (`strided_ok`), which see it as its dense `tile_shape`."""
     box = _tile_box(info, ref, scope)
     if not pair_ok:
         pairs.check_pair_tile(box, ref.span)
+    if box.strided and not strided_ok:
+        raise error("E025", f"'{ref.text()}' holds box '{box.name}', which has element strides "
+                    f"{box.strides}: only loads, stores and tile math use a strided tile", ref.span,
+                    "the tensor cores, row math and epilogues read a tile of the box's full shape")
     return box
 
 
@@ -216,18 +222,18 @@ def _coords(info: KernelInfo, box: Box, coords: list, span, scope: Scope) -> Non
 
 
 def _same_tile(box: Box, tile: Box, span) -> None:
-    if box.shape != tile.shape or box.dtype != tile.dtype or box.swizzle != tile.swizzle:
+    if box.tile_shape != tile.tile_shape or box.dtype != tile.dtype or box.swizzle != tile.swizzle:
         raise error("E064", f"box '{box.name}' ({_desc(box)}) does not match the smem tile ({_desc(tile)})", span)
 
 
 def _desc(box: Box) -> str:
     swz = f", swizzle {box.swizzle}" if box.swizzle != "none" else ""
-    return f"{box.dtype.name}[{', '.join(map(str, box.shape))}]{swz}"
+    return f"{box.dtype.name}[{', '.join(map(str, box.tile_shape))}]{swz}"
 
 
 def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
     box = info.box_for(s.source)
-    tile = _tile_ref(info, s.dest, scope, pair_ok=scope.pipeline is not None)
+    tile = _tile_ref(info, s.dest, scope, pair_ok=scope.pipeline is not None, strided_ok=True)
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
     box.tensor.read = True
@@ -264,6 +270,9 @@ def _check_multicast(info: KernelInfo, s: ast.Load, box: Box, scope: Scope) -> N
     if scope.pipeline is None:
         raise error("E059", "multicast loads belong in produce blocks (v0)", s.span)
     rows, size = box.shape[0], info.cluster
+    if box.strides[0] != 1:
+        raise error("E059", f"box '{box.name}' strides its rows, which multicast splits between the CTAs", s.span,
+                    "a multicast box takes every row (strides [1, ...])")
     if rows % size or (box.swizzle != "none" and (rows // size) % 8):
         raise error("E059", f"box '{box.name}' has {rows} rows, which do not split into {size} slices"
                     + (" of whole 8-row swizzle atoms" if box.swizzle != "none" else ""), s.span)
@@ -283,7 +292,7 @@ def _mentions(e, name: str) -> bool:
 
 def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     box = info.box_for(s.target)
-    tile = _tile_ref(info, s.source, scope)
+    tile = _tile_ref(info, s.source, scope, strided_ok=True)
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
     box.tensor.written = True
@@ -300,13 +309,13 @@ def _require_elected(s, scope: Scope, what: str) -> None:
 
 
 def _assign(info: KernelInfo, s: ast.Assign, scope: Scope) -> None:
-    if rows.is_row_math(s, scope):
+    if rows.is_row_math(info, s, scope):
         rows.check_assign(info, s, scope)
         s.row_math = True
         return
     if mma.check_acc_assign(info, s, scope):
         return
-    target = _tile_ref(info, s.target, scope)
+    target = _tile_ref(info, s.target, scope, strided_ok=True)
     if scope.elected:
         raise error("E083", "tile math inside elect runs on one thread, which computes only its share",
                     s.span, "every thread of the role computes part of the tile: move it out of elect")
@@ -326,9 +335,10 @@ def _tile_expr(info: KernelInfo, e, scope: Scope, target: Box) -> None:
             return
         if e.field is None and e.block is None and e.name in scope.ints:
             raise error("E066", f"'{e.name}' is an integer index, not a tile or scalar", e.span)
-        tile = _tile_ref(info, e, scope)
-        if tile.shape != target.shape:
-            raise error("E067", f"tile {e.text()} has shape {tile.shape}, the target has {target.shape}", e.span)
+        tile = _tile_ref(info, e, scope, strided_ok=True)
+        if tile.tile_shape != target.tile_shape:
+            raise error("E067", f"tile {e.text()} has shape {tile.tile_shape}, the target has {target.tile_shape}",
+                        e.span)
         if tile.dtype.name not in TILE_MATH_DTYPES:
             raise error("E080", f"tile math on {tile.dtype.name} is not supported", e.span)
         swizzled = tile.swizzle != "none" or target.swizzle != "none"

@@ -11,6 +11,7 @@ from lark import Token, Transformer, v_args
 
 from ..diagnostics import Source, Span, error
 from . import ast
+from .limits import check_tokens
 
 
 def grammar_path(name: str) -> Path:
@@ -33,6 +34,7 @@ def parse(text: str, name: str = "<string>") -> ast.Program:
         tree = _parser().parse(text)
     except lark.UnexpectedInput as exc:
         raise _syntax_error(source, exc) from None
+    check_tokens(source, tree)
     try:
         return _Builder(source).transform(tree)
     except lark.exceptions.VisitError as exc:

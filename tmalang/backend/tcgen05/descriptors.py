@@ -117,17 +117,33 @@ def _encode(name: str, value: int) -> int:
     return (value & _ENCODE_MASK) >> 4
 
 
-def smem_descriptor(address: int, swizzle: str, stride_byte_offset: int, leading_byte_offset: int = 16,
+def smem_descriptor(address: int, swizzle: str, stride_byte_offset: int, leading_byte_offset: int | None = None,
                     base_offset: int = 0) -> int:
     """The 64-bit descriptor of Table 40. For K-major swizzled tiles LBO is unused ("assumed 1"):
-    the default 16 encodes as 1, as CUTLASS does."""
+    left out, it is 16, encoded as 1, as CUTLASS does. An unswizzled tile has no default: its LBO
+    is the byte distance between core matrices adjacent in K (see `kmajor_descriptor`)."""
     if swizzle not in LAYOUT_TYPE:
         raise ValueError(f"unknown layout {swizzle!r} (known: {', '.join(LAYOUT_TYPE)})")
+    if leading_byte_offset is None:
+        if swizzle == "none":
+            raise ValueError("an unswizzled (SWIZZLE_NONE) operand needs its LBO: the byte distance between "
+                             "core matrices adjacent in K")
+        leading_byte_offset = 16
     if not 0 <= base_offset < 8:
         raise ValueError(f"base offset {base_offset} does not fit 3 bits")
     return (_encode("address", address) | _encode("LBO", leading_byte_offset) << 16
             | _encode("SBO", stride_byte_offset) << 32 | VERSION << 46 | base_offset << 49
             | LAYOUT_TYPE[swizzle] << 61)
+
+
+def kmajor_descriptor(tile, address: int = 0) -> int:
+    """The descriptor of a K-major operand tile (`wgmma.KMajorTile`: the layout TMA writes) at
+    shared `address`, per the PTX ISA's canonical K-major layouts for tcgen05 (the matrix
+    descriptor section, beside Table 40): SBO is the byte distance between core matrices adjacent in M/N, 8 rows of one swizzle
+    span; LBO, for SWIZZLE_NONE, between core matrices adjacent in K, i.e. one 16-byte column of
+    `rows` x 16 bytes; swizzled layouts ignore it ("assumed 1")."""
+    lbo = tile.lbo if tile.swizzle == "none" else None
+    return smem_descriptor(address, tile.swizzle, tile.sbo, lbo)
 
 
 class SmemDescriptorFields(NamedTuple):

@@ -62,14 +62,35 @@ def commit(mbar: str, cta_group: int = 1, cta_mask: str | None = None) -> str:
     return f"{base}.multicast::cluster.b64 [{mbar}], {cta_mask};"
 
 
-def ld(registers: list[str], taddr: str, shape: str = "32x32b", num: int = 1) -> str:
+def ld(registers: list[str], taddr: str, shape: str = "32x32b", num: int = 1, half_split: int | None = None) -> str:
+    """Load this thread's cells of a `shape` access (x `num`) from Tensor Memory at `taddr`;
+    `.16x32bx2` needs `half_split` (see `_half_split`)."""
     _check_registers(registers, shape, num)
-    return f"tcgen05.ld.sync.aligned.{shape}.x{num}.b32 {{{', '.join(registers)}}}, [{taddr}];"
+    split = _half_split(shape, half_split)
+    return f"tcgen05.ld.sync.aligned.{shape}.x{num}.b32 {{{', '.join(registers)}}}, [{taddr}]{split};"
 
 
-def st(taddr: str, registers: list[str], shape: str = "32x32b", num: int = 1) -> str:
+def st(taddr: str, registers: list[str], shape: str = "32x32b", num: int = 1, half_split: int | None = None) -> str:
     _check_registers(registers, shape, num)
-    return f"tcgen05.st.sync.aligned.{shape}.x{num}.b32 [{taddr}], {{{', '.join(registers)}}};"
+    split = _half_split(shape, half_split)
+    return f"tcgen05.st.sync.aligned.{shape}.x{num}.b32 [{taddr}]{split}, {{{', '.join(registers)}}};"
+
+
+HALF_SPLIT_SHAPES = ("16x32bx2",)
+
+
+def _half_split(shape: str, offset: int | None) -> str:
+    """The `immHalfSplitoff` operand (9.7.16.8.3-4): `.16x32bx2` makes two `.16x32b` accesses, the
+    second at `taddr + immHalfSplitoff`, an immediate column offset; ptxas rejects the shape
+    without it, and the other shapes take none. It follows [taddr] in ld and st alike."""
+    if shape not in HALF_SPLIT_SHAPES:
+        if offset is not None:
+            raise ValueError(f"tcgen05.ld/st.{shape} takes no half-split offset")
+        return ""
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset < COLUMNS:
+        raise ValueError(f"tcgen05.ld/st.{shape} needs an immediate half-split column offset in 0..{COLUMNS - 1}, "
+                         f"got {offset!r}")
+    return f", {offset}"
 
 
 def _check_registers(registers: list[str], shape: str, num: int) -> None:
