@@ -107,3 +107,115 @@ def test_cpp_launch_header_compiles(tmp_path):
                               f"-I{ROOT / 'runtime'}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
                              capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
+
+
+# --- bad paths and options: a diagnostic or a usage error before any work, never a traceback ---
+
+
+@pytest.mark.parametrize("flags", [["-o", "{missing}/k.ptx"], ["--manifest", "{missing}/m.json", "-o", "/dev/null"],
+                                   ["--emit", "cubin", "-o", "{missing}/k.cubin"], ["-o", "{tmp}"]])
+def test_output_into_a_missing_directory_is_e009_before_compiling(tmp_path, capsys, monkeypatch, flags):
+    import tmalang.cli as cli
+
+    monkeypatch.setattr(cli, "compile_source", lambda *a, **k: pytest.fail("compiled before checking outputs"))
+    flags = [f.format(missing=tmp_path / "no" / "such", tmp=tmp_path) for f in flags]
+    assert main([COPY, *flags]) == 1
+    err = capsys.readouterr().err
+    assert "error[E009]: cannot write" in err and "Traceback" not in err
+
+
+def test_trace_into_a_missing_directory_is_e009_before_running(tmp_path, capsys, monkeypatch):
+    import tmalang.run_cli as run_cli
+
+    monkeypatch.setattr(run_cli, "compile_kernel", lambda *a, **k: pytest.fail("ran before checking --trace"))
+    assert main(["run", COPY, "--interpret", "--trace", str(tmp_path / "no" / "t.json")]) == 1
+    assert "error[E009]: cannot write" in capsys.readouterr().err
+
+
+def test_non_utf8_source_is_a_located_e007(tmp_path, capsys):
+    bad = tmp_path / "bad.tma"
+    bad.write_bytes(b"kernel k() {\n  box \xff = x[1]\n}\n")
+    assert main([str(bad)]) == 1
+    assert main(["run", str(bad), "--interpret"]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad}:2:7: error[E007]: source is not valid UTF-8: byte 0xff" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("flags", [["--seed", "-1"], ["--explore", "-1"], ["--ctas", "0"], ["--ctas", "-1"],
+                                   ["--dims", "M=²"], ["--dims", "M=" + "9" * 5000], ["--dims", "=3"]])
+def test_run_rejects_unusable_options_as_usage_errors(flags):
+    with pytest.raises(SystemExit) as caught:
+        main(["run", COPY, "--interpret", *flags])
+    assert caught.value.code == 2
+
+
+def test_run_dims_out_of_range_is_e206_before_allocating(capsys, monkeypatch):
+    import tmalang.run_cli as run_cli
+
+    monkeypatch.setattr(run_cli, "_random_inputs", lambda *a: pytest.fail("allocated before checking dims"))
+    assert main(["run", COPY, "--interpret", "--dims", "M=2147483648,N=64"]) == 1
+    assert "error[E206]: --dims M is 2147483648; dims must be < 2**31" in capsys.readouterr().err
+
+
+def test_run_dims_too_large_for_memory_is_e009_before_allocating(capsys, monkeypatch):
+    import tmalang.run_cli as run_cli
+
+    monkeypatch.setattr(run_cli, "_random_inputs", lambda *a: pytest.fail("allocated before checking memory"))
+    assert main(["run", COPY, "--interpret", "--dims", "M=2147483647,N=2147483647"]) == 1
+    assert "error[E009]: the random inputs for these dims need" in capsys.readouterr().err
+
+
+def _ptxas_script(tmp_path, body: str, mode: int = 0o755) -> str:
+    script = tmp_path / "ptxas"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(mode)
+    return str(script)
+
+
+@pytest.mark.parametrize("setup", ["missing", "not_executable", "directory"])
+def test_bad_tmalang_ptxas_is_e301(tmp_path, capsys, monkeypatch, setup):
+    from tmalang.backend import ptxas
+
+    path = {"missing": str(tmp_path / "nope"), "not_executable": _ptxas_script(tmp_path, "exit 0", 0o644),
+            "directory": str(tmp_path)}[setup]
+    monkeypatch.setenv("TMALANG_PTXAS", path)
+    ptxas.find_ptxas.cache_clear()
+    try:
+        assert main([COPY, "--emit", "cubin", "-o", str(tmp_path / "k.cubin")]) == 1
+    finally:
+        ptxas.find_ptxas.cache_clear()
+    err = capsys.readouterr().err
+    assert "error[E301]: TMALANG_PTXAS is" in err and "Traceback" not in err
+
+
+def test_a_ptxas_that_never_returns_is_stopped_with_e302(tmp_path, capsys, monkeypatch):
+    import time
+
+    from tmalang.backend import ptxas
+
+    monkeypatch.setenv("TMALANG_PTXAS", _ptxas_script(tmp_path, "sleep 60"))
+    monkeypatch.setenv("TMALANG_PTXAS_TIMEOUT", "0.5")
+    ptxas.find_ptxas.cache_clear()
+    start = time.monotonic()
+    try:
+        assert main([COPY, "--stats", "-o", "/dev/null"]) == 1
+    finally:
+        ptxas.find_ptxas.cache_clear()
+    assert time.monotonic() - start < 20
+    assert "error[E302]: ptxas did not finish within 0.5 s" in capsys.readouterr().err
+
+
+def test_a_bad_ptxas_timeout_is_e302(capsys, monkeypatch):
+    monkeypatch.setenv("TMALANG_PTXAS_TIMEOUT", "soon")
+    assert main([COPY, "--emit", "cubin", "-o", "/dev/null"]) == 1
+    assert "error[E302]: TMALANG_PTXAS_TIMEOUT is 'soon'" in capsys.readouterr().err
+
+
+def test_an_endless_source_is_e009(capsys):
+    assert main(["/dev/zero"]) == 1
+    assert "error[E009]: cannot read /dev/zero: larger than 16 MiB" in capsys.readouterr().err
+
+
+def test_a_directory_as_source_is_e009(tmp_path, capsys):
+    assert main([str(tmp_path)]) == 1
+    assert "error[E009]: cannot read" in capsys.readouterr().err

@@ -205,15 +205,6 @@ def test_multicast_clusters_agree_bit_for_bit(cluster):
     np.testing.assert_array_equal(interp_dst, expected)
 
 
-def _padded_copy(a: np.ndarray) -> np.ndarray:
-    """A copy with the same (16-byte aligned, maybe padded) row stride as `a`."""
-    if a.ndim != 2 or a.flags.c_contiguous:
-        return a.copy()
-    base = np.empty((a.shape[0], a.strides[0] // a.itemsize), dtype=a.dtype)
-    base[:, : a.shape[1]] = a
-    return base[:, : a.shape[1]]
-
-
 SM90_EXAMPLES = [p for p in EXAMPLES if example_arch(p) == "sm_90a"]
 
 
@@ -221,12 +212,12 @@ SM90_EXAMPLES = [p for p in EXAMPLES if example_arch(p) == "sm_90a"]
 def test_every_example_agrees_with_the_interpreter(path):
     """Same inputs through both: copies bit for bit, GEMMs within the reference tolerance of
     each other and of float64."""
-    from references import CASES, RTOL, check
+    from references import CASES, RTOL, check, padded_copy
 
     name = path.stem.removesuffix("_sm90")
     k = tmalang.compile_file(path)
     args, expected = CASES[name](np.random.default_rng(5), (197, 330))
-    gpu_args = [_padded_copy(a) if isinstance(a, np.ndarray) else a for a in args]
+    gpu_args = [padded_copy(a) if isinstance(a, np.ndarray) else a for a in args]
     k(*gpu_args)
     k.interpret(*args, seed=1)
     out_gpu, out_interp = gpu_args[-1], args[-1]

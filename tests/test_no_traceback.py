@@ -147,3 +147,59 @@ KNOWN_CRASHES = {
 @pytest.mark.parametrize("text", list(KNOWN_CRASHES.values()), ids=list(KNOWN_CRASHES))
 def test_known_crash_inputs(text):
     check_compiles_or_diagnoses(text)
+
+
+# --- limits of the syntax: a located E008/E028 instead of a RecursionError or a ValueError -----
+
+_BODY = "s.ys = a * s.xs + s.ys"
+
+
+def _nest(depth: int) -> str:
+    return _SAXPY.replace(_BODY, "elect { " * depth + "store O[m, n] <- s.ys" + " }" * depth)
+
+
+def _sum(terms: int) -> str:
+    return _SAXPY.replace(_BODY, "s.ys = " + " + ".join(["s.xs"] * terms))
+
+
+def _negations(count: int) -> str:
+    return _SAXPY.replace(_BODY, "s.ys = " + "-" * count + "s.xs")
+
+
+@pytest.mark.parametrize("text", [_nest(300), _sum(500), _negations(1000), _nest(3000), _sum(20000)],
+                         ids=["nest300", "sum500", "neg1000", "nest3000", "sum20000"])
+def test_deep_nesting_is_a_located_e008(text):
+    with pytest.raises(TmalangError) as info:
+        compile_source(text, "deep.tma", Options())
+    assert info.value.code == "E008" and info.value.span is not None
+    assert "nest too deeply" in info.value.message
+
+
+def _deep_stack(frames: int, call):
+    """Run `call` under `frames` extra Python frames (a caller's stack, e.g. pytest's or an app's)."""
+    return call() if frames == 0 else _deep_stack(frames - 1, call)
+
+
+@pytest.mark.parametrize("text", [_sum(190), _negations(190)], ids=["sum190", "neg190"])
+def test_nesting_just_below_the_limit_runs_through_every_stage(text):
+    import numpy as np
+
+    from tmalang.api import Kernel
+
+    c = _deep_stack(150, lambda: compile_source(text, "deep.tma", Options()))
+    x, y, out = (np.ones((64, 64), np.float32) for _ in range(3))
+    _deep_stack(150, lambda: Kernel(c, text).interpret(np.float32(2), x, y, out))
+
+
+@pytest.mark.parametrize("literal", ["9" * 5000, str(2**64), "0" * 30 + str(2**64), str(2**31)])
+def test_huge_integer_literals_are_a_located_e028(literal):
+    with pytest.raises(TmalangError) as info:
+        compile_source(_COPY.replace("ring[4]", f"ring[{literal}]"), "big.tma", Options())
+    assert info.value.code == "E028" and info.value.span.line == 4
+    assert "does not fit in 32 bits" in info.value.message
+
+
+def test_the_largest_32_bit_literal_reaches_sema():
+    with pytest.raises(TmalangError) as info:
+        compile_source(_COPY.replace("ring[4]", f"ring[{2**31 - 1}]"), "big.tma", Options())
+    assert info.value.code == "E030"

@@ -443,3 +443,172 @@ def test_cache_disabled_by_env(tmp_path, monkeypatch):
 def test_cache_dir_from_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TMALANG_CACHE_DIR", str(tmp_path / "elsewhere"))
     assert DiskCache().root == tmp_path / "elsewhere"
+
+
+# --- robustness: 32-bit index math, aliasing outputs, masks, repeat launches ---------------------
+
+
+@pytest.mark.parametrize("value", [2**31, 2**32 - 1])
+def test_dims_from_2_31_are_e206(value):
+    src, dst = matrices()
+    err = launch_error(scale_manifest(), (src, dst, 1.0), dims={"M": value})
+    assert err.code == "E206" and "dims must be < 2**31" in err.message
+
+
+def test_a_dim_just_below_2_31_binds():
+    from numpy.lib.stride_tricks import as_strided
+
+    src = as_strided(np.zeros(64, np.float32), (2**31 - 1, 4), (16, 4), writeable=False)  # not allocated
+    assert array_view(src, "src").shape[0] == 2**31 - 1
+    from tmalang.runtime.binding import check_extent
+
+    check_extent(2**31 - 1, "dim")
+
+
+def test_tiles_beyond_the_32_bit_tile_index_are_e206():
+    from tmalang.runtime.binding import _check_tile_count
+
+    manifest = scale_manifest()                                   # boxes of 64 x 32
+    _check_tile_count(manifest, {"M": 64 * 2**15, "N": 32 * (2**16 - 1)})
+    with pytest.raises(LaunchError) as info:
+        _check_tile_count(manifest, {"M": 64 * 2**15, "N": 32 * 2**16})
+    assert info.value.code == "E206" and "2147483648 tiles" in info.value.message
+
+
+def test_written_arrays_with_overlapping_rows_are_e216():
+    from numpy.lib.stride_tricks import as_strided
+
+    base = np.zeros(64 * 4 + 32, np.float32)
+    rows = as_strided(base, (64, 32), (16, 4))                    # row i starts 4 elements after row i-1
+    src, _ = matrices(64, 32)
+    err = launch_error(scale_manifest(), (src, rows, 1.0))
+    assert err.code == "E216" and "argument 'dst'" in err.message
+    readonly = as_strided(base, (64, 32), (16, 4), writeable=False)
+    bind(scale_manifest(), (readonly, np.zeros((64, 32), np.float32), 1.0))   # reading aliases is fine
+
+
+def test_broadcast_output_rows_are_e216():
+    from numpy.lib.stride_tricks import as_strided
+
+    base = np.zeros(32, np.float32)
+    src, _ = matrices(64, 32)
+    err = launch_error(scale_manifest(), (src, as_strided(base, (64, 32), (0, 4)), 1.0))
+    assert err.code in ("E207", "E216")      # a zero stride is refused by the layout rules first
+
+
+def test_numpy_masked_arrays_are_e202():
+    src, dst = matrices()
+    masked = np.ma.masked_array(src, mask=src > 0)
+    err = launch_error(scale_manifest(), (masked, dst, 1.0))
+    assert err.code == "E202" and "masked arrays are not supported" in err.message
+    err = launch_error(scale_manifest(), (src, np.ma.masked_array(dst), 1.0))
+    assert err.code == "E202"
+
+
+@pytest.mark.parametrize("zero, minus_zero", [(0.0, -0.0), (np.float32(0.0), np.float32(-0.0))])
+def test_repeat_launch_signature_tells_zero_from_minus_zero(zero, minus_zero):
+    from tmalang.runtime.launch import _device_signature
+
+    assert _device_signature((zero,), None, None) != _device_signature((minus_zero,), None, None)
+    assert _device_signature((zero,), None, None) == _device_signature((zero,), None, None)
+
+
+def test_repeat_launch_signature_of_bad_dims_defers_to_bind():
+    from tmalang.runtime.launch import _device_signature
+
+    assert _device_signature((1.0,), ["M", 4], None) is None
+    assert _device_signature((1.0,), {1: 2, "M": 3}, None) is not None
+
+
+# --- cache: repair, untrusted indexes, eviction -------------------------------------------------
+
+
+def _entry(cache: DiskCache, key: str):
+    return cache.root / key[:2] / key
+
+
+def test_cache_empty_index_is_a_miss_and_is_repaired(tmp_path):
+    cache, key = DiskCache(tmp_path), DiskCache.key("k", {}, {})
+    cache.put(key, {"kernel.cubin": b"good"})
+    (_entry(cache, key) / "index.json").write_text("{}")
+    assert cache.get(key) is None
+    cache.put(key, {"kernel.cubin": b"good"})
+    assert cache.get(key) == {"kernel.cubin": b"good"}
+
+
+@pytest.mark.parametrize("blocker", ["file", "symlink"])
+def test_cache_entry_path_taken_by_a_file_is_repaired(tmp_path, blocker):
+    cache, key = DiskCache(tmp_path), DiskCache.key("k", {}, {})
+    entry = _entry(cache, key)
+    entry.parent.mkdir(parents=True)
+    if blocker == "file":
+        entry.write_bytes(b"junk")
+    else:
+        entry.symlink_to(tmp_path / "elsewhere")
+    assert cache.get(key) is None
+    cache.put(key, {"kernel.cubin": b"good"})
+    assert cache.get(key) == {"kernel.cubin": b"good"} and entry.is_dir() and not entry.is_symlink()
+
+
+def _forge_index(cache: DiskCache, key: str, names: dict) -> None:
+    import json
+
+    (_entry(cache, key) / "index.json").write_text(json.dumps(names))
+
+
+def test_cache_index_naming_files_outside_the_entry_is_a_miss(tmp_path):
+    import hashlib
+
+    cache, key = DiskCache(tmp_path / "cache"), DiskCache.key("k", {}, {})
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"outside")
+    cache.put(key, {"kernel.cubin": b"good"})
+    digest = hashlib.sha256(b"outside").hexdigest()
+    for name in ["../../../secret", str(secret), ".hidden", "index.json"]:
+        _forge_index(cache, key, {name: digest})
+        assert cache.get(key) is None
+    (_entry(cache, key) / "link").symlink_to(secret)
+    _forge_index(cache, key, {"link": digest})
+    assert cache.get(key) is None
+
+
+def test_cache_fifo_in_an_entry_does_not_block_the_reader(tmp_path):
+    import os
+    import threading
+
+    cache, key = DiskCache(tmp_path), DiskCache.key("k", {}, {})
+    cache.put(key, {"kernel.cubin": b"good"})
+    cubin = _entry(cache, key) / "kernel.cubin"
+    cubin.unlink()
+    os.mkfifo(cubin)
+    result = []
+    reader = threading.Thread(target=lambda: result.append(cache.get(key)), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive() and result == [None]
+    cache.put(key, {"kernel.cubin": b"good"})
+    assert cache.get(key) == {"kernel.cubin": b"good"}
+
+
+def test_cache_evicts_least_recently_used_entries(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setenv("TMALANG_CACHE_MAX_ENTRIES", "2")
+    cache = DiskCache(tmp_path)
+    keys = [DiskCache.key(str(i), {}, {}) for i in range(3)]
+    for age, key in zip((300, 200), keys):
+        cache.put(key, {"kernel.cubin": key.encode()})
+        os.utime(_entry(cache, key), (1e9 - age, 1e9 - age))   # entry 0 is the oldest ...
+    assert cache.get(keys[0]) is not None                       # ... until this hit refreshes it
+    cache.put(keys[2], {"kernel.cubin": b"new"})
+    assert [cache.get(k) is not None for k in keys] == [True, False, True]
+
+
+def test_cache_evicts_by_size(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMALANG_CACHE_MAX_BYTES", "3000")
+    cache = DiskCache(tmp_path)
+    keys = [DiskCache.key(str(i), {}, {}) for i in range(4)]
+    for key in keys:
+        cache.put(key, {"kernel.cubin": bytes(1000)})
+    kept = [k for k in keys if cache.get(k) is not None]
+    assert keys[-1] in kept and 1 <= len(kept) <= 2

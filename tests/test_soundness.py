@@ -23,3 +23,64 @@ def test_warps_that_only_wait_cannot_fall_a_phase_behind(stages):
     lines = k.ir.splitlines()
     waits = [i for i, line in enumerate(lines) if "mbar_wait barrier=@ring.full" in line]
     assert waits and all("elect scope=role" in lines[i - 1] for i in waits), "only the elected thread waits"
+
+
+STORE_THEN_REWRITE = """
+kernel twice(a: f32, x: f32[M, N], out: f32[M, N], first: f32[M, N]) {
+    grid persistent
+    box X = x[64, 64]
+    box O = out[64, 64]
+    box F = first[64, 64]
+    pipeline ring[2] { xs: X }
+    role producer: warp 0 {
+        for tile (m, n) in tiles(out, O) {
+            produce ring as s { load X[m, n] -> s.xs }
+        }
+    }
+    role consumer: warps 4..7 {
+        for tile (m, n) in tiles(out, O) {
+            consume ring as s {
+                store F[m, n] <- s.xs
+                s.xs = a * s.xs
+                store O[m, n] <- s.xs
+            }
+        }
+    }
+}
+"""
+
+
+def _store_then_rewrite(run):
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((150, 200)).astype(np.float32)
+    out, first = np.zeros_like(x), np.zeros_like(x)
+    run(np.float32(3), x, out, first)
+    np.testing.assert_array_equal(first, x)
+    np.testing.assert_array_equal(out, np.float32(3) * x)
+
+
+def test_a_slot_is_rewritten_only_after_its_store_read_it():
+    """Fuzz finding F8: tile math rewrote a slot that a TMA store was still reading (E405)."""
+    k = tmalang.compile(STORE_THEN_REWRITE)
+    _store_then_rewrite(lambda *args: k.interpret(*args, seed=2, explore=6))
+    lines = k.ir.splitlines()
+    rewrite = next(i for i, line in enumerate(lines) if "tile_assign" in line)
+    assert "sync scope=role" in lines[rewrite - 1] and "bulk_wait pending=0 read=true" in lines[rewrite - 3]
+
+
+@pytest.mark.gpu
+def test_h100_rewrites_a_slot_after_its_store_read_it():
+    _store_then_rewrite(tmalang.compile(STORE_THEN_REWRITE))
+
+
+def test_the_ir_verifier_refuses_an_innermost_element_stride():
+    """Sema refuses it (E025); IR written by hand must not reach the interpreter with it either,
+    since the interpreter could only model a stride the hardware does not apply."""
+    from tmalang.diagnostics import TmalangError
+    from tmalang.ir.parser import parse_ir
+    from tmalang.ir.verifier import verify
+
+    text = tmalang.compile(copy_source("f32", [64, 32])).ir
+    [kernel] = parse_ir(text.replace("shape=[64, 32] strides=[1, 1]", "shape=[64, 32] strides=[1, 2]", 1))
+    with pytest.raises(TmalangError, match="E999.*innermost element stride 2"):
+        verify(kernel, "dispatch_roles")

@@ -7,12 +7,16 @@ import json
 from pathlib import Path
 
 import llvmlite
+import numpy as np
 
 from .backend import ptxas
 from .backend.manifest import Manifest
 from .compiler import Compilation, Options, compile_source
+from .diagnostics import error
 from .explain import explain
 from .ir.printer import print_ir
+from .runtime.errors import LAUNCH_OPTION, LaunchError
+from .syntax.limits import decode
 
 VERSION = "0.1.0"
 
@@ -62,6 +66,7 @@ class Kernel:
         """
         from .interp import interpret
 
+        _check_interpret_options(seed, explore, ctas, trace)
         return interpret(self._c.ir, self.manifest, *args, dims=dims, seed=seed, explore=explore, ctas=ctas,
                          trace=trace)
 
@@ -69,14 +74,44 @@ class Kernel:
         return f"<tmalang.Kernel {self.name} {self.manifest.arch} {self.manifest.block_threads} threads>"
 
 
-def compile(source: str, *, arch: str = "sm_90a", kernel: str | None = None, name: str = "<string>") -> Kernel:
+def compile(source: str | bytes, *, arch: str = "sm_90a", kernel: str | None = None,
+            name: str = "<string>") -> Kernel:
+    """Compile tmalang source text (str, or UTF-8 bytes) to a Kernel; TmalangError if it is wrong."""
+    if not isinstance(name, str):
+        raise error("E009", f"compile(): name must be a str, got {type(name).__name__}")
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        source = decode(bytes(source), name)
+    for what, value, allowed in (("source", source, (str,)), ("arch", arch, (str,)),
+                                 ("kernel", kernel, (str, type(None)))):
+        if not isinstance(value, allowed):
+            raise error("E009", f"compile(): {what} must be a {' or '.join(t.__name__ for t in allowed)}, "
+                        f"got {type(value).__name__}")
     c = compile_source(source, name, Options(arch=arch, kernel=kernel))
     return Kernel(c, source)
 
 
 def compile_file(path: str | Path, *, arch: str = "sm_90a", kernel: str | None = None) -> Kernel:
+    """Compile a .tma file; OSError if it cannot be read, E007 if it is not UTF-8."""
     path = Path(path)
-    return compile(path.read_text(), arch=arch, kernel=kernel, name=str(path))
+    return compile(decode(path.read_bytes(), str(path)), arch=arch, kernel=kernel, name=str(path))
+
+
+def _check_interpret_options(seed, explore, ctas, trace) -> None:
+    """E212 for interpreter options of the wrong type or range (before any work)."""
+    from .interp.trace import Trace
+
+    def integer(value) -> bool:
+        return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+    if seed is not None and not (integer(seed) and seed >= 0):
+        raise LaunchError(LAUNCH_OPTION, f"seed must be None or an integer >= 0, got {seed!r}")
+    if not (integer(explore) and explore >= 0):
+        raise LaunchError(LAUNCH_OPTION, f"explore must be an integer >= 0, got {explore!r}")
+    if ctas is not None and not (integer(ctas) and ctas >= 1):
+        raise LaunchError(LAUNCH_OPTION, f"ctas must be None or an integer >= 1, got {ctas!r}")
+    if trace is not None and not isinstance(trace, Trace):
+        raise LaunchError(LAUNCH_OPTION, f"trace must be None or a tmalang.interp.trace.Trace, "
+                          f"got {type(trace).__name__}")
 
 
 def _cached_cubin(k: Kernel) -> bytes:

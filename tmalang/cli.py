@@ -17,10 +17,11 @@ from pathlib import Path
 
 from .backend import launch_header, ptxas
 from .compiler import ARCHS, Options, compile_source
-from .diagnostics import TmalangError
+from .diagnostics import TmalangError, error
 from .explain import explain
 from .ir.printer import print_ir
 from .passes import PASS_NAMES, PassLog
+from .files import check_outputs, read_source, write_file
 
 EMITS = ("ast", "ir", "ll", "ptx", "cubin", "header")
 
@@ -53,15 +54,22 @@ def main(argv: list[str] | None = None) -> int:
         if name != "all" and name not in PASS_NAMES:
             parser.error(f"--print-ir-after: unknown pass '{name}' (choose from {', '.join(PASS_NAMES)}, all)")
     try:
-        source = Path(args.file).read_text()
-    except OSError as exc:
-        print(f"tmalangc: error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-        return 1
-    try:
+        check_outputs(_outputs(args))
+        source = read_source(args.file)
         return _run(args, source)
     except TmalangError as exc:
         print(exc.render(), file=sys.stderr)
         return 1
+
+
+def _outputs(args) -> list[str]:
+    """Every file this run will write, so that a bad path fails before the work, not after."""
+    paths = [args.manifest] if args.manifest else []
+    if args.output:
+        paths.append(args.output)
+    elif args.emit == "cubin":
+        paths.append(str(Path(args.file).with_suffix(".cubin")))
+    return paths
 
 
 def _run(args, source: str) -> int:
@@ -84,7 +92,7 @@ def _run(args, source: str) -> int:
     if args.stats:
         print(f"{c.ir.symbol}: {c.stats.summary()} dynamic_smem={c.manifest.smem_bytes}B", file=sys.stderr)
     if args.manifest and c.manifest is not None:
-        Path(args.manifest).write_text(json.dumps(c.manifest.to_json(), indent=2) + "\n")
+        write_file(args.manifest, json.dumps(c.manifest.to_json(), indent=2) + "\n")
     if args.explain:
         print(explain(c.ir), end="")
         if not args.output:
@@ -103,12 +111,12 @@ def _report_times(log: PassLog) -> None:
 
 def _write_output(args, c) -> None:
     if args.emit == "cubin":
-        Path(args.output or Path(args.file).with_suffix(".cubin")).write_bytes(c.cubin)
+        write_file(args.output or Path(args.file).with_suffix(".cubin"), c.cubin)
         return
     text = {"ast": lambda: dump_ast(c.ast), "ir": lambda: print_ir(c.ir), "ll": lambda: c.llvm_ir,
             "ptx": lambda: c.ptx, "header": lambda: launch_header.render(c.manifest, args.file)}[args.emit]()
     if args.output:
-        Path(args.output).write_text(text)
+        write_file(args.output, text)
     else:
         sys.stdout.write(text)
 

@@ -63,7 +63,7 @@ def _barriers(kernel: ops.KernelOp) -> list[list[str]]:
     rows = []
     for m in ops.decls(kernel, ops.MbarrierDecl).values():
         rows.append([m.symbol, str(m.stages), str(m.count), str(m.tx_bytes or "-"),
-                     "; ".join(waits[m.symbol]) or "-", ", ".join(sorted(set(arrives[m.symbol]))) or "-"])
+                     "; ".join(dict.fromkeys(waits[m.symbol])) or "-", ", ".join(sorted(set(arrives[m.symbol]))) or "-"])
     return rows
 
 

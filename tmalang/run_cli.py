@@ -8,6 +8,8 @@ Reports the protocol verdict (exit 0) or the violation as a located diagnostic (
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from pathlib import Path
 
@@ -15,9 +17,13 @@ import numpy as np
 
 from .api import compile as compile_kernel
 from .backend.manifest import TensorArg
-from .diagnostics import TmalangError
+from .diagnostics import TmalangError, error
+from .files import check_outputs, read_source, write_file
 from .interp.trace import Trace
+from .runtime.binding import check_extent
 from .runtime.dtypes import NUMPY
+
+DEFAULT_DIM = 256
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,34 +45,75 @@ def build_parser() -> argparse.ArgumentParser:
 def run_main(argv: list[str]) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    _check_options(parser, args)
     dims = _parse_dims(parser, args.dims)
     try:
-        kernel = compile_kernel(Path(args.file).read_text(), arch=args.arch, kernel=args.kernel, name=args.file)
+        if args.trace:
+            check_outputs([args.trace])
+        kernel = compile_kernel(read_source(args.file), arch=args.arch, kernel=args.kernel, name=args.file)
+        _check_memory(kernel.manifest, dims)
         inputs = _random_inputs(kernel.manifest, dims, np.random.default_rng(args.seed or 0))
         trace = Trace() if args.trace else None
         kernel.interpret(*inputs, dims=dims, seed=args.seed, explore=args.explore, ctas=args.ctas, trace=trace)
-    except OSError as exc:
-        print(f"tmalangc: error: cannot read {args.file}: {exc.strerror}", file=sys.stderr)
-        return 1
+        if trace is not None:
+            write_file(args.trace, trace.to_json())
     except TmalangError as exc:
         print(exc.render(), file=sys.stderr)
         return 1
-    if trace is not None:
-        args.trace.write_text(trace.to_json())
     schedules = max(1, args.explore)
     print(f"{kernel.name}: protocol ok over {schedules} schedule(s) with "
           + ", ".join(f"{k}={v}" for k, v in dims.items()))
     return 0
 
 
+def _check_options(parser, args) -> None:
+    """Usage errors (exit 2) for values no run can use."""
+    if args.seed is not None and args.seed < 0:
+        parser.error(f"--seed must be >= 0, got {args.seed}")
+    if args.explore < 0:
+        parser.error(f"--explore must be >= 0, got {args.explore}")
+    if args.ctas is not None and args.ctas < 1:
+        parser.error(f"--ctas must be >= 1, got {args.ctas}")
+
+
 def _parse_dims(parser, text: str) -> dict[str, int]:
     dims = {}
     for item in filter(None, text.split(",")):
         name, _, value = item.partition("=")
-        if not value.isdigit():
+        value = value.strip()
+        if not name.strip() or not re.fullmatch(r"[0-9]{1,19}", value):
             parser.error(f"--dims: expected NAME=INT, got '{item}'")
         dims[name.strip()] = int(value)
     return dims
+
+
+def _check_memory(manifest, dims: dict[str, int]) -> None:
+    """Refuse dims out of range (E206) or whose inputs cannot fit in memory (E009) before allocating.
+
+    The interpreter keeps a copy of every tensor per run, so a run needs about three times the
+    inputs' bytes.
+    """
+    total = 0
+    for arg in manifest.args:
+        if not isinstance(arg, TensorArg):
+            continue
+        count = NUMPY[arg.dtype].itemsize
+        for axis, d in enumerate(arg.shape):
+            extent = d if isinstance(d, int) else dims.get(d, DEFAULT_DIM)
+            check_extent(extent, f"--dims {d}" if isinstance(d, str) else f"argument '{arg.name}': dim {axis}")
+            count *= extent
+        total += count
+    available = _available_memory()
+    if available is not None and 3 * total > available:
+        raise error("E009", f"the random inputs for these dims need {3 * total / 2**30:.1f} GiB, more than the "
+                    f"{available / 2**30:.1f} GiB of memory available", None, "choose smaller --dims")
+
+
+def _available_memory() -> int | None:
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _random_inputs(manifest, dims: dict[str, int], rng) -> list:
@@ -77,7 +124,7 @@ def _random_inputs(manifest, dims: dict[str, int], rng) -> list:
         if not isinstance(arg, TensorArg):
             values.append(dtype.type(rng.integers(1, 5) if dtype.kind in "iu" else rng.standard_normal()))
             continue
-        shape = [d if isinstance(d, int) else dims.setdefault(d, 256) for d in arg.shape]
+        shape = [d if isinstance(d, int) else dims.setdefault(d, DEFAULT_DIM) for d in arg.shape]
         inner = -(-shape[-1] * dtype.itemsize // 16) * 16 // dtype.itemsize
         data = rng.integers(-50, 50, size=[*shape[:-1], inner]) if dtype.kind in "iu" else \
             rng.standard_normal([*shape[:-1], inner])

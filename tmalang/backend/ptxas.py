@@ -2,6 +2,8 @@
 
 ptxas is looked up in this order: $TMALANG_PTXAS; the nvidia-cuda-nvcc wheel that pyproject
 installs (nvidia/cu13/bin/ptxas, works on a CPU-only machine); PATH; /usr/local/cuda.
+A $TMALANG_PTXAS that is not an executable file is E301 (it is never silently skipped), and a
+ptxas that runs past $TMALANG_PTXAS_TIMEOUT seconds (default 300) is killed: E302.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import functools
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -18,10 +21,16 @@ from pathlib import Path
 from ..diagnostics import error
 
 
+DEFAULT_TIMEOUT = 300.0   # seconds; the largest examples assemble in about one
+
+
 @functools.cache
 def find_ptxas() -> str | None:
     explicit = os.environ.get("TMALANG_PTXAS")
     if explicit:
+        if not (os.path.isfile(explicit) and os.access(explicit, os.X_OK)):
+            raise error("E301", f"TMALANG_PTXAS is '{explicit}', which is not an executable file",
+                        None, "point it at ptxas, or unset it to use the one of the nvidia-cuda-nvcc package")
         return explicit
     try:
         import nvidia
@@ -54,7 +63,7 @@ def ptxas_version() -> str:
     exe = find_ptxas()
     if exe is None:
         return "none"
-    out = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout
+    out = _run([exe, "--version"]).stdout
     return out.strip().splitlines()[-1] if out.strip() else "unknown"
 
 
@@ -65,10 +74,44 @@ def assemble(ptx: str, arch: str) -> tuple[bytes, PtxasStats]:
     with tempfile.TemporaryDirectory(prefix="tmalang-") as tmp:
         src, dst = Path(tmp, "kernel.ptx"), Path(tmp, "kernel.cubin")
         src.write_text(ptx)
-        run = subprocess.run([exe, f"-arch={arch}", "-v", str(src), "-o", str(dst)], capture_output=True, text=True)
+        run = _run([exe, f"-arch={arch}", "-v", str(src), "-o", str(dst)])
         if run.returncode != 0:
             raise error("E300", f"ptxas rejected the generated PTX (a compiler bug):\n{run.stderr.strip()}")
         return dst.read_bytes(), parse_stats(run.stdout + run.stderr)
+
+
+def timeout() -> float:
+    """$TMALANG_PTXAS_TIMEOUT in seconds (read at each call), or the default."""
+    text = os.environ.get("TMALANG_PTXAS_TIMEOUT", "")
+    try:
+        value = float(text) if text else DEFAULT_TIMEOUT
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise error("E302", f"TMALANG_PTXAS_TIMEOUT is '{text}'; it must be a positive number of seconds")
+    return value
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess:
+    """Run ptxas; E301 if it cannot be started, E302 if it does not finish in time.
+
+    It runs in a session of its own, so that a timeout stops whatever it started too (a wrapper
+    script's children would otherwise keep its output pipes open)."""
+    limit = timeout()
+    try:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                encoding="utf-8", errors="replace", start_new_session=True)
+    except OSError as exc:
+        raise error("E301", f"cannot run ptxas '{command[0]}': {exc.strerror or exc}") from None
+    with proc:
+        try:
+            out, err = proc.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise error("E302", f"ptxas did not finish within {limit:g} s and was stopped: {command[0]}", None,
+                        "set TMALANG_PTXAS_TIMEOUT to allow more time") from None
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
 def parse_stats(log: str) -> PtxasStats:

@@ -18,7 +18,7 @@ _DONE_AFTER = {
     "plan_smem": "every buffer and mbarrier has an offset",
     "dispatch_roles": "the block size is known",
 }
-_ORDER = ["lower", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "confine_idle_waits", "fence_tensor_memory", "pair_ctas",
+_ORDER = ["lower", "prefetch_own_pipelines", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "confine_idle_waits", "fence_tensor_memory", "pair_ctas",
           "schedule_barriers", "defer_mma_release",
           "plan_tmem", "plan_smem", "dispatch_roles"]
 
@@ -54,6 +54,8 @@ class _Verifier:
     def declaration(self, o: ops.Op) -> None:
         if isinstance(o, ops.BoxDecl) and not isinstance(self.symbols.get(o.tensor), ops.TensorDecl):
             self.fail(f"box '@{o.symbol}' refers to unknown tensor '{o.tensor}'", o)
+        if isinstance(o, ops.BoxDecl) and o.strides[-1] != 1:
+            self.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
         if isinstance(o, ops.BufferDecl) and not isinstance(self.symbols.get(o.box), ops.BoxDecl):
             self.fail(f"buffer '@{o.symbol}' refers to unknown box '{o.box}'", o)
         if isinstance(o, ops.PipelineDecl) and self.after("expand_pipelines"):

@@ -19,11 +19,13 @@ from . import (
     pair_ctas,
     plan_smem,
     plan_tmem,
+    prefetch_own_pipelines,
     schedule_barriers,
 )
 
 PIPELINE = [
-    ("expand_pipelines", expand_pipelines),      # first: makes every stage, phase and barrier explicit
+    ("prefetch_own_pipelines", prefetch_own_pipelines),  # moves whole produce blocks, before they expand
+    ("expand_pipelines", expand_pipelines),      # makes every stage, phase and barrier explicit for all below
     ("order_wgmma", order_wgmma),                # MMAs complete before anything after them in the slot
     ("fence_proxy_writes", fence_proxy_writes),  # needs explicit stores; before releases are ordered
     ("order_slot_release", order_slot_release),  # needs fences/syncs in place to know what is ordered

@@ -13,7 +13,8 @@ E401 in the interpreter).
 Requires: expanded pipelines, and order_slot_release's role syncs before releases (a release
 with such a sync ties every warp; one without it has only the elected thread in the block).
 Guarantees: in a role of several warps, a pipeline wait followed, up to the end of its block
-(the increment of the role's counter), by nothing but `elect scope=role` ops is itself run by
+(the increment of the role's counter: `%P.it`, or `%P.put` / `%P.get` in a role on both sides
+of P) by nothing but `elect scope=role` ops is itself run by
 the elected thread only, inside an `elect scope=role`. Other waits are left alone: their warps
 touch the slot, and the release waits for them (sync) or counts them (arrivals).
 """
@@ -45,7 +46,7 @@ def _only_elected_until_block_end(region: list[ops.Op], i: int) -> bool:
     if pipeline is None:
         return False
     for o in region[i + 1:]:
-        if isinstance(o, ops.Let) and o.var == f"{pipeline}.it":
+        if isinstance(o, ops.Let) and o.var in (f"{pipeline}.it", f"{pipeline}.put", f"{pipeline}.get"):
             return True
         if not (isinstance(o, ops.Elect) and o.scope == "role"):
             return False

@@ -5,7 +5,9 @@ Guarantees: no `pipeline`, `produce` or `consume` op remains. Each pipeline P wi
 becomes one smem buffer per field (`@P.field`, S stages) and two mbarrier arrays, `@P.full` and
 `@P.empty`, with counts left for schedule_barriers. Each role that uses P counts its uses in
 `%P.it`; use i takes stage i mod S; consumers wait `full` on parity (i / S) & 1 and producers wait
-`empty` on the opposite parity, so their first pass over the ring does not block. The
+`empty` on the opposite parity, so their first pass over the ring does not block. A role that
+both produces and consumes P keeps the two positions apart, `%P.put` for its produce blocks and
+`%P.get` for its consume blocks: it runs ahead of itself (prefetch_own_pipelines). The
 producer's single elected thread arms `full` with the bytes of all its loads and issues them;
 the consumer's elected thread issues its stores and then arrives on `empty`. When another
 CTA's producer multicasts into the slot, the release arrives on `empty` in every CTA of the
@@ -49,13 +51,33 @@ def run(kernel: ops.KernelOp) -> None:
     committed = {o.pipeline for o in blocks if isinstance(o, ops.Consume)
                  and any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body))}
     for role in ops.roles(kernel):
-        used = [p for p in pipelines if any(getattr(o, "pipeline", None) == p for o in ops.walk(role.body))]
-        counters = [ops.Let(f"{p}.it", ex.Const(0), span=pipelines[p].span) for p in used]
-        produced = [p for p in used if p in committed and any(isinstance(o, ops.Produce) and o.pipeline == p
-                                                              for o in ops.walk(role.body))]
-        role.body = counters + _expand(role.body, pipelines, boxes, multicast)
-        role.body += [_drain(pipelines[p]) for p in produced]
+        sides = _sides(role)
+        used = [p for p in pipelines if (p, True) in sides or (p, False) in sides]
+        own = {p for p in used if (p, True) in sides and (p, False) in sides}
+        counters = [ops.Let(name, ex.Const(0), span=pipelines[p].span)
+                    for p in used for name in _counter_names(p, own)]
+        role.body = counters + _expand(role.body, pipelines, boxes, multicast, own)
+        role.body += [_drain(pipelines[p], _counter(p, True, own))
+                      for p in used if p in committed and (p, True) in sides]
     kernel.body = body
+
+
+def _sides(role: ops.RoleOp) -> set[tuple[str, bool]]:
+    """(pipeline, producing) for each side of a pipeline that this role's blocks take."""
+    return {(o.pipeline, isinstance(o, ops.Produce)) for o in ops.walk(role.body)
+            if isinstance(o, (ops.Produce, ops.Consume))}
+
+
+def _counter_names(pipeline: str, own: set[str]) -> list[str]:
+    return [f"{pipeline}.put", f"{pipeline}.get"] if pipeline in own else [f"{pipeline}.it"]
+
+
+def _counter(pipeline: str, producing: bool, own: set[str]) -> ex.Var:
+    """The role's position in the ring; a role that takes both sides keeps one per side, since
+    its produce blocks run ahead of its consume blocks."""
+    if pipeline not in own:
+        return ex.Var(f"{pipeline}.it")
+    return ex.Var(f"{pipeline}.put" if producing else f"{pipeline}.get")
 
 
 def _declare(p: ops.PipelineDecl, boxes) -> list[ops.Op]:
@@ -74,60 +96,57 @@ def _declare(p: ops.PipelineDecl, boxes) -> list[ops.Op]:
     return decls
 
 
-def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str]) -> list[ops.Op]:
+def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str], own: set[str]) -> list[ops.Op]:
     out: list[ops.Op] = []
     for o in region:
         for r in o.regions():   # nested blocks first: an enclosing block sees their explicit ops
-            r[:] = _expand(r, pipelines, boxes, multicast)
-        if isinstance(o, ops.Produce) and any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body)):
-            out += _produce_accumulators(o, pipelines[o.pipeline])
-        elif isinstance(o, ops.Produce) and any(isinstance(x, ops.TmaLoad) for x in o.body):
-            out += _produce(o, pipelines[o.pipeline], boxes)
-        elif isinstance(o, ops.Produce):
-            out += _produce_by_threads(o, pipelines[o.pipeline])
-        elif isinstance(o, ops.Consume):
-            out += _consume(o, pipelines[o.pipeline], o.pipeline in multicast)
-        else:
+            r[:] = _expand(r, pipelines, boxes, multicast, own)
+        if not isinstance(o, (ops.Produce, ops.Consume)):
             out.append(o)
+            continue
+        p, at = pipelines[o.pipeline], _counter(o.pipeline, isinstance(o, ops.Produce), own)
+        if isinstance(o, ops.Consume):
+            out += _consume(o, p, at, o.pipeline in multicast)
+        elif any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body)):
+            out += _produce_accumulators(o, p, at)
+        elif any(isinstance(x, ops.TmaLoad) for x in o.body):
+            out += _produce(o, p, at, boxes)
+        else:
+            out += _produce_by_threads(o, p, at)
     return out
 
 
-def _counter(p: ops.PipelineDecl) -> ex.Var:
-    return ex.Var(f"{p.symbol}.it")
+def _slot(p: ops.PipelineDecl, at: ex.Var, name: str, span) -> ops.Let:
+    """`name` = the stage of this use of the ring, the use counted by `at`."""
+    return ops.Let(name, ex.stage_of(at, p.stages), span=span)
 
 
-def _slot(p: ops.PipelineDecl, name: str, span) -> ops.Let:
-    """`name` = the stage of this use of the ring."""
-    return ops.Let(name, ex.stage_of(_counter(p), p.stages), span=span)
-
-
-def _wait_free(p: ops.PipelineDecl, name: str, span) -> ops.MbarWait:
+def _wait_free(p: ops.PipelineDecl, at: ex.Var, name: str, span) -> ops.MbarWait:
     """The producer waits until the consumer released stage `name` (its first pass is free)."""
-    parity = ex.Bin("^", ex.parity_of(_counter(p), p.stages), ex.Const(1))
+    parity = ex.Bin("^", ex.parity_of(at, p.stages), ex.Const(1))
     return ops.MbarWait(ex.BufferRef(f"{p.symbol}.empty", ex.Var(name)), parity, span=span)
 
 
-def _advance(p: ops.PipelineDecl, span) -> ops.Let:
-    counter = _counter(p)
-    return ops.Let(counter.name, ex.add(counter, ex.Const(1)), span=span)
+def _advance(at: ex.Var, span) -> ops.Let:
+    return ops.Let(at.name, ex.add(at, ex.Const(1)), span=span)
 
 
-def _produce(o: ops.Produce, p: ops.PipelineDecl, boxes) -> list[ops.Op]:
+def _produce(o: ops.Produce, p: ops.PipelineDecl, at: ex.Var, boxes) -> list[ops.Op]:
     full = ex.BufferRef(f"{p.symbol}.full", ex.Var(o.slot))
     loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, l.multicast, l.pair, span=l.span) for l in o.body]
     nbytes = sum(boxes[l.box].bytes(DTYPES[boxes[l.box].dtype].itemsize) for l in loads)
     issue = ops.Elect("role", [ops.MbarArriveExpectTx(full, ex.Const(nbytes), span=o.span), *loads], span=o.span)
-    return [_slot(p, o.slot, o.span), _wait_free(p, o.slot, o.span), issue, _advance(p, o.span)]
+    return [_slot(p, at, o.slot, o.span), _wait_free(p, at, o.slot, o.span), issue, _advance(at, o.span)]
 
 
-def _produce_accumulators(o: ops.Produce, p: ops.PipelineDecl) -> list[ops.Op]:
+def _produce_accumulators(o: ops.Produce, p: ops.PipelineDecl, at: ex.Var) -> list[ops.Op]:
     """An MMA role fills a tmem slot: wait until the epilogue freed it, run the MMAs, commit."""
     full = ex.BufferRef(f"{p.symbol}.full", ex.Var(o.slot))
     commit = ops.Elect("role", [ops.Tcgen05Commit(full, span=o.span)], span=o.span)
-    return [_slot(p, o.slot, o.span), _wait_free(p, o.slot, o.span), *o.body, commit, _advance(p, o.span)]
+    return [_slot(p, at, o.slot, o.span), _wait_free(p, at, o.slot, o.span), *o.body, commit, _advance(at, o.span)]
 
 
-def _produce_by_threads(o: ops.Produce, p: ops.PipelineDecl) -> list[ops.Op]:
+def _produce_by_threads(o: ops.Produce, p: ops.PipelineDecl, at: ex.Var) -> list[ops.Op]:
     """Row math fills the slot: every thread writes its row, fences its shared-memory writes to
     the async proxy (the consumer, tcgen05.mma or a TMA store, reads through it), and arrives."""
     full = ex.BufferRef(f"{p.symbol}.full", ex.Var(o.slot))
@@ -135,20 +154,21 @@ def _produce_by_threads(o: ops.Produce, p: ops.PipelineDecl) -> list[ops.Op]:
     written = {x.dest.name for x in ops.walk(o.body) if isinstance(x, ops.RowAssign)
                and isinstance(x.dest, ex.BufferRef)}
     fence = [ops.Fence("proxy_async", span=o.span)] if written & smem_fields else []
-    return [_slot(p, o.slot, o.span), _wait_free(p, o.slot, o.span), *o.body, *fence,
-            ops.MbarArrive(full, span=o.span), _advance(p, o.span)]
+    return [_slot(p, at, o.slot, o.span), _wait_free(p, at, o.slot, o.span), *o.body, *fence,
+            ops.MbarArrive(full, span=o.span), _advance(at, o.span)]
 
 
-def _drain(p: ops.PipelineDecl) -> ops.ForRange:
+def _drain(p: ops.PipelineDecl, at: ex.Var) -> ops.ForRange:
     """After its last block, the producer waits until the consumer has released every slot: the
     releases of an MMA consumer are tcgen05.commits, which arrive whenever the tensor cores finish,
     and one must not land on the barrier of a CTA that has exited."""
     stage = f"{p.symbol}.drained"
     return ops.ForRange(f"{p.symbol}.tail", ex.Const(p.stages),
-                        [_slot(p, stage, p.span), _wait_free(p, stage, p.span), _advance(p, p.span)], span=p.span)
+                        [_slot(p, at, stage, p.span), _wait_free(p, at, stage, p.span), _advance(at, p.span)],
+                        span=p.span)
 
 
-def _consume(o: ops.Consume, p: ops.PipelineDecl, cluster_wide: bool) -> list[ops.Op]:
+def _consume(o: ops.Consume, p: ops.PipelineDecl, at: ex.Var, cluster_wide: bool) -> list[ops.Op]:
     stage = ex.Var(o.slot)
     body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TmaStore) else s for s in o.body]
     arrive = ops.MbarArriveCluster if cluster_wide else ops.MbarArrive
@@ -156,5 +176,5 @@ def _consume(o: ops.Consume, p: ops.PipelineDecl, cluster_wide: bool) -> list[op
     if any(isinstance(s, ops.TENSOR_CORE_OPS) for s in ops.walk(o.body)):   # free once the tensor cores have read it
         arrive = ops.Tcgen05CommitCluster if cluster_wide else ops.Tcgen05Commit
     release = ops.Elect("role", [arrive(empty, span=o.span)], span=o.span)
-    ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(_counter(p), p.stages), span=o.span)
-    return [_slot(p, o.slot, o.span), ready, *body, release, _advance(p, o.span)]
+    ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(at, p.stages), span=o.span)
+    return [_slot(p, at, o.slot, o.span), ready, *body, release, _advance(at, o.span)]

@@ -1,7 +1,10 @@
 """order_slot_release: a pipeline slot is released only when nothing can still read it.
 
 Requires: expanded pipelines, fenced proxy writes.
-Guarantees, for every elected arrive on a pipeline's `empty` barrier:
+Guarantees, before tile math, an epilogue or row math rewrites a slot that a TMA store of the
+role issued since the last release read from: the elected thread waits `bulk_wait read=true
+pending=0` and the role syncs, so the store has read the slot before any thread overwrites it.
+And for every elected arrive on a pipeline's `empty` barrier:
   - the elected thread's TMA stores from the slot are committed as a bulk group right after they
     are issued, and the release first waits `bulk_wait read=true pending=0`: the TMA engine has
     finished reading the slot (the PTX rule for reusing a store's source);
@@ -38,6 +41,10 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
     touched = None   # "generic" (ordinary smem access), "mma" (wgmma only) or None since the last sync
     for o in region:
         if isinstance(o, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)):
+            if _written(o) in stored:    # a store issued from the slot may still be reading it
+                out += [ops.Elect("role", [ops.BulkWait(0, True, span=o.span)], span=o.span),
+                        ops.Sync("role", span=o.span)]
+                stored = set()
             touched = "generic"   # every warp must be done with the slot before one thread frees it
         elif isinstance(o, ops.Wgmma):
             touched = touched or "mma"
@@ -64,6 +71,11 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
                 r[:] = _region(r)
         out.append(o)
     return out
+
+
+def _written(o: ops.Op) -> str | None:
+    """The smem or tmem buffer a tile-math, epilogue or row-math op writes (None: a register)."""
+    return o.dest.name if isinstance(o.dest, ops.BufferRef) else None
 
 
 def _released_pipeline(o: ops.Elect) -> str | None:

@@ -16,7 +16,8 @@ Guarantees:
     must equal it, and an mbarrier that is waited on must have an arrive site — otherwise the
     phase never completes (a hang) or completes early (a race), so both are errors here;
   - `tx_bytes` is the bytes one phase expects; where expect_tx bytes are constants they must
-    equal the bytes of the TMA loads completing on that barrier in the same role;
+    equal the bytes of the TMA loads completing on that barrier in the same role (for a
+    pipeline's `full` barrier: in the same elected block, since its arming sites alternate);
   - the kernel body starts with one thread initialising every stage of every barrier, then
     `fence.mbarrier_init` (barrier state visible to the async proxy), then a block-wide sync,
     before any role runs; in a cluster the sync is cluster-wide (other CTAs multicast into this
@@ -124,15 +125,20 @@ def _settle_count(decl: ops.MbarrierDecl, derived: int, site) -> None:
 
 
 def _check_tx(roles: list[ops.RoleOp], barriers, boxes) -> None:
-    """Armed bytes against loaded bytes per barrier, over all roles (arming and loading may split)."""
+    """Armed bytes against loaded bytes per barrier, over all roles (arming and loading may split).
+    A pipeline's `full` barrier is armed by one produce block per phase, whose copies (a
+    prologue's and a loop's, prefetch_own_pipelines) are alternative sites: each elected block
+    that arms it is checked against its own loads."""
     expected: dict[str, list] = defaultdict(list)
     loaded: dict[str, int] = defaultdict(int)
     for o in (o for role in roles for o in ops.walk(role.body)):
-        if isinstance(o, (ops.MbarExpectTx, ops.MbarArriveExpectTx)):
+        if isinstance(o, ops.Elect) and any(_pipelined(x.barrier.name) for x in ops.walk(o.body)
+                                            if isinstance(x, ops.MbarArriveExpectTx)):
+            _check_site(o, barriers, boxes)
+        elif isinstance(o, (ops.MbarExpectTx, ops.MbarArriveExpectTx)) and not _pipelined(o.barrier.name):
             expected[o.barrier.name].append(o)
-        elif isinstance(o, ops.TmaLoad) and o.barrier is not None:
-            box = boxes[o.box]   # a pair load: both CTAs of the pair bring their bytes to the leader's barrier
-            loaded[o.barrier.name] += box.bytes(DTYPES[box.dtype].itemsize) * (2 if o.pair else 1)
+        elif isinstance(o, ops.TmaLoad) and o.barrier is not None and not _pipelined(o.barrier.name):
+            loaded[o.barrier.name] += _load_bytes(o, boxes)
     for name, sites in expected.items():
         if not all(isinstance(s.bytes, ex.Const) for s in sites):
             continue
@@ -142,6 +148,23 @@ def _check_tx(roles: list[ops.RoleOp], barriers, boxes) -> None:
             raise error("E102", f"expect_tx arms mbarrier '{name}' for {armed} bytes per phase, but the TMA "
                         f"loads completing on it bring {loaded[name]}", sites[0].span,
                         "a phase completes only when the bytes match exactly: fewer hang, more race")
+
+
+def _load_bytes(o: ops.TmaLoad, boxes) -> int:
+    box = boxes[o.box]   # a pair load: both CTAs of the pair bring their bytes to the leader's barrier
+    return box.bytes(DTYPES[box.dtype].itemsize) * (2 if o.pair else 1)
+
+
+def _check_site(o: ops.Elect, barriers, boxes) -> None:
+    for arm in (x for x in ops.walk(o.body) if isinstance(x, ops.MbarArriveExpectTx)):
+        name = arm.barrier.name
+        brought = sum(_load_bytes(x, boxes) for x in ops.walk(o.body) if isinstance(x, ops.TmaLoad)
+                      and x.barrier is not None and x.barrier.name == name)
+        if not isinstance(arm.bytes, ex.Const) or arm.bytes.value != brought:
+            raise error("E102", f"expect_tx arms mbarrier '{name}' for {arm.bytes} bytes per phase, but the TMA "
+                        f"loads completing on it bring {brought}", arm.span,
+                        "a phase completes only when the bytes match exactly: fewer hang, more race")
+        barriers[name].tx_bytes = brought
 
 
 def _insert_init(kernel: ops.KernelOp, barriers) -> None:

@@ -50,6 +50,12 @@ def is_array_like(obj: object) -> bool:
 
 
 def _from_numpy(arr: np.ndarray, name: str) -> ArrayView:
+    if isinstance(arr, np.ma.MaskedArray):  # TMA would read and write the masked elements too
+        raise LaunchError(
+            ARG_KIND,
+            f"argument '{name}': masked arrays are not supported (the kernel would ignore the mask)",
+            "pass arr.filled(value) for an input, or a plain array for an output",
+        )
     native = str(arr.dtype)
     return ArrayView(
         ptr=arr.ctypes.data,

@@ -20,11 +20,13 @@ from . import dtypes
 from .arrays import array_view, is_array_like
 from .errors import (
     ALIGNMENT, ARG_COUNT, ARG_KIND, DEVICE, DIM_MISMATCH, DIM_RANGE, DTYPE, LAUNCH_OPTION, LAYOUT,
-    MANIFEST, RANK, SCALAR_VALUE, LaunchError,
+    MANIFEST, OVERLAP, RANK, SCALAR_VALUE, LaunchError,
 )
 from .view import ArrayView
 
-MAX_DIM = 2**32          # tensor-map globalDim entries are < 2**32
+MAX_DIM = 2**31          # tensor maps take dims < 2**32, but TMA coordinates and the kernel's
+                         # index math are signed 32-bit: a larger dim's far elements are lost
+MAX_TILES = 2**31        # the kernel's tile index and its stride over the grid are 32-bit
 MAX_STRIDE = 2**40       # tensor-map globalStrides entries are < 2**40
 STRIDE_ALIGN = 16        # ... and multiples of 16 bytes
 ADDRESS_ALIGN = 16       # globalAddress must be 16-byte aligned (without interleave)
@@ -66,8 +68,23 @@ def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None)
         else:
             scalars[spec.name] = _bind_scalar(spec, value)
     symbols.check_complete()
+    _check_tile_count(manifest, symbols.values)
     common_device({name: v.device for name, v in views.items() if v.device is not None})
     return Binding(manifest, symbols.values, views, scalars)
+
+
+def _check_tile_count(manifest: Manifest, symbols: Mapping[str, int]) -> None:
+    """E206 when the tiles to walk overflow the kernel's 32-bit tile index (each dim alone fits)."""
+    tiles = math.prod(
+        -(-(symbols[d] if isinstance(d, str) else d) // box) for d, box in manifest.grid.tile_dims
+    )
+    if tiles >= MAX_TILES:
+        raise LaunchError(
+            DIM_RANGE,
+            f"these dims make {tiles} tiles of the grid's box; the kernel numbers tiles with 32-bit "
+            f"integers, so there must be fewer than 2**31",
+            "launch the kernel on parts of the tensors",
+        )
 
 
 def _check_count(manifest: Manifest, args: tuple) -> None:
@@ -102,7 +119,7 @@ class _Symbols:
             raise LaunchError(
                 LAUNCH_OPTION, f"dims['{symbol}'] must be an integer, got {type(value).__name__}"
             )
-        _check_extent(int(value), f"dims['{symbol}']")
+        check_extent(int(value), f"dims['{symbol}']")
         self.values[symbol] = int(value)
         self._bound_by[symbol] = "dims="
 
@@ -150,7 +167,7 @@ def _bind_tensor(spec: TensorArg, value: object, symbols: _Symbols) -> ArrayView
     if spec.written and view.readonly:
         raise LaunchError(ARG_KIND, f"argument '{spec.name}' is read-only but the kernel writes it")
     for axis, (want, got) in enumerate(zip(spec.shape, view.shape)):
-        _check_extent(got, f"argument '{spec.name}': dim {axis}")
+        check_extent(got, f"argument '{spec.name}': dim {axis}")
         if isinstance(want, str):
             symbols.bind(want, got, spec.name, axis)
         elif want != got:
@@ -160,6 +177,8 @@ def _bind_tensor(spec: TensorArg, value: object, symbols: _Symbols) -> ArrayView
                 f"got {got}",
             )
     view = replace(view, strides=_tma_strides(spec.name, view))
+    if spec.written:
+        _check_no_self_overlap(spec.name, view)
     if not view.on_host and view.ptr % ADDRESS_ALIGN:
         raise LaunchError(
             ALIGNMENT,
@@ -170,7 +189,7 @@ def _bind_tensor(spec: TensorArg, value: object, symbols: _Symbols) -> ArrayView
     return view
 
 
-def _check_extent(value: int, what: str) -> None:
+def check_extent(value: int, what: str) -> None:
     if value < 1:
         raise LaunchError(
             DIM_RANGE,
@@ -178,7 +197,12 @@ def _check_extent(value: int, what: str) -> None:
             "skip the launch when there is no data",
         )
     if value >= MAX_DIM:
-        raise LaunchError(DIM_RANGE, f"{what} is {value}; tensor maps need dims < 2**32")
+        raise LaunchError(
+            DIM_RANGE,
+            f"{what} is {value}; dims must be < 2**31 (TMA coordinates and the kernel's index math "
+            "are signed 32-bit)",
+            "split the tensor into parts below 2**31 elements along that dim",
+        )
 
 
 def _tma_strides(name: str, view: ArrayView) -> tuple[int, ...]:
@@ -204,6 +228,27 @@ def _tma_strides(name: str, view: ArrayView) -> tuple[int, ...]:
         _check_outer_stride(name, axis, stride, size)
         strides.insert(0, stride)
     return tuple(strides)
+
+
+def _check_no_self_overlap(name: str, view: ArrayView) -> None:
+    """E216 when two elements of a written array share memory (`as_strided` rows that overlap).
+
+    Tiles of one output are stored by different CTAs at once, so elements that alias would race.
+    Taking the dims in order of stride, each stride must step past everything the smaller dims
+    span; that is exact for the layouts TMA can describe (positive strides, contiguous rows).
+    """
+    span = view.itemsize
+    for extent, stride in sorted(zip(view.shape, view.strides), key=lambda d: d[1]):
+        if extent == 1:
+            continue
+        if stride < span:
+            raise LaunchError(
+                OVERLAP,
+                f"argument '{name}': its elements overlap in memory (a stride of {stride} bytes "
+                f"steps inside the {span} bytes the faster dims span), and the kernel writes it",
+                "tiles written at once would race: pass an array whose elements do not alias",
+            )
+        span += (extent - 1) * stride
 
 
 def _check_outer_stride(name: str, axis: int, stride: int, size: int) -> None:

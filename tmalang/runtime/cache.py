@@ -5,8 +5,17 @@ SHA-256. It is built in a temporary directory and renamed into place, so readers
 half-written entry; a reader still verifies the index, so an entry damaged afterwards (a full
 disk, a manual edit) is a miss rather than a crash or a wrong kernel.
 
+Reading trusts nothing on disk: an index must be a non-empty object of valid file names, and
+every file is opened without following links and must be a regular file (a FIFO would block
+the reader, a link could point outside the cache). Anything else is a miss, and the next `put`
+replaces the entry, whatever is in its way (a plain file, a damaged directory).
+
+The cache is bounded: after each `put`, the least recently used entries (a hit refreshes an
+entry) are removed until at most `$TMALANG_CACHE_MAX_ENTRIES` (default 1000) entries of at most
+`$TMALANG_CACHE_MAX_BYTES` (default 1 GiB) in all remain.
+
 `$TMALANG_CACHE_DIR` moves the cache (default `~/.cache/tmalang`); `TMALANG_CACHE=0` turns it
-off, which is read at each use so it can be flipped at run time.
+off. The variables are read at each use so they can be changed at run time.
 """
 
 from __future__ import annotations
@@ -15,11 +24,15 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import warnings
 from pathlib import Path
 
 INDEX = "index.json"
+DEFAULT_MAX_ENTRIES = 1000
+DEFAULT_MAX_BYTES = 1 << 30
+MAX_FILE_BYTES = 1 << 30      # no cache file is larger; a bigger one is damage
 
 
 def default_root() -> Path:
@@ -49,7 +62,11 @@ class DiskCache:
         """The files stored under `key`, or None if absent, damaged or the cache is off."""
         if not self.enabled:
             return None
-        return _read_entry(self._entry(key))
+        entry = self._entry(key)
+        files = _read_entry(entry)
+        if files is not None:
+            _touch(entry)  # least recently used goes first
+        return files
 
     def put(self, key: str, files: dict[str, bytes]) -> None:
         """Store `files` under `key`; a failure to write only warns (the cache is optional)."""
@@ -59,8 +76,23 @@ class DiskCache:
             _check_name(name)
         try:
             self._store(key, files)
+            self.evict(keep=key)
         except OSError as exc:
             warnings.warn(f"tmalang: could not write cache entry {key}: {exc}", stacklevel=2)
+
+    def evict(self, keep: str | None = None) -> None:
+        """Remove least recently used entries until the limits hold (never the entry `keep`)."""
+        entries = sorted(_entries(self.root), key=lambda e: e[1])   # oldest first
+        max_entries, max_bytes = _limit("TMALANG_CACHE_MAX_ENTRIES", DEFAULT_MAX_ENTRIES), \
+            _limit("TMALANG_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES)
+        count, total = len(entries), sum(size for _, _, size in entries)
+        for path, _, size in entries:
+            if count <= max_entries and total <= max_bytes:
+                return
+            if path.name == keep:
+                continue
+            _remove(path)
+            count, total = count - 1, total - size
 
     def _entry(self, key: str) -> Path:
         if len(key) != 64 or not all(c in "0123456789abcdef" for c in key):
@@ -71,6 +103,8 @@ class DiskCache:
         final = self._entry(key)
         if _read_entry(final) is not None:
             return
+        if final.parent.is_symlink() or (final.parent.exists() and not final.parent.is_dir()):
+            _remove(final.parent)
         final.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{key[:8]}-", dir=final.parent))
         try:
@@ -78,7 +112,7 @@ class DiskCache:
                 (staging / name).write_bytes(data)
             index = {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
             (staging / INDEX).write_text(json.dumps(index, sort_keys=True))
-            shutil.rmtree(final, ignore_errors=True)  # a damaged entry in the way
+            _remove(final)  # a damaged entry, or a plain file, in the way
             os.replace(staging, final)
         except OSError:
             if _read_entry(final) is None:  # not merely a concurrent writer who won the race
@@ -88,11 +122,14 @@ class DiskCache:
 
 
 def _read_entry(entry: Path) -> dict[str, bytes] | None:
+    """The files of a complete, undamaged entry; None for anything else."""
     try:
-        index = json.loads((entry / INDEX).read_text())
-        if not isinstance(index, dict):
+        index = json.loads(_read_regular(entry / INDEX))
+        if not isinstance(index, dict) or not index or not all(
+            _valid_name(n) and isinstance(h, str) for n, h in index.items()
+        ):
             return None
-        files = {name: (entry / name).read_bytes() for name in index}
+        files = {name: _read_regular(entry / name) for name in index}
     except (OSError, ValueError):
         return None
     if any(hashlib.sha256(data).hexdigest() != index[name] for name, data in files.items()):
@@ -100,6 +137,76 @@ def _read_entry(entry: Path) -> dict[str, bytes] | None:
     return files
 
 
+def _read_regular(path: Path) -> bytes:
+    """The bytes of `path` if it is a regular file (not a link, FIFO, device or directory)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+            raise OSError(f"{path} is not a regular cache file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    """Remove whatever is at `path`: a directory tree, a file, a link."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _touch(entry: Path) -> None:
+    try:
+        os.utime(entry)
+    except OSError:
+        pass  # a read-only cache still serves hits
+
+
+def _entries(root: Path) -> list[tuple[Path, float, int]]:
+    """(path, last use, bytes) of every entry under `root` (staging directories excluded)."""
+    found = []
+    try:
+        shards = [d for d in root.iterdir() if len(d.name) == 2 and d.is_dir() and not d.is_symlink()]
+    except OSError:
+        return found
+    for shard in shards:
+        try:
+            children = list(shard.iterdir())
+        except OSError:
+            continue
+        for entry in children:
+            if len(entry.name) != 64 or entry.name.startswith("."):
+                continue
+            try:
+                info = entry.lstat()
+                size = sum(f.lstat().st_size for f in entry.iterdir()) if stat.S_ISDIR(info.st_mode) else info.st_size
+            except OSError:
+                continue
+            found.append((entry, info.st_mtime, size))
+    return found
+
+
+def _limit(variable: str, default: int) -> int:
+    text = os.environ.get(variable, "")
+    try:
+        value = int(text) if text else default
+    except ValueError:
+        warnings.warn(f"tmalang: {variable}={text!r} is not an integer; using {default}", stacklevel=3)
+        return default
+    return max(value, 1)
+
+
+def _valid_name(name: object) -> bool:
+    return (isinstance(name, str) and bool(name) and name != INDEX and not name.startswith(".")
+            and "/" not in name and "\\" not in name and "\0" not in name)
+
+
 def _check_name(name: str) -> None:
-    if not name or name == INDEX or name.startswith(".") or "/" in name or "\\" in name:
+    if not _valid_name(name):
         raise ValueError(f"invalid cache file name {name!r}")

@@ -6,13 +6,15 @@ stable so that tests and users can match on them:
 
 E201  wrong number of arguments
 E202  wrong kind of argument: a non-array for a tensor parameter, an array for a scalar, an
-      array object we cannot read (masked, unknown protocol), or a read-only array the kernel
-      writes
+      array object we cannot read (masked, NumPy masked arrays included; unknown protocol), or a
+      read-only array the kernel writes
 E203  dtype mismatch, or a dtype tmalang does not support
 E204  rank mismatch
 E205  dimension mismatch: a symbolic dimension bound to two different values, a literal
       dimension not matching, or `dims=` disagreeing with an array
-E206  dimension out of range: empty (size 0) or too large for a tensor map (>= 2**32)
+E206  dimension out of range: empty (size 0), too large for the kernel's signed 32-bit TMA
+      coordinates and index math (>= 2**31), or so many tiles that the 32-bit tile index
+      overflows (>= 2**31 tiles)
 E207  memory layout TMA cannot describe: innermost dimension not contiguous, an outer stride
       not a positive multiple of 16 bytes or >= 2**40 bytes
 E208  base address not 16-byte aligned
@@ -24,6 +26,7 @@ E212  invalid launch option: unknown or invalid `dims=` entry, a symbol no argum
 E213  scalar value not representable in the parameter's dtype
 E214  malformed manifest (compiler and runtime disagree; a tmalang bug, not a user error)
 E215  grid cannot be launched: too many CTAs, or not a multiple of the cluster size
+E216  a written array whose elements overlap in memory (e.g. `as_strided` rows that alias)
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ LAUNCH_OPTION = "E212"
 SCALAR_VALUE = "E213"
 MANIFEST = "E214"
 GRID = "E215"
+OVERLAP = "E216"
 
 
 class LaunchError(TmalangError):

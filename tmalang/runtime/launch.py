@@ -13,8 +13,9 @@ checked first (binding.py), so a bad argument never leaves half-done driver work
 
 from __future__ import annotations
 
+import struct
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -105,18 +106,30 @@ def _device_signature(args: tuple, dims, stream) -> tuple | None:
     launch's validated parameters and tensor maps are still exact. Host (NumPy) arrays need
     staging every time and are never repeated.
     """
+    if dims is not None and not isinstance(dims, Mapping):
+        return None   # bind() reports it
     try:
-        key = [stream_handle(stream), None if dims is None else tuple(sorted(dims.items()))]
+        key = [stream_handle(stream), None if dims is None else tuple(sorted(dims.items(), key=repr))]
     except LaunchError:
         return None
     for a in args:
         if isinstance(a, (int, float, np.generic)) and not isinstance(a, bool):
-            key.append((type(a), a))
+            key.append(_scalar_key(a))
         elif hasattr(a, "data_ptr") and hasattr(a, "stride") and getattr(a, "is_cuda", False):
             key.append((a.data_ptr(), tuple(a.shape), a.stride(), a.dtype, a.device.index))
         else:
             return None
     return tuple(key)
+
+
+def _scalar_key(value) -> tuple:
+    """A key equal only for scalars with equal bits: 0.0 and -0.0 compare equal as numbers,
+    but they are different kernel parameters."""
+    if isinstance(value, float):
+        return (float, struct.pack("<d", value))
+    if isinstance(value, np.generic):
+        return (type(value), value.tobytes())
+    return (type(value), value)
 
 
 def _capacity(m: Manifest, function, device: int) -> int:

@@ -48,6 +48,7 @@ def check_kernel(kernel: ast.Kernel) -> KernelInfo:
     for role in info.roles:
         check_role_body(info, role)
     _check_pipelines_used(info)
+    _check_smem_owned(info)
     pairs.check_kernel(info)
     if info.cluster > 1 and info.grid != "persistent":
         raise error("E058", "clusters need `grid persistent` in v0", info.cluster_decl.span,
@@ -56,6 +57,20 @@ def check_kernel(kernel: ast.Kernel) -> KernelInfo:
         raise error("E055", f"kernel '{kernel.name}' has no tile loop", kernel.name_span,
                     "the grid is sized from a `for tile (...) in tiles(T, BOX)` loop")
     return info
+
+
+def _check_smem_owned(info: KernelInfo) -> None:
+    """Without the explicit layer nothing orders two roles' accesses to a plain smem buffer: the
+    compiler derives barriers for pipelines only. With user mbarriers the protocol is the user's
+    (and the interpreter checks it)."""
+    if any(isinstance(s, d.Mbarrier) for s in info.symbols.values()):
+        return
+    for buffer in info.symbols.values():
+        if isinstance(buffer, d.SmemBuffer) and len(buffer.users) > 1:
+            (first, _), (second, span) = list(buffer.users.items())[:2]
+            raise error("E104", f"smem buffer '{buffer.name}' is used by role '{first}' and by role '{second}', "
+                        "and nothing orders their accesses", span,
+                        "hand data between roles through a pipeline, or order it yourself with mbarriers (§17)")
 
 
 def _check_pipelines_used(info: KernelInfo) -> None:

@@ -91,6 +91,7 @@ class SmemBuffer:
     name: str
     box: Box
     span: Span
+    users: dict[str, Span] = field(default_factory=dict)   # role name -> its first use
 
 
 @dataclass

@@ -8,6 +8,7 @@ from ..diagnostics import error
 from ..syntax import ast
 from . import (  # both read this module's helpers at call time (a cycle, resolved late)
     mma,
+    own_pipelines,
     pairs,
     rows,
 )
@@ -47,6 +48,7 @@ class Scope:
 
 def check_role_body(info: KernelInfo, role: Role) -> None:
     _block(info, role.decl.body, Scope(role))
+    own_pipelines.check_role(info, role)   # a pipeline this role both produces and consumes
 
 
 def _block(info: KernelInfo, body: list, scope: Scope) -> None:
@@ -134,7 +136,8 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
     users = pipe.producers if producing else pipe.consumers
     if users and users[-1] != scope.role.name:
         raise error("E068", f"pipeline '{pipe.name}' is already {'produced' if producing else 'consumed'} "
-                    f"by role '{users[-1]}'", s.span, "v0 pipelines have one producer role and one consumer role")
+                    f"by role '{users[-1]}'", s.span, "v0 pipelines have one producer role and one consumer role "
+                    "(which may be the same role: it then loads ahead of itself, §11)")
     users.append(scope.role.name)
     (pipe.produce_nests if producing else pipe.consume_nests).append((scope.nest, s.span))
     _check_local(info, scope, s.slot, s.span)
@@ -211,7 +214,9 @@ def _tile_box(info: KernelInfo, ref: ast.Ref, scope: Scope) -> Box:
             raise error("E031", f"pipeline '{pipe.name}' has no field '{ref.field}'", ref.span,
                         f"fields: {', '.join(pipe.fields)}")
         return box
-    return info.lookup(ref, SmemBuffer, what="smem buffer").box
+    buffer = info.lookup(ref, SmemBuffer, what="smem buffer")
+    buffer.users.setdefault(scope.role.name, ref.span)
+    return buffer.box
 
 
 def _coords(info: KernelInfo, box: Box, coords: list, span, scope: Scope) -> None:
@@ -245,6 +250,9 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
         if s.barrier is not None:
             raise error("E062", "loads in a produce block complete on the pipeline's own barrier",
                         s.barrier.span, "remove the barrier operand")
+        if s.dest.field in scope.loaded:
+            raise error("E070", f"field '{s.dest.field}' is loaded twice in this produce block", s.span,
+                        "both copies would write the slot unordered; load each field once")
         scope.loaded.add(s.dest.field)
         return
     if s.barrier is None:

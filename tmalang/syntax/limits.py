@@ -1,13 +1,20 @@
-"""Lexical limits: names and literals the generated code can represent.
+"""The compiler's own limits on source text, checked on the parse tree before any stage walks it.
 
-Runs on the parse tree, before the AST is built, so that every later stage may assume:
+Every stage after the parser (the AST builder, sema, lowering, the passes, the backend and the
+interpreter) walks blocks and expressions recursively, and computes in 32 bits. So, by an
+iterative walk that itself cannot overflow the Python stack:
+  - the tree is at most MAX_DEPTH levels deep (E008): deeper nesting would end in a RecursionError;
   - a name is at most MAX_NAME characters (E019): LLVM truncates longer local names, and two
     truncated names then collide in the generated module;
   - every integer literal fits a signed 32-bit integer (E015 for a tensor dimension, E028
     elsewhere): the kernel's index math, loop counts and tile math compute in 32 bits, and a
-    larger literal would wrap silently in the PTX;
+    larger literal would wrap silently in the PTX (compared by length first: Python refuses to
+    convert decimal strings of more than 4,300 digits);
   - every float literal is finite in f32 (E029): all float math computes in f32, where a larger
     literal would silently become infinity (`inf` says so explicitly).
+
+`decode` turns source bytes into text, with E007 at the first byte that is not UTF-8, so that
+no reader of source files (the CLI, `compile_file`, `compile(bytes)`) raises UnicodeDecodeError.
 """
 
 from __future__ import annotations
@@ -16,12 +23,17 @@ import lark
 
 from ..diagnostics import Source, Span, error
 
+# Parse-tree levels. A nested block costs two levels (about 95 blocks), a binary operator or a
+# unary minus one (a sum of about 190 terms); the examples need fewer than 20. The stages after
+# the parser use at most four Python frames per level, far below the default limit of 1,000.
+MAX_DEPTH = 200
 MAX_NAME = 255
 INT32_MAX = 2**31 - 1
 F32_OVERFLOW = (2 - 2**-24) * 2.0**127   # the least double that rounds to infinity in f32
 
 
 def check_tokens(source: Source, tree: lark.Tree) -> None:
+    _check_depth(source, tree)
     dims = {id(t.children[0]) for t in tree.find_data("dim_literal")}
     for token in tree.scan_values(lambda v: isinstance(v, lark.Token)):
         if token.type == "NAME":
@@ -30,6 +42,27 @@ def check_tokens(source: Source, tree: lark.Tree) -> None:
             _check_int(source, token, id(token) in dims)
         elif token.type == "NUMBER":
             _check_number(source, token)
+
+
+def _check_depth(source: Source, tree: lark.Tree) -> None:
+    """E008 at the first node nested deeper than MAX_DEPTH."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, lark.Token):
+            continue
+        if depth > MAX_DEPTH:
+            raise error("E008", f"blocks and expressions nest too deeply (more than {MAX_DEPTH} levels of the "
+                        "syntax tree)", _node_span(source, node),
+                        "split the expression with intermediate assignments, or flatten the blocks")
+        stack.extend((child, depth + 1) for child in node.children if child is not None)
+
+
+def _node_span(source: Source, node: lark.Tree) -> Span:
+    meta = node.meta
+    if getattr(meta, "empty", True):
+        return Span(source, 1, 1, 1, 2)
+    return Span(source, meta.line, meta.column, meta.end_line, meta.end_column)
 
 
 def _span(source: Source, token: lark.Token) -> Span:
@@ -72,3 +105,17 @@ def _check_number(source: Source, token: lark.Token) -> None:
 
 def _shorten(text: str) -> str:
     return text if len(text) <= 24 else f"{text[:10]}...{text[-6:]} ({len(text)} digits)"
+
+
+def decode(data: bytes, name: str) -> str:
+    """Source bytes as text: UTF-8 (a byte-order mark is dropped), or E007 at the first bad byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        start = exc.start
+        head = data[:start].decode("utf-8-sig", "replace")
+        line = head.count("\n") + 1
+        col = len(head) - (head.rfind("\n") + 1) + 1
+        source = Source(data.decode("utf-8-sig", "replace"), name)
+        raise error("E007", f"source is not valid UTF-8: byte {data[start]:#04x} at offset {start}",
+                    Span(source, line, col, line, col + 1), "save the file as UTF-8") from None

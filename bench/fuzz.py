@@ -1,0 +1,385 @@
+"""Fuzz the compiler with mutants of the examples: a diagnostic or working code, never a crash.
+
+    python bench/fuzz.py [--count 5000] [--seed 0] [--jobs 2] [--timeout 120] [--out fuzz-out]
+
+Each mutant is an example with one to three edits (`mutate`): token edits (delete, duplicate,
+swap, replace a number or a name), integer edits in context (stages, box sizes, dims, chunk
+sizes, warp ranges, cluster sizes, register budgets), swizzle edits, and statement edits
+(remove or duplicate a line). Mutant i of seed S is the same on every machine, so a finding is
+replayed with `--only i --seed S`.
+
+Every mutant runs in a worker process with a time limit (a run past it is a hang) and ends in
+one outcome (`check`):
+
+    diagnostic        the compiler refused it with a located diagnostic      (fine)
+    ptxas_ok          accepted, ptxas assembled it, the interpreter did not run (fine)
+    interp_clean      accepted, assembled, and clean on the interpreter      (fine)
+    interp_refused    accepted; the interpreter refused the launch (E2xx)    (fine)
+    explicit_protocol a protocol error in a hand-written protocol           (fine: the user's)
+    traceback         a Python exception escaped, or an internal error E999  (bug)
+    hang              the worker ran past the time limit, twice (the second     (bug)
+                      time alone, with four times the limit)
+    ptxas_rejected    ptxas refused the PTX the compiler emitted (E300)      (bug)
+    protocol_error    a protocol error on an accepted high-level program     (bug)
+
+A high-level program has no hand-written barriers (`mbarrier`, `arrive`, `expect_tx`, `wait`,
+`fence`). Examples that order their own staging tiles with `sync`, `commit_group` and
+`wait_group` count as high level while those lines, and the writes to and stores from the
+staging tiles they order, are as the example wrote them. Failing
+mutants are saved as OUT/<outcome>/<index>_<example>.tma with the error beside them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# bench/copy.py would shadow the standard library's `copy` module: drop this folder from sys.path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse
+import collections
+import multiprocessing
+import multiprocessing.connection
+import random
+import re
+import time
+import traceback
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.tma"))
+FAILURES = ("traceback", "hang", "ptxas_rejected", "protocol_error")
+MAX_ELEMENTS = 1 << 21          # larger launches are not interpreted (memory and time)
+
+
+def example_arch(name: str) -> str:
+    return "sm_100a" if "sm100" in name else "sm_90a"
+
+
+# ---------------------------------------------------------------- mutations
+
+_TOKEN = re.compile(
+    r"(?P<comment>//[^\n]*)"
+    r"|(?P<number>[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?B?)"
+    r"|(?P<name>[A-Za-z_][A-Za-z_0-9]*)"
+    r"|(?P<punct>->|<-|\.\.|[{}()\[\],:=.+\-*/%&])"
+)
+INTS = [0, 1, 2, 3, 4, 5, 7, 8, 12, 16, 24, 32, 48, 63, 64, 96, 100, 127, 128, 192, 255, 256, 257,
+        512, 1024, 65536, 2**31 - 1, 2**31, 2**32, 10**12]
+PLAUSIBLE = [1, 2, 3, 4, 8, 16, 32, 64, 128, 256]     # stages, boxes, warps, clusters, chunks
+SWIZZLES = ["32B", "64B", "128B", "256B", "16B"]
+EXPLICIT = re.compile(r"^\s*(mbarrier|arrive|expect_tx|wait|fence)\b|\{\s*(arrive|expect_tx|wait|fence)\b",
+                      re.M)
+ORDERING = re.compile(r"\b(sync|commit_group|wait_group[^}\n]*)")
+
+
+def tokens(text: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, kind, text) of every non-comment token."""
+    return [(m.start(), m.end(), m.lastgroup, m.group()) for m in _TOKEN.finditer(text) if m.lastgroup != "comment"]
+
+
+def splice(text: str, start: int, end: int, new: str) -> str:
+    return text[:start] + new + text[end:]
+
+
+def _token_edit(text: str, rng: random.Random) -> str:
+    toks = tokens(text)
+    kind = rng.choice(["delete", "duplicate", "swap", "name", "name"])
+    s, e, _, t = rng.choice(toks)
+    if kind == "delete":
+        return splice(text, s, e, "")
+    if kind == "duplicate":
+        return splice(text, e, e, " " + t)
+    if kind == "swap":
+        (si, ei, _, ti), (sj, ej, _, tj) = sorted(rng.sample(toks, 2))
+        return text[:si] + tj + text[ei:sj] + ti + text[ej:]
+    names = [x for x in toks if x[2] == "name"]
+    s, e, _, _ = rng.choice(names)
+    return splice(text, s, e, rng.choice(sorted({x[3] for x in names})))
+
+
+def _int_edit(text: str, rng: random.Random) -> str:
+    """Replace an integer (stages, box and warp numbers, dims, chunks, cluster, regs)."""
+    ints = [m for m in re.finditer(r"(?<![\w.])[0-9]+(?![\w.])", _blank_comments(text))]
+    if not ints:
+        return text
+    m = rng.choice(ints)
+    old = int(m.group())
+    near = [old * 2, max(old // 2, 0), old + 1, max(old - 1, 0), old * 4, max(old // 4, 1)]
+    new = rng.choice(INTS) if rng.random() < 0.3 else rng.choice(near + PLAUSIBLE)
+    return splice(text, m.start(), m.end(), str(new))
+
+
+def _swizzle_edit(text: str, rng: random.Random) -> str:
+    boxes = list(re.finditer(r"^(\s*box \w+\s*=\s*\w+\[[^\]]*\])([^\n/]*)", text, re.M))
+    if not boxes:
+        return text
+    m = rng.choice(boxes)
+    option = rng.choice(["", f" swizzle {rng.choice(SWIZZLES)}", " oob nan", " strides [1, 2]", " l2 128B"])
+    return splice(text, m.start(2), m.end(2), option)
+
+
+def _line_edit(text: str, rng: random.Random) -> str:
+    """Remove or duplicate one statement line (lines that open or close a block are kept)."""
+    lines = text.split("\n")
+    body = [i for i, line in enumerate(lines)
+            if line.strip() and not line.strip().startswith("//") and line.count("{") == line.count("}")
+            and not line.startswith("kernel")]
+    if not body:
+        return text
+    i = rng.choice(body)
+    if rng.random() < 0.5:
+        del lines[i]
+    else:
+        lines.insert(rng.choice(body), lines[i])
+    return "\n".join(lines)
+
+
+def _blank_comments(text: str) -> str:
+    return re.sub(r"//[^\n]*", lambda m: " " * len(m.group()), text)
+
+
+EDITS = [_token_edit, _int_edit, _int_edit, _int_edit, _int_edit, _swizzle_edit, _line_edit, _line_edit]
+
+
+def mutate(text: str, rng: random.Random, edits: int | None = None) -> str:
+    for _ in range(edits or rng.choice([1, 1, 1, 2, 2, 3])):
+        text = rng.choice(EDITS)(text, rng)
+    return text
+
+
+def mutant(seed: int, index: int) -> tuple[str, str]:
+    """(example name, mutated text) of mutant `index` of `seed`."""
+    rng = random.Random(f"{seed}:{index}")
+    path = EXAMPLES[index % len(EXAMPLES)]
+    return path.name, mutate(path.read_text(), rng)
+
+
+# ---------------------------------------------------------------- one mutant
+
+def is_explicit(text: str) -> bool:
+    return EXPLICIT.search(_blank_comments(text)) is not None
+
+
+def ordering_edited(text: str, original: str) -> bool:
+    """Whether the hand-written ordering differs from the example's: its `sync`, `commit_group`
+    and `wait_group` lines, or, where it has them, the writes to the `smem` staging tiles and the
+    stores from them, which those lines order (rewriting a staging tile with no wait for its
+    last store is the user's race)."""
+    def lines(t):
+        code = _blank_comments(t)
+        if not ORDERING.search(code):
+            return []
+        staging = "|".join(re.findall(r"^\s*smem\s+(\w+)\s*:", code, re.M)) or "(?!)"
+        tile_write = re.compile(rf"^\s*({staging})\s*=|<-\s*({staging})\b")
+        return sorted(line.strip() for line in code.split("\n") if ORDERING.search(line) or tile_write.search(line))
+    return lines(text) != lines(original)
+
+
+def check(text: str, arch: str, original: str | None = None, seed: int = 0, interp: bool = True,
+          assemble: bool = True) -> tuple[str, str]:
+    """Compile, assemble and interpret one program; (outcome, detail) as listed in the docstring."""
+    from tmalang.diagnostics import TmalangError
+
+    try:
+        return _check(text, arch, original, seed, interp, assemble)
+    except TmalangError as exc:
+        return "traceback", f"unexpected diagnostic escaped a stage:\n{exc.render()}"
+    except Exception:
+        return "traceback", traceback.format_exc()
+
+
+def _check(text, arch, original, seed, interp, assemble):
+    from tmalang.api import Kernel
+    from tmalang.backend import ptxas
+    from tmalang.compiler import Options, compile_source
+    from tmalang.diagnostics import TmalangError
+
+    try:
+        c = compile_source(text, "fuzz.tma", Options(arch=arch))
+    except TmalangError as exc:
+        first = exc.render().splitlines()[0]
+        if exc.code == "E999" or not first.startswith(("fuzz.tma:", "error[")):
+            return "traceback", exc.render()
+        return "diagnostic", exc.render()
+    if assemble:
+        try:
+            ptxas.assemble(c.ptx, arch)
+        except TmalangError as exc:
+            return ("ptxas_rejected" if exc.code == "E300" else "traceback"), exc.render()
+    if not interp:
+        return "ptxas_ok", ""
+    return _interpret(Kernel(c, text), text, original, seed)
+
+
+def _interpret(kernel, text, original, seed):
+    import numpy as np
+
+    from tmalang.diagnostics import TmalangError
+    from tmalang.run_cli import _random_inputs
+
+    rng = random.Random(seed)
+    dims = _small_dims(kernel.manifest, rng)
+    if dims is None:
+        return "ptxas_ok", "launch too large to interpret"
+    inputs = _random_inputs(kernel.manifest, dims, np.random.default_rng(seed))
+    try:
+        kernel.interpret(*inputs, dims=dims, seed=rng.randrange(1 << 30), explore=2)
+    except TmalangError as exc:
+        if not exc.code.startswith("E4"):
+            return "interp_refused", exc.render()
+        if is_explicit(text) or (original is not None and ordering_edited(text, original)):
+            return "explicit_protocol", exc.render()
+        return "protocol_error", f"dims {dims}\n{exc.render()}"
+    return "interp_clean", f"dims {dims}"
+
+
+def _small_dims(manifest, rng: random.Random) -> dict[str, int] | None:
+    """Small random dims: at most about three tiles along each tiled dim; None if too large."""
+    from tmalang.backend.manifest import TensorArg
+
+    boxes = {d: box for d, box in manifest.grid.tile_dims if isinstance(d, str)}
+    dims = {}
+    for arg in manifest.args:
+        if isinstance(arg, TensorArg):
+            for d in arg.shape:
+                if isinstance(d, str) and d not in dims:
+                    box = boxes.get(d, 64)
+                    dims[d] = rng.choice([1, box - 1, box, box + 3, 2 * box + 5, rng.randint(1, 200)])
+                    dims[d] = max(1, dims[d])
+    for arg in manifest.args:
+        if isinstance(arg, TensorArg):
+            n = 1
+            for d in arg.shape:
+                n *= dims[d] if isinstance(d, str) else d
+            if n > MAX_ELEMENTS:
+                return None
+    tiles = 1
+    for d, box in manifest.grid.tile_dims:
+        tiles *= -(-(dims[d] if isinstance(d, str) else d) // box)
+    if manifest.grid.kind == "tiles" and tiles > 64:
+        return None
+    return dims
+
+
+# ---------------------------------------------------------------- the pool
+
+def _worker(conn, limit_bytes: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+    originals = {p.name: p.read_text() for p in EXAMPLES}
+    while True:
+        task = conn.recv()
+        if task is None:
+            return
+        index, name, text, seed, interp, assemble = task
+        outcome = check(text, example_arch(name), originals[name], seed + index, interp, assemble)
+        conn.send((index, *outcome))
+
+
+class _Slot:
+    def __init__(self, ctx, limit_bytes: int):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child, limit_bytes), daemon=True)
+        self.proc.start()
+        self.task, self.since = None, 0.0
+
+    def send(self, task) -> None:
+        self.task, self.since = task, time.monotonic()
+        self.conn.send(task)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.join()
+
+
+def run(tasks: list[tuple], jobs: int, timeout: float, limit_bytes: int, progress) -> dict[int, tuple]:
+    """Run `tasks` on `jobs` worker processes; a task past `timeout` seconds is a hang."""
+    ctx = multiprocessing.get_context("fork")
+    pending = collections.deque(tasks)
+    slots = [_Slot(ctx, limit_bytes) for _ in range(jobs)]
+    results = {}
+    while pending or any(s.task for s in slots):
+        for i, slot in enumerate(slots):
+            if slot.task is None and pending:
+                slot.send(pending.popleft())
+        ready = multiprocessing.connection.wait([s.conn for s in slots if s.task], timeout=1.0)
+        for i, slot in enumerate(slots):
+            if slot.task is None:
+                continue
+            if slot.conn in ready:
+                try:
+                    index, outcome, detail = slot.conn.recv()
+                except EOFError:  # the worker died (out of memory, a signal)
+                    index, outcome, detail = slot.task[0], "traceback", "worker process died"
+                    slot.kill()
+                    slots[i] = slot = _Slot(ctx, limit_bytes)
+                results[index] = (outcome, detail)
+                slot.task = None
+                progress(len(results))
+            elif time.monotonic() - slot.since > timeout:
+                results[slot.task[0]] = ("hang", f"no result after {timeout:.0f} s")
+                slot.kill()
+                slots[i] = _Slot(ctx, limit_bytes)
+                progress(len(results))
+    for slot in slots:
+        slot.conn.send(None)
+        slot.proc.join(timeout=5)
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--count", type=int, default=5000, help="mutants to run (default 5000)")
+    p.add_argument("--seed", type=int, default=0, help="mutant i of seed S is reproducible (default 0)")
+    p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant before it is a hang (default 120)")
+    p.add_argument("--memory", type=int, default=4096, help="MiB of address space per worker")
+    p.add_argument("--out", type=Path, default=Path("fuzz-out"), help="folder for the failing mutants")
+    p.add_argument("--only", type=int, action="append", default=[], help="run only mutant INDEX (repeatable)")
+    p.add_argument("--no-interp", action="store_true", help="skip the interpreter")
+    p.add_argument("--no-ptxas", action="store_true", help="skip ptxas")
+    args = p.parse_args(argv)
+    if args.count < 1 or args.jobs < 1 or args.timeout <= 0:
+        p.error("--count, --jobs and --timeout must be positive")
+    indices = args.only or range(args.count)
+    tasks = [(i, *mutant(args.seed, i), args.seed, not args.no_interp, not args.no_ptxas) for i in indices]
+    started = time.monotonic()
+
+    def progress(done: int) -> None:
+        if done % 250 == 0 or done == len(tasks):
+            print(f"  {done}/{len(tasks)} mutants, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+
+    results = run(tasks, args.jobs, args.timeout, args.memory << 20, progress)
+    hangs = [t for t in tasks if results[t[0]][0] == "hang"]
+    if hangs:  # a slow mutant on a loaded machine is not a hang: again, alone, with more time
+        print(f"  re-running {len(hangs)} hang(s) alone with {4 * args.timeout:.0f} s", file=sys.stderr)
+        results.update(run(hangs, 1, 4 * args.timeout, args.memory << 20, lambda done: None))
+    return report(tasks, results, args)
+
+
+def report(tasks, results, args) -> int:
+    counts = collections.Counter(outcome for outcome, _ in results.values())
+    by_index = {t[0]: t for t in tasks}
+    print(f"fuzz: {len(results)} mutants of {len(EXAMPLES)} examples, seed {args.seed}")
+    for outcome, n in counts.most_common():
+        print(f"  {outcome:<18} {n:6d}{'   <-- failure' if outcome in FAILURES else ''}")
+    failing = sorted(i for i, (outcome, _) in results.items() if outcome in FAILURES)
+    for i in failing:
+        outcome, detail = results[i]
+        name, text = by_index[i][1], by_index[i][2]
+        folder = args.out / outcome
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = f"{i:05d}_{Path(name).stem}"
+        (folder / f"{stem}.tma").write_text(text)
+        (folder / f"{stem}.txt").write_text(f"example {name}, seed {args.seed}, index {i}\n{detail}\n")
+        last = detail.strip().splitlines()[-1] if detail.strip() else ""
+        print(f"  FAIL {outcome} #{i} ({name}): {last[:160]}")
+    if failing:
+        print(f"failing mutants saved under {args.out}/")
+    return 1 if failing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
