@@ -220,12 +220,15 @@ def test_grouped_tile_order_visits_every_tile_once(counts, group):
 
 @pytest.mark.parametrize("ctas", [0, -1, 2.5, True])
 def test_interpreter_refuses_a_grid_of_no_ctas(ctas):
-    """ctas=-1 used to run no CTA at all and report nothing: a protocol never executed is no proof."""
+    """ctas=-1 used to run no CTA at all and report nothing: a protocol never executed is no proof.
+    The interpreter's own entry point refuses it (Kernel.interpret checks its arguments first)."""
+    from tmalang.interp import interpret
+
     kernel = tmalang.compile_file(ROOT / "tests" / "handoff_correct.tma")
     rng = np.random.default_rng(0)
     src, dst = _matrix(rng, (64, 64)), _matrix(rng, (64, 64), 0.0)
     with pytest.raises(tmalang.TmalangError, match=r"E420.*ctas >= 1"):
-        kernel.interpret(src, dst, ctas=ctas)
+        interpret(kernel._c.ir, kernel.manifest, src, dst, ctas=ctas)
 
 
 @pytest.mark.parametrize("strides", [[1, 1], [2, 3]])
