@@ -41,8 +41,10 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
     touched = None   # "generic" (ordinary smem access), "mma" (wgmma only) or None since the last sync
     for o in region:
         if isinstance(o, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)):
-            if _written(o) in stored:    # a store issued from the slot may still be reading it
-                out += [ops.Elect("role", [ops.BulkWait(0, True, span=o.span)], span=o.span),
+            if _written(o) in stored:    # a store issued from the slot may still be reading it; the
+                # rewritten slot is usually stored again, to the same tile, and two stores to the same
+                # elements are ordered only by a full wait (the interpreter's E421), so wait for all of it
+                out += [ops.Elect("role", [ops.BulkWait(0, False, span=o.span)], span=o.span),
                         ops.Sync("role", span=o.span)]
                 stored = set()
             touched = "generic"   # every warp must be done with the slot before one thread frees it
