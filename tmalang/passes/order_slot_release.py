@@ -2,8 +2,9 @@
 
 Requires: expanded pipelines, fenced proxy writes.
 Guarantees, before tile math, an epilogue or row math rewrites a slot that a TMA store of the
-role issued since the last release read from: the elected thread waits `bulk_wait read=true
-pending=0` and the role syncs, so the store has read the slot before any thread overwrites it.
+role issued since the last release read from: the elected thread waits `bulk_wait read=false
+pending=0` and the role syncs, so the store has read the slot before any thread overwrites it,
+and has written global memory before the rewritten slot is stored to the same tile again.
 And for every elected arrive on a pipeline's `empty` barrier:
   - the elected thread's TMA stores from the slot are committed as a bulk group right after they
     are issued, and the release first waits `bulk_wait read=true pending=0`: the TMA engine has
