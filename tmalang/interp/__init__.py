@@ -9,7 +9,7 @@ caller's arrays only when the run succeeded; they are also returned, in signatur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -18,6 +18,7 @@ from ..diagnostics import TmalangError
 from ..ir import ops
 from ..runtime.binding import bind
 from ..runtime.dtypes import NUMPY
+from .globalmem import GlobalMemory
 from .machine import CTA, Cluster
 from .scheduler import run_cluster
 from .state import ProtocolError
@@ -32,6 +33,7 @@ class Launch:
     params: dict[str, int | float]
     rng: np.random.Generator | None
     trace: Trace | None = None
+    memory: GlobalMemory = field(default_factory=GlobalMemory)   # what TMA did to global memory, in order
 
     def dim(self, d: str | int) -> int:
         return d if isinstance(d, int) else int(self.params[d])
@@ -46,6 +48,7 @@ class Launch:
 
 def interpret(kernel: ops.KernelOp, manifest: Manifest, *args, dims=None, seed=None, explore: int = 0,
               ctas: int | None = None, trace: Trace | None = None) -> list[np.ndarray]:
+    _check_ctas(ctas)
     binding = bind(manifest, args, dims)
     seeds = [seed] if explore <= 0 else [(seed or 0) + i for i in range(explore)]
     results = None
@@ -56,6 +59,15 @@ def interpret(kernel: ops.KernelOp, manifest: Manifest, *args, dims=None, seed=N
         if isinstance(arg, TensorArg) and arg.written and isinstance(value, np.ndarray):
             value[...] = results[arg.name]
     return [results[a.name] for a in written]
+
+
+def _check_ctas(ctas) -> None:
+    """A persistent grid of no CTA would run nothing and report "protocol ok": refuse it (E420)."""
+    if ctas is None:
+        return
+    if isinstance(ctas, bool) or not isinstance(ctas, (int, np.integer)) or ctas < 1:
+        raise TmalangError("E420", f"the interpreter runs a persistent grid on ctas >= 1 CTAs, got {ctas!r}",
+                           None, ["leave ctas unset for the default of 2, or pass a positive integer"])
 
 
 def _run_once(kernel, manifest, args, binding, seed, ctas, trace) -> dict[str, np.ndarray]:

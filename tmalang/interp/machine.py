@@ -17,17 +17,11 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import mma, pairs, rows, tcgen05
+from . import bulk, mma, pairs, rows, tcgen05
 from .races import RaceDetector
-from .state import BulkGroup, Mbarrier, ProtocolError, Smem, Transfer, check_proxy_fence
-from .tiles import box_tile_bytes, read_box, tile_math_share, write_box
-
-
-@dataclass
-class Blocked:
-    op: ops.Op
-    what: str                        # human description: "mbarrier ring.full[2] parity 1"
-    ready: object                    # callable: True once the warp may proceed
+from .shares import rows as row_share
+from .state import Blocked, BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
+from .tiles import box_region, box_tile_bytes, math_share, read_box, tile_math_share
 
 
 @dataclass
@@ -37,7 +31,8 @@ class Warp:
     cta: int = 0
     env: dict = field(default_factory=dict)
     elected: bool = False
-    groups: list[BulkGroup] = field(default_factory=list)   # committed, not yet waited
+    groups: list[BulkGroup] = field(default_factory=list)   # committed, reads not yet waited
+    unwritten: list[BulkGroup] = field(default_factory=list)  # reads waited, global writes not yet
     open_group: BulkGroup | None = None
     current: ops.Op | None = None
     passes: dict = field(default_factory=dict)   # barrier op -> times this warp passed it
@@ -88,7 +83,8 @@ class CTA:
         }
         self.trace = launch.trace
         self.races = self.cluster.races
-        self.unfenced: dict[tuple, set[int]] = {}   # tile -> warps whose generic writes lack a proxy fence
+        self.cluster_id = self.cluster.ctas[0].cta   # global memory orders accesses within a cluster only
+        self.stored = {self.boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TmaStore)}
         self.quota = _arrival_quota(kernel)          # arrive op -> arrivals it makes in one phase
         self.phase_arrivals: dict[tuple, dict] = {}  # barrier -> arrive op -> arrivals this phase
         self.site_phase: dict[tuple, int] = {}       # (arrive op, barrier) -> phase it last arrived in
@@ -304,8 +300,8 @@ def _fence(m: CTA, w: Warp, o: ops.Fence):
         m.init_unfenced.clear()
     if o.kind == "proxy_async":
         m.init_unfenced.clear()   # the full proxy fence also publishes barrier initialisation
-        for writers in m.unfenced.values():
-            writers.discard(w.index)
+        if not w.elected:         # one thread's fence publishes only its own writes, and tile math
+            m.races.fence_proxy(w.agent)   # and epilogues write from every thread of the warp
 
 
 def _tmem_alloc(m: CTA, w: Warp, o: ops.TmemAlloc):
@@ -443,7 +439,8 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         coords = [coords[0] * parts + part, *coords[1:]]
     data = read_box(m.launch.arrays[box.tensor], box, coords)
     agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
-    share = ("slice", m.rank) if o.multicast else None
+    share = row_share(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else None
+    region = box_region(m.launch.arrays[box.tensor].shape, box, coords)
     deliveries = []
     for c in m.cluster.ctas if o.multicast else [m]:
         signalled = pairs.leader(m) if o.pair else c
@@ -458,6 +455,9 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         signalled.fed[(bar.name, bar.stage)] = (bar.completed, o)
 
     def apply():
+        if box.tensor in m.stored and region is not None:   # it reads what a store may write
+            m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, False, o.span,
+                                   f"{who} in CTA {m.cta}")
         for c, signalled, bar, dest, key in deliveries:
             c.races.access(key, agent, True, share, o.span, who)
             dest[...] = data
@@ -469,54 +469,14 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
                                 due=m.launch.due(m.step), issued=m.step))
 
 
-def _tma_store(m: CTA, w: Warp, o: ops.TmaStore):
-    box = m.boxes[o.box]
-    coords = [m.value(w, c) for c in o.coords]
-    source = m.tile(w, o.source)
-    target = m.launch.arrays[box.tensor]
-    if w.open_group is None:
-        w.open_group = BulkGroup()
-    check_proxy_fence(m, m.tile_key(w, o.source), o.source.name, o.span, "TMA store")
-    agent, key, who = m.races.issue(w.agent), m.tile_key(w, o.source), f"the TMA store issued by {m.who(w)}"
-
-    def apply():
-        m.races.access(key, agent, False, None, o.span, who)
-        write_box(target, box, coords, source.copy())
-
-    transfer = Transfer("store", w.index, o.span, apply, nbytes=source.nbytes, due=m.launch.due(m.step),
-                        issued=m.step)
-    transfer.agent = agent
-    w.open_group.transfers.append(transfer)
-    m.in_flight.append(transfer)
-
-
-def _bulk_commit(m: CTA, w: Warp, o: ops.BulkCommit):
-    w.groups.append(w.open_group or BulkGroup())
-    w.open_group = None
-
-
-def _bulk_wait(m: CTA, w: Warp, o: ops.BulkWait):
-    def ready() -> bool:
-        return sum(not g.done() for g in w.groups) <= o.pending
-
-    while not ready():
-        yield Blocked(o, f"bulk async-groups ({sum(not g.done() for g in w.groups)} pending, "
-                      f"waiting for <= {o.pending})", ready)
-    for g in w.groups:
-        if g.done():
-            for t in g.transfers:
-                m.races.acquire_transfer(w.agent, t.agent)
-    w.groups = [g for g in w.groups if not g.done()]
-
-
 def _tile_assign(m: CTA, w: Warp, o: ops.TileAssign):
-    share, who = ("vectors", w.index), f"tile math in {m.who(w)}"
+    """The warp's share of the tiles: split by its position in the role (as the backend splits
+    it), so warps of two roles at the same position touch the same elements."""
+    who = f"tile math in {m.who(w)}"
     for ref in {r.name: r for r in ex.buffer_refs(o.value)}.values():
-        m.races.access(m.tile_key(w, ref), w.agent, False, share, o.span, who)
-    m.races.access(m.tile_key(w, o.dest), w.agent, True, share, o.span, who)
-    m.unfenced.setdefault(m.tile_key(w, o.dest), set()).add(w.index)
+        m.races.access(m.tile_key(w, ref), w.agent, False, math_share(m, w, o, ref), o.span, who)
+    m.races.access(m.tile_key(w, o.dest), w.agent, True, math_share(m, w, o, o.dest), o.span, who)
     tile_math_share(m, w, o)
-
 
 
 SEMANTICS = {
@@ -524,8 +484,8 @@ SEMANTICS = {
     ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarArriveCluster: _mbar_arrive_cluster,
     ops.MbarArriveLeader: _mbar_arrive_leader, ops.MbarExpectTx: _mbar_expect_tx,
     ops.MbarArriveExpectTx: _mbar_arrive_expect_tx, ops.MbarWait: _mbar_wait,
-    ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.BulkCommit: _bulk_commit,
-    ops.BulkWait: _bulk_wait, ops.TileAssign: _tile_assign,
+    ops.TmaLoad: _tma_load, ops.TmaStore: bulk.tma_store, ops.BulkCommit: bulk.bulk_commit,
+    ops.BulkWait: bulk.bulk_wait, ops.TileAssign: _tile_assign,
     ops.Fence: _fence, ops.SetMaxNReg: lambda m, w, o: None,
     ops.TmemAlloc: _tmem_alloc, ops.TmemDealloc: _tmem_dealloc,
     **mma.SEMANTICS,

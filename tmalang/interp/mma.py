@@ -15,6 +15,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
+from . import shares
 from .state import ProtocolError
 
 
@@ -113,10 +114,11 @@ def acc_store(m, w, o: ops.AccStore) -> None:
     group, rows = _rows(w)
     dest = m.tile(w, o.dest)
     columns = slice(acc.col, acc.col + dest.shape[-1])
-    m.races.access(m.tile_key(w, o.dest), w.agent, True, ("rows", w.index), o.span, f"epilogue in {m.who(w)}")
-    for ref in {r.name: r for r in ex.buffer_refs(o.value)}.values():
-        m.races.access(m.tile_key(w, ref), w.agent, False, ("rows", w.index), o.span, f"epilogue in {m.who(w)}")
     block = slice(64 * group + rows.start, 64 * group + rows.stop)
+    share, who = shares.rows(block.start, block.stop), f"epilogue in {m.who(w)}"   # by position in the role
+    m.races.access(m.tile_key(w, o.dest), w.agent, True, share, o.span, who)
+    for ref in {r.name: r for r in ex.buffer_refs(o.value)}.values():
+        m.races.access(m.tile_key(w, ref), w.agent, False, share if m.tile(w, ref).ndim > 1 else None, o.span, who)
     with np.errstate(all="ignore"):
         value = _evaluate(m, w, o.value, _slice(m, w, acc.name)[rows, columns], block)
         dest[64 * group:][rows] = _store_as(np.broadcast_to(value, dest[64 * group:][rows].shape), dest.dtype)

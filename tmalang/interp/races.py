@@ -5,14 +5,20 @@ through what the hardware orders: an mbarrier phase releases every arrival and e
 that completed into it to each warp whose wait observes that phase; `bar.sync` joins its
 participants; `cp.async.bulk.wait_group` orders a store's smem read before the waiting thread;
 an issued transfer inherits its issuer's clock. Two accesses to the same smem tile stage
-conflict when one writes, their parts overlap (TMA touches a whole tile; tile math the warp's
-share), and neither happens before the other: then it is a race, reported with both sides.
+conflict when one writes, their parts overlap (interp/shares.py), and neither happens before
+the other: then it is a race, reported with both sides.
+
+Proxies: warps write shared memory through the generic proxy, TMA and the tensor cores read it
+through the async proxy. An async read of a generic write needs more than order: the writer's
+`fence.proxy.async` must come after its write and happen before the read (E406).
 """
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
+from .shares import covers, overlaps
 from .state import ProtocolError
 
 Clock = dict
@@ -24,12 +30,21 @@ def join(a: Clock, b: Clock) -> None:
             a[agent] = t
 
 
+def generic(agent) -> bool:
+    """Warps access memory through the generic proxy; transfers and tensor-core ops do not."""
+    return agent[0] == "warp"
+
+
+def in_smem(tile: tuple) -> bool:
+    return not tile[0].startswith("tmem:")
+
+
 @dataclass
 class Access:
     agent: object
     epoch: int
     write: bool
-    share: tuple | None        # None: the whole tile (TMA); else (partition kind, warp) of a warp's share
+    share: tuple | None        # the part of the tile it touches (interp/shares.py); None: all of it
     span: object
     who: str
 
@@ -40,6 +55,7 @@ class RaceDetector:
     phases: dict = field(default_factory=dict)       # (barrier, stage, phase) -> clock released into it
     syncs: dict = field(default_factory=dict)        # sync key -> clock of the arrivals
     history: dict = field(default_factory=dict)      # (buffer, stage) -> [Access]
+    fences: dict = field(default_factory=dict)       # warp agent -> epochs of its fence.proxy.async
     transfers: int = 0
 
     def clock(self, agent) -> Clock:
@@ -80,8 +96,20 @@ class RaceDetector:
     def sync_leave(self, agent, key) -> None:
         join(self.clock(agent), self.syncs[key])
 
-    def acquire_transfer(self, agent, transfer_agent) -> None:
-        join(self.clock(agent), self.clock(transfer_agent))
+    def acquire_transfer(self, agent, transfer_agent, upto: int | None = None) -> None:
+        """Learn what a transfer did; with `upto`, only its first `upto` epochs (a store's smem
+        reads are epoch 1, its global writes epoch 2: interp/bulk.py)."""
+        mine = self.clock(agent)
+        before = mine.get(transfer_agent, 0)
+        join(mine, self.clock(transfer_agent))
+        if upto is not None:
+            mine[transfer_agent] = max(before, min(mine[transfer_agent], upto))
+
+    def fence_proxy(self, agent) -> None:
+        """fence.proxy.async by every thread of a warp: its generic writes so far reach the async
+        proxy for whoever the fence (at a new epoch of the warp) happens before."""
+        self.tick(agent)
+        self.fences.setdefault(agent, []).append(self.clock(agent)[agent])
 
     # ---- accesses
     def access(self, tile: tuple, agent, write: bool, share: tuple | None, span, who: str) -> None:
@@ -89,14 +117,25 @@ class RaceDetector:
         current = Access(agent, mine[agent], write, share, span, who)
         kept = []
         for old in self.history.get(tile, []):
+            if not overlaps(old.share, share):
+                kept.append(old)
+                continue
             ordered = mine.get(old.agent, 0) >= old.epoch
-            overlap = old.share is None or share is None or old.share[0] != share[0] or old.share == share
-            if not ordered and overlap and (write or old.write) and old.agent != agent:
+            if not ordered and (write or old.write) and old.agent != agent:
                 raise _race(tile, old, current)
-            if not (ordered and write):
+            if old.write and not write and generic(old.agent) and not generic(agent) and in_smem(tile):
+                self._check_fenced(tile, old, current, mine)
+            if not (ordered and write and covers(share, old.share)):
                 kept.append(old)
         kept.append(current)
         self.history[tile] = kept
+
+    def _check_fenced(self, tile: tuple, write: Access, read: Access, clock: Clock) -> None:
+        """The first fence of the writer after its write must happen before the async read."""
+        fences = self.fences.get(write.agent, [])
+        first = bisect.bisect_right(fences, write.epoch)
+        if first == len(fences) or clock.get(write.agent, 0) < fences[first]:
+            raise _unfenced(tile, write, read, first < len(fences))
 
 
 def _race(tile: tuple, first: Access, second: Access) -> ProtocolError:
@@ -107,3 +146,16 @@ def _race(tile: tuple, first: Access, second: Access) -> ProtocolError:
         f"{first.who}, which {verb[first.write]} it", second.span,
         [f"the other access is at {where}",
          "nothing orders them: no mbarrier phase, bar.sync or bulk wait_group between the two"])
+
+
+def _unfenced(tile: tuple, write: Access, read: Access, fenced_later: bool) -> ProtocolError:
+    reader = read.who.removeprefix("the ").split(" issued by ")[0]
+    where = write.span.location() if write.span else "?"
+    why = ("its writer fences only after the sync or arrive that hands the tile on" if fenced_later
+           else "its writer never fences")
+    return ProtocolError(
+        "E406", f"{reader} reads {tile[0]} written by ordinary stores that no fence.proxy.async has published "
+        f"to the async proxy", read.span,
+        [f"slot {tile[0]}[{tile[1]}]: written by {write.who} at {where}, read by {read.who}; {why}",
+         ("each writing thread needs `fence proxy_async` after its writes and before the sync or arrive that "
+          "hands the tile on")])

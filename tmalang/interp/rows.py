@@ -43,7 +43,6 @@ def row_assign(m, w, o: ops.RowAssign) -> None:
         target[rows] = np.broadcast_to(value, target[rows].shape)
     else:
         m.races.access(m.tile_key(w, o.dest), w.agent, True, ("lanes", quarter), o.span, who)
-        m.unfenced.setdefault(m.tile_key(w, o.dest), set()).add(w.index)
         target = m.tile(w, o.dest)
         target[rows] = _store_as(np.broadcast_to(value, target[rows].shape), target.dtype)
     if uses_tmem:

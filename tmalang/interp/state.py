@@ -24,6 +24,15 @@ class ProtocolError(Exception):
 
 
 @dataclass
+class Blocked:
+    """What a warp that cannot proceed yields to the scheduler."""
+
+    op: object
+    what: str                        # human description: "mbarrier ring.full[2] parity 1"
+    ready: object                    # callable: True once the warp may proceed
+
+
+@dataclass
 class Mbarrier:
     name: str
     stage: int
@@ -77,7 +86,8 @@ class BulkGroup:
     committed: bool = False
 
     def done(self) -> bool:
-        """Stores complete atomically in this model, so 'read done' and 'done' coincide."""
+        """Whether this run's engine has finished its stores (they complete atomically here); a
+        wait_group learns what a group did only where the protocol promises it (interp/bulk.py)."""
         return all(t.finished for t in self.transfers)
 
 
@@ -95,15 +105,3 @@ class Smem:
     def tile(self, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
         nbytes = int(np.prod(shape)) * dtype.itemsize
         return self.data[offset : offset + nbytes].view(dtype).reshape(shape)
-
-
-def check_proxy_fence(m, tile_key: tuple, name: str, span, reader: str) -> None:
-    """The async proxy (TMA engine, tensor cores) sees generic-proxy smem writes only after
-    fence.proxy.async by each writing thread."""
-    writers = m.unfenced.get(tile_key, set())
-    if writers:
-        raise ProtocolError("E406", f"{reader} reads {name} written by ordinary stores that no "
-                            "fence.proxy.async has published to the async proxy", span,
-                            [f"unfenced writes by warp(s) {', '.join(map(str, sorted(writers)))}",
-                             ("each writing thread needs `fence proxy_async` before the sync or arrive that "
-                              "hands the tile on")])

@@ -14,6 +14,7 @@ import numpy as np
 from ..ir import exprs as ex
 from ..ir import ops
 from ..sema.dtypes import DTYPES
+from . import shares
 
 
 def box_tile_bytes(box: ops.BoxDecl) -> tuple[tuple[int, ...], int]:
@@ -22,16 +23,38 @@ def box_tile_bytes(box: ops.BoxDecl) -> tuple[tuple[int, ...], int]:
     return shape, int(np.prod(shape)) * DTYPES[box.dtype].itemsize
 
 
+def _inside(dim: int, start: int, count: int, stride: int) -> tuple[int, int]:
+    """The tile positions [first, last) whose elements start + j*stride lie in [0, dim).
+
+    Coordinates may be negative (TMA coordinates are signed): elements before 0 are out of
+    bounds exactly like elements past the end, filled on load and skipped on store."""
+    first = min(count, -(-max(0, -start) // stride))
+    last = max(first, min(count, -(-(dim - start) // stride)))
+    return first, last
+
+
 def _window(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]):
     """(tensor index, tile index) slices of the part of the box inside the tensor, per dim."""
     tensor_index, tile_index = [], []
     for dim, c, extent, stride in zip(tensor.shape, coords, box.shape, box.strides):
         start = c * extent
-        count = -(-extent // stride)
-        inside = 0 if start >= dim else min(count, -(-(dim - start) // stride))
-        tensor_index.append(slice(start, start + inside * stride, stride))
-        tile_index.append(slice(0, inside))
+        first, last = _inside(dim, start, -(-extent // stride), stride)
+        tensor_index.append(slice(start + first * stride, start + last * stride, stride))
+        tile_index.append(slice(first, last))
     return tuple(tensor_index), tuple(tile_index)
+
+
+def box_region(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int]) -> tuple | None:
+    """The elements of the tensor a box at `coords` touches, as ((start, stop) per dim), or None
+    when none is in bounds: the global memory a TMA load reads or a TMA store writes."""
+    region = []
+    for dim, c, extent, stride in zip(tensor_shape, coords, box.shape, box.strides):
+        start = c * extent
+        first, last = _inside(dim, start, -(-extent // stride), stride)
+        if first == last:
+            return None
+        region.append((start + first * stride, start + (last - 1) * stride + 1))
+    return tuple(region)
 
 
 def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]) -> np.ndarray:
@@ -61,12 +84,23 @@ def _share(elements: int, width: int, threads: int, warp_in_role: int) -> np.nda
     return (mine[:, None] * width + np.arange(width)).ravel()
 
 
-def tile_math_share(m, w, o: ops.TileAssign) -> None:
+def _split(m, w, o: ops.TileAssign) -> tuple[int, int, int]:
+    """(the role's threads, the warp's position in the role, elements per 16-byte vector)."""
     refs = [o.dest, *ex.buffer_refs(o.value)]
     width = 16 // max(DTYPES[m.boxes[m.buffers[r.name].box].dtype].itemsize for r in refs)
+    return 32 * (w.role.last_warp - w.role.first_warp + 1), w.index - w.role.first_warp, width
+
+
+def math_share(m, w, o: ops.TileAssign, ref: ex.BufferRef) -> tuple:
+    """The elements of tile `ref` that this warp's share of `o` touches, for the race detector."""
+    threads, position, width = _split(m, w, o)
+    return shares.vectors(threads, position, width, m.tile(w, ref).shape)
+
+
+def tile_math_share(m, w, o: ops.TileAssign) -> None:
+    threads, position, width = _split(m, w, o)
     dest = m.tile(w, o.dest).reshape(-1)
-    threads = 32 * (w.role.last_warp - w.role.first_warp + 1)
-    index = _share(dest.size, width, threads, w.index - w.role.first_warp)
+    index = _share(dest.size, width, threads, position)
     with np.errstate(all="ignore"):
         value = _evaluate(m, w, o.value, index)
         dest[index] = _store_as(value, dest.dtype)

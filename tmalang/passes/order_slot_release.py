@@ -2,8 +2,9 @@
 
 Requires: expanded pipelines, fenced proxy writes.
 Guarantees, before tile math, an epilogue or row math rewrites a slot that a TMA store of the
-role issued since the last release read from: the elected thread waits `bulk_wait read=true
-pending=0` and the role syncs, so the store has read the slot before any thread overwrites it.
+role issued since the last release read from: the elected thread waits `bulk_wait read=false
+pending=0` and the role syncs, so the store has read the slot before any thread overwrites it,
+and has written global memory before the rewritten slot is stored to the same tile again.
 And for every elected arrive on a pipeline's `empty` barrier:
   - the elected thread's TMA stores from the slot are committed as a bulk group right after they
     are issued, and the release first waits `bulk_wait read=true pending=0`: the TMA engine has
@@ -41,8 +42,10 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
     touched = None   # "generic" (ordinary smem access), "mma" (wgmma only) or None since the last sync
     for o in region:
         if isinstance(o, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)):
-            if _written(o) in stored:    # a store issued from the slot may still be reading it
-                out += [ops.Elect("role", [ops.BulkWait(0, True, span=o.span)], span=o.span),
+            if _written(o) in stored:    # a store issued from the slot may still be reading it; the
+                # rewritten slot is usually stored again, to the same tile, and two stores to the same
+                # elements are ordered only by a full wait (the interpreter's E421), so wait for all of it
+                out += [ops.Elect("role", [ops.BulkWait(0, False, span=o.span)], span=o.span),
                         ops.Sync("role", span=o.span)]
                 stored = set()
             touched = "generic"   # every warp must be done with the slot before one thread frees it

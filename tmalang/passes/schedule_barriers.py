@@ -7,8 +7,12 @@ Guarantees:
     the cluster size for a cluster-wide arrive or tcgen05 commit (every CTA's site arrives on every
     CTA's barrier),
     times 2 for an arrive on a CTA pair's leader (both CTAs' sites arrive on the leader's barrier).
-    The sites of a user's barrier add up; a pipeline's barrier is signalled by one produce or
-    consume block per phase, so its sites (a block inside a loop and one after it) alternate. A count the user declared
+    The sites of a user's barrier add up across roles. Within one role, a `wait` on the barrier
+    separates its sites into phases: sites between two waits arrive in the same phase and add
+    up, sites on either side of a wait arrive in different phases (one barrier carrying two
+    transfers per tile, waited with parity 0 then 1), so the role contributes its largest such
+    segment. A pipeline's barrier is signalled by one produce or consume block per phase, so its
+    sites (a block inside a loop and one after it) alternate. A count the user declared
     must equal it, and an mbarrier that is waited on must have an arrive site — otherwise the
     phase never completes (a hang) or completes early (a race), so both are errors here;
   - `tx_bytes` is the bytes one phase expects; where expect_tx bytes are constants they must
@@ -37,21 +41,56 @@ def run(kernel: ops.KernelOp) -> None:
     arrivals: dict[str, int] = defaultdict(int)
     first_site: dict[str, tuple] = {}
     for role in ops.roles(kernel):
-        threads = 32 * (role.last_warp - role.first_warp + 1)
         for o, elected in _sites(role.body, 0, role):
-            if isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster, ops.Tcgen05Commit)):
-                name = o.barrier.name
-                senders = o.senders(kernel) if isinstance(o, (ops.MbarArriveCluster, ops.Tcgen05CommitCluster)) else 1
-                count = (elected or threads) * senders
-                if _pipelined(name):   # each of a pipeline's blocks arrives once per phase: its sites alternate
-                    arrivals[name] = max(arrivals[name], count)
-                else:
-                    arrivals[name] += count
-                first_site.setdefault(name, (o, role, elected))
+            if _arrives(o):
+                first_site.setdefault(o.barrier.name, (o, role, elected))
+        for name in {o.barrier.name for o, _ in _sites(role.body, 0, role) if _arrives(o)}:
+            if _pipelined(name):   # each of a pipeline's blocks arrives once per phase: its sites alternate
+                counts = [c for c in _events(kernel, role, role.body, 0, name) if c is not _WAIT]
+                arrivals[name] = max(arrivals[name], *counts)
+            else:
+                arrivals[name] += _per_phase(_events(kernel, role, role.body, 0, name))
     _check_tx(ops.roles(kernel), barriers, boxes)
     for name, decl in barriers.items():
         _settle_count(decl, arrivals.get(name, 0), first_site.get(name))
     _insert_init(kernel, barriers)
+
+
+_WAIT = object()   # an event of _events: a wait on the barrier, which ends the phase its sites arrived in
+
+
+def _arrives(o: ops.Op) -> bool:
+    return isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster, ops.Tcgen05Commit))
+
+
+def _events(kernel, role: ops.RoleOp, region, elected: int, name: str):
+    """The role's arrivals on barrier `name` (a count per arrive site) and its waits on it, in
+    program order. A loop whose body waits on the barrier runs twice, so that the body's last
+    sites meet its first ones again, as they do when the loop repeats."""
+    threads = 32 * (role.last_warp - role.first_warp + 1)
+    for o in region:
+        if _arrives(o) and o.barrier.name == name:
+            senders = o.senders(kernel) if isinstance(o, (ops.MbarArriveCluster, ops.Tcgen05CommitCluster)) else 1
+            yield (elected or threads) * senders
+        elif isinstance(o, ops.MbarWait) and o.barrier.name == name:
+            yield _WAIT
+        inner = elected
+        if isinstance(o, ops.Elect):
+            inner = (role.last_warp - role.first_warp + 1) // 4 if o.scope == "warpgroup" else 1
+        loop = isinstance(o, (ops.ForTiles, ops.ForRange))
+        waits = any(isinstance(w, ops.MbarWait) and w.barrier.name == name for w in ops.walk([o]))
+        for r in o.regions():
+            for _ in range(2 if loop and waits else 1):
+                yield from _events(kernel, role, r, inner, name)
+
+
+def _per_phase(events) -> int:
+    """Arrivals of one role in one phase: the largest run of sites between two of its waits."""
+    best = segment = 0
+    for e in events:
+        segment = 0 if e is _WAIT else segment + e
+        best = max(best, segment)
+    return best
 
 
 def _pipelined(barrier: str) -> bool:

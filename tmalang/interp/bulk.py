@@ -1,0 +1,72 @@
+"""Semantics of TMA stores and their bulk async-groups: commit_group, wait_group [read] N.
+
+A store is one agent of the race detector: its reads of the shared source are its epoch 1, its
+writes to global memory (interp/globalmem.py) its epoch 2. Its thread commits stores into groups; `wait_group read N`
+orders the source reads of every group but the N newest before the thread, and `wait_group N`
+orders their global writes too. The N newest groups count as in flight whatever this run's
+latency did with them: a race is judged against the protocol, not the timing of one run.
+"""
+
+from __future__ import annotations
+
+from ..ir import ops
+from .state import Blocked, BulkGroup, Transfer
+from .tiles import box_region, write_box
+
+
+def tma_store(m, w, o: ops.TmaStore) -> None:
+    box = m.boxes[o.box]
+    coords = [m.value(w, c) for c in o.coords]
+    source = m.tile(w, o.source)
+    target = m.launch.arrays[box.tensor]
+    if w.open_group is None:
+        w.open_group = BulkGroup()
+    key, who = m.tile_key(w, o.source), f"the TMA store issued by {m.who(w)}"
+    agent = m.races.issue(w.agent)
+    region = box_region(target.shape, box, coords)
+
+    def apply():
+        m.races.access(key, agent, False, None, o.span, who)
+        m.races.tick(agent)     # epoch 2: the global writes, which only a full wait_group acquires
+        if region is not None:
+            m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, True, o.span,
+                                   f"{who} in CTA {m.cta}")
+        write_box(target, box, coords, source.copy())
+
+    transfer = Transfer("store", w.index, o.span, apply, nbytes=source.nbytes, due=m.launch.due(m.step),
+                        issued=m.step)
+    transfer.agent = agent
+    w.open_group.transfers.append(transfer)
+    m.in_flight.append(transfer)
+
+
+def bulk_commit(m, w, o: ops.BulkCommit) -> None:
+    w.groups.append(w.open_group or BulkGroup())
+    w.open_group = None
+
+
+def bulk_wait(m, w, o: ops.BulkWait):
+    """Wait until every group but the N newest has finished, then learn what they did: their
+    reads of shared memory, and with a full wait (no `read`) their writes to global memory."""
+    pending = w.groups if o.read else w.unwritten + w.groups
+
+    def retired() -> list[BulkGroup]:
+        return pending[: max(0, len(pending) - o.pending)]
+
+    def ready() -> bool:
+        return all(g.done() for g in retired())
+
+    while not ready():
+        busy = sum(not g.done() for g in pending)
+        yield Blocked(o, f"bulk async-groups ({busy} pending, waiting for all but the {o.pending} newest)", ready)
+    done = retired()
+    for g in done:
+        for t in g.transfers:
+            m.races.acquire_transfer(w.agent, t.agent, 1 if o.read else None)
+    if o.read:     # their global writes are still owed to a full wait
+        w.unwritten += done
+        w.groups = w.groups[len(done):]
+    else:
+        w.groups = w.groups[max(0, len(done) - len(w.unwritten)):]
+        w.unwritten = w.unwritten[len(done):]
+

@@ -1,0 +1,91 @@
+"""Ordering of global memory: TMA stores against later loads and stores of the same elements.
+
+A TMA store's writes to global memory complete only at `cp.async.bulk.wait_group N` without
+`.read` in its issuing thread (`wait_group read` says only that the store has read its shared
+source). Each store therefore writes global memory as an agent of its own, which the issuing
+warp acquires at a full wait_group (interp/bulk.py) and passes on through barrier phases and
+syncs like any other knowledge. A TMA load reading, or a store writing, elements that a store
+wrote must happen after that write; otherwise it may read stale data, or the two writes may land
+in either order (E421).
+
+Only tensors that some TMA store of the kernel writes are tracked, and within them each access
+is kept under its box's region, found through a grid of the first box's shape. CTAs of
+different clusters share no barrier, so their accesses to the same elements are never ordered.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from .shares import covers, overlaps
+from .state import ProtocolError
+
+
+@dataclass
+class GlobalAccess:
+    agent: object
+    epoch: int
+    write: bool
+    cluster: int
+    span: object
+    who: str
+
+
+@dataclass
+class GlobalMemory:
+    accesses: dict = field(default_factory=dict)     # (tensor, region) -> [GlobalAccess]
+    grids: dict = field(default_factory=dict)        # tensor -> cell extents
+    cells: dict = field(default_factory=dict)        # (tensor, cell) -> {region}
+
+    def access(self, races, cluster: int, tensor: str, region: tuple, agent, write: bool, span, who: str) -> None:
+        """Check one TMA access of `region` (((start, stop), ...) per dim) against earlier ones."""
+        clock = races.clock(agent)
+        current = GlobalAccess(agent, clock[agent], write, cluster, span, who)
+        for other in self._near(tensor, region):
+            if not overlaps(("region", other), ("region", region)):
+                continue
+            kept = []
+            for old in self.accesses[(tensor, other)]:
+                same = old.cluster == cluster and old.agent == agent   # agents are numbered per cluster
+                ordered = old.cluster == cluster and clock.get(old.agent, 0) >= old.epoch
+                if not ordered and (write or old.write) and not same:
+                    raise _race(tensor, region, old, current)
+                if not (ordered and write and covers(("region", region), ("region", other))):
+                    kept.append(old)
+            self.accesses[(tensor, other)] = kept
+        self._add(tensor, region, current)
+
+    def _grid(self, tensor: str, region: tuple) -> tuple:
+        return self.grids.setdefault(tensor, tuple(max(1, e - s) for s, e in region))
+
+    def _cells(self, tensor: str, region: tuple):
+        grid = self._grid(tensor, region)
+        return itertools.product(*(range(s // g, (e - 1) // g + 1) for (s, e), g in zip(region, grid)))
+
+    def _near(self, tensor: str, region: tuple) -> set:
+        near = set()
+        for cell in self._cells(tensor, region):
+            near |= self.cells.get((tensor, cell), set())
+        return near
+
+    def _add(self, tensor: str, region: tuple, access: GlobalAccess) -> None:
+        if (tensor, region) not in self.accesses:
+            self.accesses[(tensor, region)] = []
+            for cell in self._cells(tensor, region):
+                self.cells.setdefault((tensor, cell), set()).add(region)
+        self.accesses[(tensor, region)].append(access)
+
+
+def _race(tensor: str, region: tuple, first: GlobalAccess, second: GlobalAccess) -> ProtocolError:
+    verb = {True: "writes", False: "reads"}
+    where = first.span.location() if first.span else "?"
+    elements = ", ".join(f"{s}:{e}" for s, e in region)
+    why = ("CTAs of different clusters share no barrier: nothing orders their accesses" if first.cluster != second.cluster
+           else "a TMA store's writes to global memory complete only at its thread's `wait_group N` without "
+                "`read` (`wait_group read` only frees its shared source); whoever accesses the elements next "
+                "must be ordered after that wait (a barrier phase or sync)")
+    return ProtocolError(
+        "E421", f"global memory race on {tensor}[{elements}]: {second.who} {verb[second.write]} it, unordered with "
+        f"{first.who}, which {verb[first.write]} it", second.span,
+        [f"the other access is at {where}", why])
