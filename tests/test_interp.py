@@ -194,18 +194,19 @@ def test_missing_init_fence_is_caught():
 
 
 def test_box_semantics_with_element_strides_and_nan_fill():
+    """Outer strides pick every s-th row, packed densely; the fill is TMA's NaN (0x7FF77FF7)."""
     from tmalang.interp.tiles import read_box, write_box
     from tmalang.ir import ops
 
-    box = ops.BoxDecl("B", "t", "f32", [4, 8], [2, 4], "none", "nan", "none", 1, False)
+    box = ops.BoxDecl("B", "t", "f32", [5, 4], [2, 1], "none", "nan", "none", 1, False)
     tensor = np.arange(7 * 10, dtype=np.float32).reshape(7, 10)
-    tile = read_box(tensor, box, [1, 1])        # rows 4, 6 (8 is outside); cols 8 (12 is outside)
-    expected = np.full((2, 2), np.nan, dtype=np.float32)
-    expected[0, 0], expected[1, 0] = tensor[4, 8], tensor[6, 8]
-    np.testing.assert_array_equal(tile, expected)
+    tile = read_box(tensor, box, [1, 2])        # rows 5, 7 (outside), 9 (outside); cols 8, 9, 10, 11 (last two outside)
+    expected = np.full((3, 4), 0x7FF77FF7, dtype=np.uint32).view(np.float32)
+    expected[0, :2] = tensor[5, 8:10]
+    np.testing.assert_array_equal(tile.view(np.uint32), expected.view(np.uint32))
     target = np.zeros_like(tensor)
-    write_box(target, box, [1, 1], np.ones((2, 2), dtype=np.float32))
-    assert target.sum() == 2 and target[4, 8] == 1 and target[6, 8] == 1
+    write_box(target, box, [1, 2], np.ones((3, 4), dtype=np.float32))
+    assert target.sum() == 2 and target[5, 8] == 1 and target[5, 9] == 1
 
 
 @pytest.mark.parametrize("counts,group", [([7, 5], 3), ([8, 8], 8), ([1, 9], 4), ([9, 1], 2), ([6, 4], 0)])
@@ -231,7 +232,7 @@ def test_interpreter_refuses_a_grid_of_no_ctas(ctas):
         interpret(kernel._c.ir, kernel.manifest, src, dst, ctas=ctas)
 
 
-@pytest.mark.parametrize("strides", [[1, 1], [2, 3]])
+@pytest.mark.parametrize("strides", [[1, 1], [3, 1]])
 def test_negative_box_coordinates_fill_on_load_and_skip_on_store(strides):
     """TMA coordinates are signed: elements before 0 are out of bounds like those past the end."""
     from tmalang.interp.tiles import box_tile_bytes, read_box, write_box
