@@ -53,8 +53,9 @@ inline Error validate(const Tensor& t, uint64_t itemsize, const char* name) {
     return fail(CUDA_ERROR_INVALID_VALUE, text);
   }
   for (int d = 0; d < t.rank; ++d) {
-    if (t.shape[d] == 0 || t.shape[d] >= (1ull << 32)) {
-      std::snprintf(text, sizeof text, "tensor '%s': dim %d is %llu; TMA needs 1..2^32-1", name, d,
+    // TMA coordinates and the kernel's index math are signed 32-bit (E206 in the Python runtime)
+    if (t.shape[d] == 0 || t.shape[d] >= (1ull << 31)) {
+      std::snprintf(text, sizeof text, "tensor '%s': dim %d is %llu; dims must be 1..2^31-1", name, d,
                     (unsigned long long)t.shape[d]);
       return fail(CUDA_ERROR_INVALID_VALUE, text);
     }
