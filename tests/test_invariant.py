@@ -114,6 +114,10 @@ _FINDINGS = {
     "F8_slot_stored_then_rewritten": (lambda: _edit("saxpy.tma", "s.ys = a * s.xs + s.ys",
                                                     "store O[m, n] <- s.ys\n s.ys = a * s.xs + s.ys"),
                                       "sm_90a", {"M": 130, "N": 130}, [1, 2, 3, 4]),
+    # the same tile stored twice in one consume block: the second store raced the first's writes (E421)
+    "F9_tile_stored_twice": (lambda: _edit("saxpy.tma", "store O[m, n] <- s.ys",
+                                           "store O[m, n] <- s.ys\n store O[m, n] <- s.ys"),
+                             "sm_90a", {"M": 63, "N": 1}, [356992357, 1, 2]),
     # an unmodified example raced on Tensor Memory under one schedule (E405, tcgen05.mma vs tcgen05.ld)
     "F7_tmem_race_gemm_sm100": (lambda: SOURCES["gemm_sm100.tma"], "sm_100a", {"M": 261, "K": 133, "N": 259},
                                 [299096471]),

@@ -1,7 +1,10 @@
 """order_slot_release: a pipeline slot is released only when nothing can still read it.
 
 Requires: expanded pipelines, fenced proxy writes.
-Guarantees, before tile math, an epilogue or row math rewrites a slot that a TMA store of the
+Guarantees, before a store to a tile that an earlier store of the same region (a loop body, a
+block) wrote with the same coordinates: the elected thread waits `bulk_wait read=false
+pending=0`, so the two stores' writes to global memory are ordered.
+Before tile math, an epilogue or row math rewrites a slot that a TMA store of the
 role issued since the last release read from: the elected thread waits `bulk_wait read=false
 pending=0` and the role syncs, so the store has read the slot before any thread overwrites it,
 and has written global memory before the rewritten slot is stored to the same tile again.
@@ -39,6 +42,7 @@ def _pipelined(buffer: str) -> bool:
 def _region(region: list[ops.Op]) -> list[ops.Op]:
     out: list[ops.Op] = []
     stored: set[str] = set()
+    targets: set[str] = set()   # the tiles this region's stores wrote since its last full wait
     touched = None   # "generic" (ordinary smem access), "mma" (wgmma only) or None since the last sync
     for o in region:
         if isinstance(o, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)):
@@ -47,7 +51,7 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
                 # elements are ordered only by a full wait (the interpreter's E421), so wait for all of it
                 out += [ops.Elect("role", [ops.BulkWait(0, False, span=o.span)], span=o.span),
                         ops.Sync("role", span=o.span)]
-                stored = set()
+                stored, targets = set(), set()
             touched = "generic"   # every warp must be done with the slot before one thread frees it
         elif isinstance(o, ops.Wgmma):
             touched = touched or "mma"
@@ -55,6 +59,7 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
             touched = None
         elif isinstance(o, ops.Elect):
             stores = [s for s in o.body if isinstance(s, ops.TmaStore) and _pipelined(s.source.name)]
+            targets = _order_repeated_stores(o, stores, targets)
             if stores:
                 last = o.body.index(stores[-1])
                 o.body.insert(last + 1, ops.BulkCommit(span=stores[-1].span))
@@ -74,6 +79,20 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
                 r[:] = _region(r)
         out.append(o)
     return out
+
+
+def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: set[str]) -> set[str]:
+    """A store to a tile that an earlier store of the region wrote waits for that store's writes
+    (`bulk_wait read=false`): two unordered stores to the same elements race (E421)."""
+    for store in stores:
+        target = f"{store.box}[{', '.join(map(str, store.coords))}]"
+        if target in targets:
+            at = o.body.index(store)
+            earlier = any(isinstance(x, ops.TmaStore) for x in o.body[:at])
+            o.body[at:at] = [ops.BulkCommit(span=store.span)] * earlier + [ops.BulkWait(0, False, span=store.span)]
+            targets = set()
+        targets.add(target)
+    return targets
 
 
 def _written(o: ops.Op) -> str | None:
