@@ -118,6 +118,9 @@ _FINDINGS = {
     "F9_tile_stored_twice": (lambda: _edit("saxpy.tma", "store O[m, n] <- s.ys",
                                            "store O[m, n] <- s.ys\n store O[m, n] <- s.ys"),
                              "sm_90a", {"M": 63, "N": 1}, [356992357, 1, 2]),
+    # a store that ignores a tile index whose tiles are several: CTAs raced on one tile (E421): now E105
+    "F10_store_ignores_tile_index": (lambda: _edit("attention_sm100.tma", "o: bf16[S, 64]", "o: bf16[S, 256]"),
+                                     "sm_100a", {"S": 130, "T": 70}, [611582927]),
     # an unmodified example raced on Tensor Memory under one schedule (E405, tcgen05.mma vs tcgen05.ld)
     "F7_tmem_race_gemm_sm100": (lambda: SOURCES["gemm_sm100.tma"], "sm_100a", {"M": 261, "K": 133, "N": 259},
                                 [299096471]),

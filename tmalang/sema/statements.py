@@ -303,11 +303,27 @@ def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     tile = _tile_ref(info, s.source, scope, strided_ok=True)
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
+    _check_store_follows_tiles(info, s, scope)
     box.tensor.written = True
     if scope.pipeline is not None and scope.producing:
         raise error("E061", "a produce block cannot store from its slot", s.span)
     if scope.pipeline is None:
         _require_elected(s, scope, "TMA store")
+
+
+def _check_store_follows_tiles(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
+    """Tiles run in different CTAs (and iterations), which nothing orders: a store whose coordinates
+    ignore a tile index that takes more than one value writes the same elements from several of
+    them, a race. An index is exempt only when its tile count is 1 by the literal shapes."""
+    if not scope.tile_vars:
+        return
+    shape, extents = info.tile_space[0], info.tile_space[1]
+    for var, dim, extent in zip(scope.tile_vars, shape, extents):
+        single = isinstance(dim, int) and dim <= extent
+        if not single and not any(_mentions(c, var) for c in s.coords):
+            raise error("E105", f"this store does not use tile index '{var}', so every tile along it stores "
+                        "to the same elements", s.span,
+                        "tiles run in different CTAs, which nothing orders: a race; index the store by the tile")
 
 
 def _require_elected(s, scope: Scope, what: str) -> None:
