@@ -162,8 +162,8 @@ def is_explicit(text: str) -> bool:
 
 
 def ordering_edited(text: str, original: str) -> bool:
-    """Whether the hand-written ordering differs from the example's: its `sync`, `commit_group`
-    and `wait_group` lines, or, where it has them, the writes to the `smem` staging tiles and the
+    """Whether the hand-written ordering differs from the example's, in content or in order: its
+    `sync`, `commit_group` and `wait_group` lines, or, where it has them, the writes to the `smem` staging tiles and the
     stores from them, which those lines order (rewriting a staging tile with no wait for its
     last store is the user's race)."""
     def lines(t):
@@ -172,7 +172,8 @@ def ordering_edited(text: str, original: str) -> bool:
             return []
         staging = "|".join(re.findall(r"^\s*smem\s+(\w+)\s*:", code, re.M)) or "(?!)"
         tile_write = re.compile(rf"^\s*({staging})\s*=|<-\s*({staging})\b")
-        return sorted(line.strip() for line in code.split("\n") if ORDERING.search(line) or tile_write.search(line))
+        # in program order: moving a `sync` past a staging write reorders the user's protocol too
+        return [line.strip() for line in code.split("\n") if ORDERING.search(line) or tile_write.search(line)]
     return lines(text) != lines(original)
 
 
