@@ -7,6 +7,8 @@ stage rules say what each pass has established (see each pass's docstring).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..diagnostics import error
 from . import exprs as ex
 from . import ops
@@ -18,23 +20,21 @@ _DONE_AFTER = {
     "plan_smem": "every buffer and mbarrier has an offset",
     "dispatch_roles": "the block size is known",
 }
-_ORDER = ["lower", "prefetch_own_pipelines", "expand_pipelines", "order_wgmma", "fence_proxy_writes", "order_slot_release", "confine_idle_waits", "fence_tensor_memory", "pair_ctas",
-          "schedule_barriers", "defer_mma_release",
-          "plan_tmem", "plan_smem", "dispatch_roles"]
+# A string field with one of these names refers to a kernel-level declaration of that kind.
+_REFERENCES = {"tensor": ops.TensorDecl, "box": ops.BoxDecl, "pipeline": ops.PipelineDecl}
 
 
 class _Verifier:
-    def __init__(self, kernel: ops.KernelOp, stage: str):
-        self.kernel, self.stage = kernel, stage
+    def __init__(self, kernel: ops.KernelOp, stage: str, done: Sequence[str]):
+        self.kernel, self.stage, self.done = kernel, stage, set(done)
         self.symbols: dict[str, ops.Op] = {}
-        self.reached = _ORDER.index(stage) if stage in _ORDER else len(_ORDER)
 
     def fail(self, message: str, o: ops.Op | None = None):
         raise error("E999", f"internal compiler error: IR invalid after '{self.stage}': {message}",
                     o.span if o is not None else None, "please report this with the source file")
 
     def after(self, pass_name: str) -> bool:
-        return self.reached >= _ORDER.index(pass_name)
+        return pass_name in self.done
 
     def run(self) -> None:
         for o in self.kernel.body:
@@ -52,12 +52,9 @@ class _Verifier:
             self.fail(_DONE_AFTER["dispatch_roles"])
 
     def declaration(self, o: ops.Op) -> None:
-        if isinstance(o, ops.BoxDecl) and not isinstance(self.symbols.get(o.tensor), ops.TensorDecl):
-            self.fail(f"box '@{o.symbol}' refers to unknown tensor '{o.tensor}'", o)
+        self.references(o)
         if isinstance(o, ops.BoxDecl) and o.strides[-1] != 1:
             self.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
-        if isinstance(o, ops.BufferDecl) and not isinstance(self.symbols.get(o.box), ops.BoxDecl):
-            self.fail(f"buffer '@{o.symbol}' refers to unknown box '{o.box}'", o)
         if isinstance(o, ops.PipelineDecl) and self.after("expand_pipelines"):
             self.fail(_DONE_AFTER["expand_pipelines"], o)
         if isinstance(o, ops.MbarrierDecl) and self.after("schedule_barriers") and o.count < 1:
@@ -73,6 +70,7 @@ class _Verifier:
         for o in region:
             if isinstance(o, (ops.Produce, ops.Consume)) and self.after("expand_pipelines"):
                 self.fail(_DONE_AFTER["expand_pipelines"], o)
+            self.references(o)
             if self.kernel.cta_group != 2 and (isinstance(o, (ops.InPairLeader, ops.MbarArriveLeader))
                                               or isinstance(o, ops.TmaLoad) and o.pair):
                 self.fail(f"{o.name} belongs to CTA pairs, and the kernel has cta_group={self.kernel.cta_group}", o)
@@ -89,6 +87,13 @@ class _Verifier:
                 inner.add(o.slot)
             for r in o.regions():
                 self.region(r, inner)
+
+    def references(self, o: ops.Op) -> None:
+        """Every named declaration an op refers to exists and is of the right kind."""
+        for f in o.operand_fields():
+            kind = _REFERENCES.get(f.name)
+            if kind is not None and f.type == "str" and not isinstance(self.symbols.get(getattr(o, f.name)), kind):
+                self.fail(f"{o.name} {f.name}={getattr(o, f.name)} does not name a {kind.__name__}", o)
 
     @staticmethod
     def operands(o: ops.Op):
@@ -114,5 +119,6 @@ class _Verifier:
         return isinstance(decl, ops.PipelineDecl) and any(f.split(":")[0] == field for f in decl.fields)
 
 
-def verify(kernel: ops.KernelOp, stage: str) -> None:
-    _Verifier(kernel, stage).run()
+def verify(kernel: ops.KernelOp, stage: str, done: Sequence[str]) -> None:
+    """Check `kernel` after `stage`; `done` names every stage that has run (its rules now hold)."""
+    _Verifier(kernel, stage, done).run()

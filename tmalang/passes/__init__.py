@@ -54,11 +54,13 @@ def run_passes(kernel: ops.KernelOp, log: PassLog | None = None) -> ops.KernelOp
     from ..ir.printer import print_ir
 
     log = log or PassLog()
-    verify(kernel, "lower")
+    done = ["lower"]
+    verify(kernel, "lower", done)
     for name, module in PIPELINE:
         start = time.perf_counter()
         module.run(kernel)
-        verify(kernel, name)
+        done.append(name)
+        verify(kernel, name, done)
         log.timings.append((name, time.perf_counter() - start))
         if name in log.print_after or "all" in log.print_after:
             log.snapshots.append((name, print_ir(kernel)))
