@@ -147,7 +147,7 @@ class KernelInfo:
     dims: dict[str, Span] = field(default_factory=dict)    # symbolic dims bound at launch
     roles: list[Role] = field(default_factory=list)
     tile_space: tuple | None = None   # (shape, box shape, group, first loop) shared by every tile loop
-    accumulators: dict = field(default_factory=dict)   # (role, name) -> sema.mma.Accumulator
+    accumulators: dict = field(default_factory=dict)   # (role, name) -> sema.operands.Accumulator
 
     def lookup(self, ref: ast.Ref, *kinds: type, what: str):
         """The declaration `ref` names, which must be one of `kinds`."""

@@ -9,34 +9,20 @@ swizzle span), the layout a TMA box of [rows, 64 x bf16] with `swizzle 128B` pro
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..diagnostics import Span, error
+from ..diagnostics import error
 from ..syntax import ast
-from . import statements as st
-from .declarations import Box, KernelInfo, Role
+from . import tcgen05
+from .declarations import Box, KernelInfo, Scalar
+from .operands import Accumulator, block_index, check_operand
+from .scope import check_local, tile_expr_functions, tile_ref
 
-MMA_INPUT_DTYPES = ("bf16", "f16", "f8e4m3", "f8e5m2")
 ACC_DTYPES = ("f32",)
-
-
-@dataclass
-class Accumulator:
-    name: str
-    dtype: str
-    shape: list[int]
-    role: Role
-    span: Span
-
-    @property
-    def warpgroups(self) -> int:
-        return self.shape[0] // 64
 
 
 def declare(info: KernelInfo, s: ast.AccumulatorDecl, scope) -> None:
     if scope.pipeline is not None or scope.elected or scope.nest:
         raise error("E084", "declare accumulators at the top of a role, outside loops and blocks", s.span)
-    st._check_local(info, scope, s.name, s.span)
+    check_local(info, scope, s.name, s.span)
     if s.name in scope.accs:
         raise error("E017", f"'{s.name}' is already an accumulator of this role", s.span)
     if s.dtype.name not in ACC_DTYPES:
@@ -67,8 +53,6 @@ def lookup(scope, ref: ast.Ref) -> Accumulator:
 
 
 def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
-    from . import tcgen05
-
     shape = tcgen05.tmem_field(scope, s.acc)
     if shape is not None:
         return tcgen05.check_mma(info, s, scope, shape)
@@ -78,11 +62,11 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
     if isinstance(s.a, ast.Call):
         a_dtype, a_shape = _register_operand(s.a, acc, scope)
     else:
-        a = st._tile_ref(info, s.a, scope)
-        _check_operand(s.a, a)
+        a = tile_ref(info, s.a, scope)
+        check_operand(s.a, a)
         a_dtype, a_shape = a.dtype.name, a.shape
-    b = st._tile_ref(info, s.b, scope)
-    _check_operand(s.b, b)
+    b = tile_ref(info, s.b, scope)
+    check_operand(s.b, b)
     if a_dtype != b.dtype.name:
         raise error("E088", f"mma operands differ in dtype: {a_dtype} and {b.dtype.name}", s.span)
     rows, cols = acc.shape
@@ -108,22 +92,8 @@ def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, lis
     return call.func, p.shape
 
 
-def _check_operand(ref: ast.Ref, tile: Box, dtypes: tuple[str, ...] = MMA_INPUT_DTYPES,
-                   what: str = "mma operand") -> None:
-    if tile.dtype.name not in dtypes:
-        raise error("E088", f"mma operands may be {', '.join(dtypes)}; '{ref.text()}' is "
-                    f"{tile.dtype.name}", ref.span)
-    span = int(tile.swizzle[:-1]) if tile.swizzle in ("32B", "64B", "128B") else None
-    if len(tile.shape) != 2 or span is None or tile.shape[1] * tile.dtype.itemsize != span:
-        raise error("E089", f"{what} '{ref.text()}' must be a 2-D swizzled tile whose rows are one "
-                    "swizzle span (32, 64 or 128 bytes)", ref.span,
-                    f"e.g. box X = x[rows, {128 // tile.dtype.itemsize}] swizzle 128B (K-major)")
-
-
 def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
     """`acc = 0` and `tile = f(acc, scalars)`; False when the statement involves no accumulator."""
-    from . import tcgen05
-
     if s.target.field is None and s.target.name in scope.accs:
         if not (isinstance(s.value, ast.Number) and s.value.value == 0):
             raise error("E085", "an accumulator can only be assigned 0 (use mma to accumulate)", s.value.span)
@@ -145,7 +115,7 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
         acc = tcgen05.check_epilogue(info, s, scope, accs[0], tcgen05.tmem_field(scope, accs[0]))
     else:
         acc = scope.accs[accs[0].name]
-    target = st._tile_ref(info, s.target, scope)
+    target = tile_ref(info, s.target, scope)
     if scope.elected:
         raise error("E083", "an epilogue inside elect runs on one thread, which holds only its fragment", s.span)
     if accs[0].block is not None:
@@ -166,14 +136,10 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
             if (r.name, r.field) != (accs[0].name, accs[0].field) or (r.block is None) != (accs[0].block is None) \
                     or (r.block is not None and block_index(r) != block_index(accs[0])):
                 raise error("E067", "an epilogue reads one accumulator, or one block of it", r.span)
-        elif r.block is not None or r.field is not None or not isinstance(info.symbols.get(r.name), st.Scalar):
+        elif r.block is not None or r.field is not None or not isinstance(info.symbols.get(r.name), Scalar):
             _check_epilogue_tile(info, r, scope, target)
-    st._tile_expr_functions(s.value)
+    tile_expr_functions(s.value)
     return True
-
-
-def block_index(ref: ast.Ref) -> tuple[int, ...]:
-    return tuple(c.value for c in ref.block)
 
 
 def _check_block(ref: ast.Ref, acc: Accumulator, target: Box) -> None:
@@ -196,7 +162,7 @@ def _check_block(ref: ast.Ref, acc: Accumulator, target: Box) -> None:
 def _check_epilogue_tile(info: KernelInfo, ref: ast.Ref, scope, target: Box) -> None:
     """An smem tile in an epilogue: a row vector [C] broadcast over the rows (a bias), or a tile
     of the target's shape (a residual), unswizzled, in a dtype tile math reads."""
-    tile = st._tile_ref(info, ref, scope)
+    tile = tile_ref(info, ref, scope)
     rows, cols = target.shape
     if tile.shape not in ([cols], [rows, cols]) or tile.swizzle != "none":
         raise error("E067", f"'{ref.text()}' ({tile.dtype.name}{tile.shape}) cannot join the epilogue into "

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import statements as st
 from . import tcgen05
 from .declarations import KernelInfo, Scalar, SmemBuffer
+from .scope import check_local, int_expr, tile_ref
 
 UNIFORM, ROW = -1, 0
 ROW_LANES = 128
@@ -36,7 +36,7 @@ def declare(info: KernelInfo, d: ast.RowDecl, scope) -> None:
                     "convert on the way out, e.g. p.p = bf16(s)")
     if d.cols is not None and not 1 <= d.cols <= 256:
         raise error("E095", f"a row of {d.cols} registers: expected 1..256", d.span)
-    st._check_local(info, scope, d.name, d.span)
+    check_local(info, scope, d.name, d.span)
     if d.name in scope.rows:
         raise error("E017", f"row register '{d.name}' is declared twice", d.span)
     if scope.pipeline is not None or scope.in_loop or scope.elected:
@@ -93,7 +93,7 @@ def _target_width(info: KernelInfo, target: ast.Ref, scope) -> int:
     if tmem is not None:
         _check_lanes(target, tmem)
         return _tmem_width(tmem)
-    tile = st._tile_ref(info, target, scope)
+    tile = tile_ref(info, target, scope)
     if len(tile.shape) != 2 or tile.shape[0] != ROW_LANES:
         raise error("E099", f"row math writes one row per thread: '{target.text()}' is {tile.shape}, not "
                     f"[{ROW_LANES}, N]", target.span)
@@ -149,7 +149,7 @@ def _call_shape(info: KernelInfo, e: ast.Call, scope) -> int:
     if e.func == "mask_cols":
         if len(e.args) != 2:
             raise error("E082", f"'mask_cols' takes 2 arguments, got {len(e.args)}", e.span)
-        st._int_expr(info, e.args[1], scope)
+        int_expr(info, e.args[1], scope)
         cols = shape_of(info, e.args[0], scope)
         if cols <= ROW:
             raise error("E067", "mask_cols masks the columns of a row; its first argument has none", e.args[0].span)

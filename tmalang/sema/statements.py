@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import (  # both read this module's helpers at call time (a cycle, resolved late)
-    mma,
-    own_pipelines,
-    pairs,
-    rows,
-)
+from . import mma, own_pipelines, rows
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -20,32 +15,18 @@ from .declarations import (
     Pipeline,
     Role,
     Scalar,
-    SmemBuffer,
     Tensor,
 )
-from .dtypes import DTYPES, TILE_MATH_DTYPES
+from .dtypes import TILE_MATH_DTYPES
+from .scope import (
+    Scope,
+    check_local,
+    check_operation,
+    int_expr,
+    tile_ref,
+)
 
 FENCE_KINDS = ("proxy_async", "mbarrier_init")
-TILE_FUNCTIONS = {"max": 2, "min": 2, **{name: 1 for name in DTYPES}}
-
-
-@dataclass(frozen=True)
-class Scope:
-    role: Role
-    ints: frozenset[str] = frozenset()         # integer variables in scope
-    pipeline: Pipeline | None = None            # inside produce/consume
-    slot: str | None = None
-    producing: bool = False
-    elected: bool = False
-    in_loop: bool = False                       # inside a tile loop
-    nest: tuple = ()                            # the loops around here, for trip-count agreement
-    tile_vars: tuple = ()                       # the enclosing tile loop's indices
-    loaded: set = field(default_factory=set, compare=False)  # fields a produce block fills
-    accs: dict = field(default_factory=dict, compare=False)  # the role's accumulators (sema/mma.py)
-    slots: tuple = ()                           # every open produce/consume block, outermost first
-    rows: dict = field(default_factory=dict, compare=False)  # the role's row registers (sema/rows.py)
-
-
 def check_role_body(info: KernelInfo, role: Role) -> None:
     _block(info, role.decl.body, Scope(role))
     own_pipelines.check_role(info, role)   # a pipeline this role both produces and consumes
@@ -83,7 +64,7 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
                     f"(first loop at {first.span.location()})")
     names = [*s.vars, *([s.index] if s.index else [])]
     for i, name in enumerate(names):
-        _check_local(info, scope, name, s.span)
+        check_local(info, scope, name, s.span)
         if name in names[:i]:
             raise error("E017", f"'{name}' is bound twice by this loop", s.span)
     loop = ("tiles", space)
@@ -94,8 +75,8 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
 def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
     if scope.elected:
         raise error("E054", "a loop cannot sit inside elect", s.span)
-    _check_local(info, scope, s.var, s.span)
-    _int_expr(info, s.extent, scope)
+    check_local(info, scope, s.var, s.span)
+    int_expr(info, s.extent, scope)
     if s.chunk < 1:
         raise error("E077", "steps(..., 0) divides by zero", s.span)
     loop = ("steps", _expr_key(s.extent), s.chunk)
@@ -111,13 +92,6 @@ def _expr_key(e) -> str:
     if isinstance(e, ast.Neg):
         return f"(-{_expr_key(e.operand)})"
     return f"({_expr_key(e.lhs)} {e.op} {_expr_key(e.rhs)})"
-
-
-def _check_local(info: KernelInfo, scope: Scope, name: str, span) -> None:
-    """Loop indices and slots may not shadow anything: one name, one meaning, in sema and codegen."""
-    if name in info.symbols or name in info.dims or name in scope.ints:
-        what = "a loop index" if name in scope.ints else ("a dimension" if name in info.dims else "declared")
-        raise error("E017", f"'{name}' is already {what}; pick another name", span)
 
 
 def _space(space) -> str:
@@ -140,7 +114,7 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
                     "(which may be the same role: it then loads ahead of itself, §11)")
     users.append(scope.role.name)
     (pipe.produce_nests if producing else pipe.consume_nests).append((scope.nest, s.span))
-    _check_local(info, scope, s.slot, s.span)
+    check_local(info, scope, s.slot, s.span)
     loads = producing and any(isinstance(x, ast.Load) for x in s.body)
     if loads and pipe.tmem_fields:
         raise error("E069", "a tmem pipeline's produce block holds the MMA work only",
@@ -169,14 +143,6 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
 _FILLING = (ast.Assign, ast.ForSteps, ast.Consume, ast.Produce, ast.Mma)
 
 
-def open_slot(scope: Scope, name: str):
-    """(pipeline, producing) of the innermost open block whose slot is `name`, else None."""
-    for slot, pipe, producing in reversed(scope.slots):
-        if slot == name:
-            return pipe, producing
-    return None
-
-
 def _produce(info, s, scope):
     _pipeline_block(info, s, scope, producing=True)
 
@@ -185,45 +151,11 @@ def _consume(info, s, scope):
     _pipeline_block(info, s, scope, producing=False)
 
 
-def _tile_ref(info: KernelInfo, ref: ast.Ref, scope: Scope, pair_ok: bool = False,
-              strided_ok: bool = False) -> Box:
-    """The box shape of a shared-memory tile: `slot.field` or an smem buffer. A pair box's tile is
-    only loaded or read by the pair's MMA (`pair_ok`); a strided box's tile only by loads, stores
-    and tile math (`strided_ok`), which see it as its dense `tile_shape`."""
-    box = _tile_box(info, ref, scope)
-    if not pair_ok:
-        pairs.check_pair_tile(box, ref.span)
-    if box.strided and not strided_ok:
-        raise error("E025", f"'{ref.text()}' holds box '{box.name}', which has element strides "
-                    f"{box.strides}: only loads, stores and tile math use a strided tile", ref.span,
-                    "the tensor cores, row math and epilogues read a tile of the box's full shape")
-    return box
-
-
-def _tile_box(info: KernelInfo, ref: ast.Ref, scope: Scope) -> Box:
-    if ref.block is not None:
-        raise error("E093", f"'{ref.text()}': only an accumulator read in an epilogue takes a block index",
-                    ref.span, "tiles are read whole; e.g. cs = bf16(acc[0, 1]) reads block (0, 1) of acc")
-    if ref.field is not None:
-        found = open_slot(scope, ref.name)
-        if found is None:
-            raise error("E012", f"no pipeline slot named '{ref.name}' here", ref.span)
-        pipe = found[0]
-        box = pipe.fields.get(ref.field)
-        if box is None:
-            raise error("E031", f"pipeline '{pipe.name}' has no field '{ref.field}'", ref.span,
-                        f"fields: {', '.join(pipe.fields)}")
-        return box
-    buffer = info.lookup(ref, SmemBuffer, what="smem buffer")
-    buffer.users.setdefault(scope.role.name, ref.span)
-    return buffer.box
-
-
 def _coords(info: KernelInfo, box: Box, coords: list, span, scope: Scope) -> None:
     if len(coords) != len(box.shape):
         raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(coords)} coordinates", span)
     for c in coords:
-        _int_expr(info, c, scope)
+        int_expr(info, c, scope)
 
 
 def _same_tile(box: Box, tile: Box, span) -> None:
@@ -238,7 +170,7 @@ def _desc(box: Box) -> str:
 
 def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
     box = info.box_for(s.source)
-    tile = _tile_ref(info, s.dest, scope, pair_ok=scope.pipeline is not None, strided_ok=True)
+    tile = tile_ref(info, s.dest, scope, pair_ok=scope.pipeline is not None, strided_ok=True)
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
     box.tensor.read = True
@@ -300,7 +232,7 @@ def _mentions(e, name: str) -> bool:
 
 def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     box = info.box_for(s.target)
-    tile = _tile_ref(info, s.source, scope, strided_ok=True)
+    tile = tile_ref(info, s.source, scope, strided_ok=True)
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
     _check_store_follows_tiles(info, s, scope)
@@ -339,7 +271,7 @@ def _assign(info: KernelInfo, s: ast.Assign, scope: Scope) -> None:
         return
     if mma.check_acc_assign(info, s, scope):
         return
-    target = _tile_ref(info, s.target, scope, strided_ok=True)
+    target = tile_ref(info, s.target, scope, strided_ok=True)
     if scope.elected:
         raise error("E083", "tile math inside elect runs on one thread, which computes only its share",
                     s.span, "every thread of the role computes part of the tile: move it out of elect")
@@ -359,7 +291,7 @@ def _tile_expr(info: KernelInfo, e, scope: Scope, target: Box) -> None:
             return
         if e.field is None and e.block is None and e.name in scope.ints:
             raise error("E066", f"'{e.name}' is an integer index, not a tile or scalar", e.span)
-        tile = _tile_ref(info, e, scope, strided_ok=True)
+        tile = tile_ref(info, e, scope, strided_ok=True)
         if tile.tile_shape != target.tile_shape:
             raise error("E067", f"tile {e.text()} has shape {tile.tile_shape}, the target has {target.tile_shape}",
                         e.span)
@@ -370,57 +302,10 @@ def _tile_expr(info: KernelInfo, e, scope: Scope, target: Box) -> None:
             raise error("E067", f"tile {e.text()} is laid out differently from the target", e.span,
                         "with swizzle, elementwise operands need the same swizzle and element size")
         return
-    _check_operation(e)
+    check_operation(e)
     children = {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand], ast.Call: lambda: e.args}
     for child in children.get(type(e), list)():
         _tile_expr(info, child, scope, target)
-
-
-def _check_operation(e) -> None:
-    """The operator or function of one tile-math node is one tile math knows."""
-    if isinstance(e, ast.BinOp) and e.op in "&%":
-        raise error("E081", f"'{e.op}' is not a tile operation", e.span,
-                    "tile math knows + - * /, unary -, max, min and casts")
-    if isinstance(e, ast.Call):
-        arity = TILE_FUNCTIONS.get(e.func)
-        if arity is None:
-            raise error("E081", f"unknown function '{e.func}'", e.span,
-                        "tile math knows max, min and casts named by dtype, e.g. f16(x)")
-        if len(e.args) != arity:
-            raise error("E082", f"'{e.func}' takes {arity} argument(s), got {len(e.args)}", e.span)
-        if arity == 1 and e.func not in TILE_MATH_DTYPES:
-            raise error("E080", f"cast to {e.func} is not supported in tile math", e.span)
-
-
-def _tile_expr_functions(e) -> None:
-    """Check every operator and call of an expression (shapes are checked by the caller)."""
-    _check_operation(e)
-    for child in {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand],
-                  ast.Call: lambda: e.args}.get(type(e), list)():
-        _tile_expr_functions(child)
-
-
-def _int_expr(info: KernelInfo, e, scope: Scope) -> None:
-    if isinstance(e, ast.Number):
-        if not isinstance(e.value, int):
-            raise error("E066", "an index must be an integer", e.span)
-        if e.value >= 2**31:
-            raise error("E066", f"integer {e.value} does not fit in 32 bits", e.span)
-    elif isinstance(e, ast.Ref):
-        if e.block is not None:
-            raise error("E066", f"'{e.text()}' is not an integer variable", e.span)
-        if e.field is not None or (e.name not in scope.ints and not _is_int_param(info, e.name)):
-            raise error("E066", f"unknown integer variable '{e.text()}'", e.span,
-                        f"in scope: {', '.join(sorted(scope.ints)) or 'none'}")
-    elif isinstance(e, ast.BinOp):
-        _int_expr(info, e.lhs, scope)
-        _int_expr(info, e.rhs, scope)
-        if e.op in "/%" and isinstance(e.rhs, ast.Number) and e.rhs.value == 0:
-            raise error("E077", "division by zero", e.rhs.span)
-    elif isinstance(e, ast.Neg):
-        _int_expr(info, e.operand, scope)
-    else:
-        raise error("E066", "calls are not allowed in index expressions", e.span)
 
 
 def _constant(e) -> int | None:
@@ -430,13 +315,6 @@ def _constant(e) -> int | None:
         inner = _constant(e.operand)
         return None if inner is None else -inner
     return None
-
-
-def _is_int_param(info: KernelInfo, name: str) -> bool:
-    found = info.symbols.get(name)
-    if isinstance(found, Scalar):
-        return found.dtype.kind in ("int", "uint")
-    return name in info.dims
 
 
 def _elect(info: KernelInfo, s: ast.Elect, scope: Scope) -> None:
@@ -452,12 +330,12 @@ def _barrier_stmt(info: KernelInfo, s, scope: Scope) -> None:
     info.lookup(s.barrier, Mbarrier, what="mbarrier")
     if isinstance(s, ast.ExpectTx):
         _require_elected(s, scope, "expect_tx")
-        _int_expr(info, s.bytes, scope)
+        int_expr(info, s.bytes, scope)
         value = _constant(s.bytes)
         if value is not None and not 0 < value <= MAX_TX_BYTES:
             raise error("E072", f"a phase can expect 1..{MAX_TX_BYTES} bytes, got {value}", s.bytes.span)
     if isinstance(s, ast.Wait):
-        _int_expr(info, s.parity, scope)
+        int_expr(info, s.parity, scope)
 
 
 def _fence(info: KernelInfo, s: ast.Fence, scope: Scope) -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from ..backend.tcgen05 import descriptors
 from ..diagnostics import error
 from ..syntax import ast
-from . import statements as st
 from .declarations import KernelInfo
+from .operands import Accumulator, block_index, check_operand
+from .scope import open_slot, tile_ref
 
 TCGEN05_INPUT_DTYPES = ("bf16", "f16", "f8e4m3", "f8e5m2", "f32")
 
@@ -27,7 +28,7 @@ def tmem_field(scope, ref) -> list[int] | None:
     """The [M, N] shape when `ref` is `slot.field` of a tmem pipeline slot in scope."""
     if not isinstance(ref, ast.Ref) or ref.field is None:
         return None
-    found = st.open_slot(scope, ref.name)
+    found = open_slot(scope, ref.name)
     return None if found is None else found[0].tmem_fields.get(ref.field)
 
 
@@ -38,9 +39,9 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope, shape: list[int]) -> None:
         raise error("E083", "mma inside elect: the compiler elects the issuing thread itself", s.span)
     if isinstance(s.a, ast.Call):
         raise error("E088", "tcgen05.mma reads A from shared memory here", s.a.span)
-    a, b = st._tile_ref(info, s.a, scope), st._tile_ref(info, s.b, scope, pair_ok=True)
+    a, b = tile_ref(info, s.a, scope), tile_ref(info, s.b, scope, pair_ok=True)
     for ref, tile in ((s.a, a), (s.b, b)):
-        st.mma._check_operand(ref, tile, TCGEN05_INPUT_DTYPES)
+        check_operand(ref, tile, TCGEN05_INPUT_DTYPES)
     if a.dtype != b.dtype:
         raise error("E088", f"mma operands differ in dtype: {a.dtype.name} and {b.dtype.name}", s.span)
     m, n = shape
@@ -74,11 +75,11 @@ def check_copy(info: KernelInfo, s: ast.Assign, scope, shape: list[int]) -> None
                     s.span)
     if info.cta_group == 2:
         raise error("E060", "tcgen05.cp in a cta_group 2 kernel is not in v0", s.span)
-    tile = st._tile_ref(info, s.value, scope)
+    tile = tile_ref(info, s.value, scope)
     if tile.dtype.name != "f32":
         raise error("E080", f"tcgen05.cp copies 32-bit cells into an f32 tile; '{s.value.text()}' is "
                     f"{tile.dtype.name}", s.value.span)
-    st.mma._check_operand(s.value, tile, ("f32",), "the tcgen05.cp source")
+    check_operand(s.value, tile, ("f32",), "the tcgen05.cp source")
     lanes, columns = shape
     if lanes != 128 or tile.shape[0] != 128:
         raise error("E099", f"tcgen05.cp.128x256b copies 128 rows into 128 lanes; '{s.value.text()}' has "
@@ -95,7 +96,7 @@ def _copy_block(ref: ast.Ref, width: int, columns: int) -> int:
     if len(ref.block) != 2 or not all(isinstance(c, ast.Number) and isinstance(c.value, int) for c in ref.block):
         raise error("E093", f"'{ref.text()}': a Tensor Memory block index is two integer literals", ref.span,
                     f"e.g. {ref.name}.{ref.field}[0, 1]")
-    i, j = st.mma.block_index(ref)
+    i, j = block_index(ref)
     if i != 0 or (j + 1) * width > columns:
         raise error("E093", f"block ({i}, {j}) of {width} columns is outside '{ref.name}.{ref.field}' "
                     f"({columns} columns)", ref.span, f"blocks are (0, 0) .. (0, {columns // width - 1})")
@@ -120,5 +121,5 @@ def check_epilogue(info: KernelInfo, s: ast.Assign, scope, ref: ast.Ref, shape: 
         raise error("E099", f"an epilogue from Tensor Memory runs on one warpgroup (warp w reads lanes "
                     f"32·(w % 4) .. +31); role '{role.name}' is warps {role.first_warp}..{role.last_warp}",
                     s.span, "declare the epilogue role as 4 warps starting at a multiple of 4")
-    return st.mma.Accumulator(ref.text() if ref.block is None else f"{ref.name}.{ref.field}", "f32",
+    return Accumulator(ref.text() if ref.block is None else f"{ref.name}.{ref.field}", "f32",
                               list(shape), role, ref.span)

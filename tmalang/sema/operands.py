@@ -1,0 +1,40 @@
+"""What the tensor cores read, shared by the wgmma (sema/mma.py) and tcgen05 (sema/tcgen05.py)
+checks: accumulators, swizzled operand tiles, and block indices into an accumulator."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..diagnostics import Span, error
+from ..syntax import ast
+from .declarations import Box, Role
+
+MMA_INPUT_DTYPES = ("bf16", "f16", "f8e4m3", "f8e5m2")
+
+@dataclass
+class Accumulator:
+    name: str
+    dtype: str
+    shape: list[int]
+    role: Role
+    span: Span
+
+    @property
+    def warpgroups(self) -> int:
+        return self.shape[0] // 64
+
+
+def check_operand(ref: ast.Ref, tile: Box, dtypes: tuple[str, ...] = MMA_INPUT_DTYPES,
+                   what: str = "mma operand") -> None:
+    if tile.dtype.name not in dtypes:
+        raise error("E088", f"mma operands may be {', '.join(dtypes)}; '{ref.text()}' is "
+                    f"{tile.dtype.name}", ref.span)
+    span = int(tile.swizzle[:-1]) if tile.swizzle in ("32B", "64B", "128B") else None
+    if len(tile.shape) != 2 or span is None or tile.shape[1] * tile.dtype.itemsize != span:
+        raise error("E089", f"{what} '{ref.text()}' must be a 2-D swizzled tile whose rows are one "
+                    "swizzle span (32, 64 or 128 bytes)", ref.span,
+                    f"e.g. box X = x[rows, {128 // tile.dtype.itemsize}] swizzle 128B (K-major)")
+
+
+def block_index(ref: ast.Ref) -> tuple[int, ...]:
+    return tuple(c.value for c in ref.block)

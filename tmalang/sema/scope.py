@@ -1,0 +1,136 @@
+"""What is in scope inside a role, and how a statement's names resolve: loop indices, open
+produce/consume slots, accumulators and row registers; shared-memory tiles by slot field or smem
+buffer; integer index expressions; the operators and functions tile math knows. The statement
+checkers (statements, mma, rows, tcgen05) all stand on this module, and it on none of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..diagnostics import error
+from ..syntax import ast
+from . import pairs
+from .declarations import Box, KernelInfo, Pipeline, Role, Scalar, SmemBuffer
+from .dtypes import DTYPES, TILE_MATH_DTYPES
+
+TILE_FUNCTIONS = {"max": 2, "min": 2, **{name: 1 for name in DTYPES}}
+
+
+@dataclass(frozen=True)
+class Scope:
+    role: Role
+    ints: frozenset[str] = frozenset()         # integer variables in scope
+    pipeline: Pipeline | None = None            # inside produce/consume
+    slot: str | None = None
+    producing: bool = False
+    elected: bool = False
+    in_loop: bool = False                       # inside a tile loop
+    nest: tuple = ()                            # the loops around here, for trip-count agreement
+    tile_vars: tuple = ()                       # the enclosing tile loop's indices
+    loaded: set = field(default_factory=set, compare=False)  # fields a produce block fills
+    accs: dict = field(default_factory=dict, compare=False)  # the role's accumulators (sema/mma.py)
+    slots: tuple = ()                           # every open produce/consume block, outermost first
+    rows: dict = field(default_factory=dict, compare=False)  # the role's row registers (sema/rows.py)
+
+
+def check_local(info: KernelInfo, scope: Scope, name: str, span) -> None:
+    """Loop indices and slots may not shadow anything: one name, one meaning, in sema and codegen."""
+    if name in info.symbols or name in info.dims or name in scope.ints:
+        what = "a loop index" if name in scope.ints else ("a dimension" if name in info.dims else "declared")
+        raise error("E017", f"'{name}' is already {what}; pick another name", span)
+
+
+def open_slot(scope: Scope, name: str):
+    """(pipeline, producing) of the innermost open block whose slot is `name`, else None."""
+    for slot, pipe, producing in reversed(scope.slots):
+        if slot == name:
+            return pipe, producing
+    return None
+
+
+def tile_ref(info: KernelInfo, ref: ast.Ref, scope: Scope, pair_ok: bool = False,
+              strided_ok: bool = False) -> Box:
+    """The box shape of a shared-memory tile: `slot.field` or an smem buffer. A pair box's tile is
+    only loaded or read by the pair's MMA (`pair_ok`); a strided box's tile only by loads, stores
+    and tile math (`strided_ok`), which see it as its dense `tile_shape`."""
+    box = tile_box(info, ref, scope)
+    if not pair_ok:
+        pairs.check_pair_tile(box, ref.span)
+    if box.strided and not strided_ok:
+        raise error("E025", f"'{ref.text()}' holds box '{box.name}', which has element strides "
+                    f"{box.strides}: only loads, stores and tile math use a strided tile", ref.span,
+                    "the tensor cores, row math and epilogues read a tile of the box's full shape")
+    return box
+
+
+def tile_box(info: KernelInfo, ref: ast.Ref, scope: Scope) -> Box:
+    if ref.block is not None:
+        raise error("E093", f"'{ref.text()}': only an accumulator read in an epilogue takes a block index",
+                    ref.span, "tiles are read whole; e.g. cs = bf16(acc[0, 1]) reads block (0, 1) of acc")
+    if ref.field is not None:
+        found = open_slot(scope, ref.name)
+        if found is None:
+            raise error("E012", f"no pipeline slot named '{ref.name}' here", ref.span)
+        pipe = found[0]
+        box = pipe.fields.get(ref.field)
+        if box is None:
+            raise error("E031", f"pipeline '{pipe.name}' has no field '{ref.field}'", ref.span,
+                        f"fields: {', '.join(pipe.fields)}")
+        return box
+    buffer = info.lookup(ref, SmemBuffer, what="smem buffer")
+    buffer.users.setdefault(scope.role.name, ref.span)
+    return buffer.box
+
+
+def check_operation(e) -> None:
+    """The operator or function of one tile-math node is one tile math knows."""
+    if isinstance(e, ast.BinOp) and e.op in "&%":
+        raise error("E081", f"'{e.op}' is not a tile operation", e.span,
+                    "tile math knows + - * /, unary -, max, min and casts")
+    if isinstance(e, ast.Call):
+        arity = TILE_FUNCTIONS.get(e.func)
+        if arity is None:
+            raise error("E081", f"unknown function '{e.func}'", e.span,
+                        "tile math knows max, min and casts named by dtype, e.g. f16(x)")
+        if len(e.args) != arity:
+            raise error("E082", f"'{e.func}' takes {arity} argument(s), got {len(e.args)}", e.span)
+        if arity == 1 and e.func not in TILE_MATH_DTYPES:
+            raise error("E080", f"cast to {e.func} is not supported in tile math", e.span)
+
+
+def tile_expr_functions(e) -> None:
+    """Check every operator and call of an expression (shapes are checked by the caller)."""
+    check_operation(e)
+    for child in {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand],
+                  ast.Call: lambda: e.args}.get(type(e), list)():
+        tile_expr_functions(child)
+
+
+def int_expr(info: KernelInfo, e, scope: Scope) -> None:
+    if isinstance(e, ast.Number):
+        if not isinstance(e.value, int):
+            raise error("E066", "an index must be an integer", e.span)
+        if e.value >= 2**31:
+            raise error("E066", f"integer {e.value} does not fit in 32 bits", e.span)
+    elif isinstance(e, ast.Ref):
+        if e.block is not None:
+            raise error("E066", f"'{e.text()}' is not an integer variable", e.span)
+        if e.field is not None or (e.name not in scope.ints and not is_int_param(info, e.name)):
+            raise error("E066", f"unknown integer variable '{e.text()}'", e.span,
+                        f"in scope: {', '.join(sorted(scope.ints)) or 'none'}")
+    elif isinstance(e, ast.BinOp):
+        int_expr(info, e.lhs, scope)
+        int_expr(info, e.rhs, scope)
+        if e.op in "/%" and isinstance(e.rhs, ast.Number) and e.rhs.value == 0:
+            raise error("E077", "division by zero", e.rhs.span)
+    elif isinstance(e, ast.Neg):
+        int_expr(info, e.operand, scope)
+    else:
+        raise error("E066", "calls are not allowed in index expressions", e.span)
+
+
+def is_int_param(info: KernelInfo, name: str) -> bool:
+    found = info.symbols.get(name)
+    if isinstance(found, Scalar):
+        return found.dtype.kind in ("int", "uint")
+    return name in info.dims
