@@ -18,6 +18,7 @@ import numpy as np
 from ..ir import exprs as ex
 from ..ir import ops
 from . import bulk, mma, pairs, rows, tcgen05
+from .meet import barrier, settle
 from .races import RaceDetector
 from .shares import rows as row_share
 from .state import Blocked, BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
@@ -272,22 +273,6 @@ def _sync_barrier(m: CTA, w: Warp, o: ops.Sync):
     yield from barrier(m, w, o, members, what)
 
 
-def barrier(m: CTA, w: Warp, o: ops.Op, members: list[int], what: str):
-    """Block until every member warp reaches this op; each leaves knowing what all knew.
-
-    The n-th time a warp passes `o` meets the n-th time of the others (they run the same code).
-    """
-    count = w.passes.get(id(o), 0)
-    w.passes[id(o)] = count + 1
-    key = (id(o), tuple(members), count)
-    arrived = m.sync_arrivals.setdefault(key, set())
-    arrived.add((m.cta, w.index))
-    m.races.sync_arrive(w.agent, key)
-    while not set(members) <= arrived:
-        yield Blocked(o, f"{what} ({len(arrived)} arrived)", lambda: set(members) <= arrived)
-    m.races.sync_leave(w.agent, key)
-
-
 def _mbar_init(m: CTA, w: Warp, o: ops.MbarInit):
     stage = m.value(w, o.barrier.index)
     m.barriers[(o.barrier.name, stage)].init(o.count)
@@ -365,23 +350,12 @@ def _arrive(m: CTA, w: Warp, bar: Mbarrier, o: ops.Op, count: int) -> None:
     made[id(o)] = made.get(id(o), 0) + count
     bar.pending -= count
     m.races.release_to_phase(w.agent, m.phase_key(bar, bar.completed))
-    _settle(m, bar, o)
+    settle(m, bar, o)
 
 
 def _surplus(m: CTA, w: Warp, bar: Mbarrier, o: ops.Op, why: str) -> ProtocolError:
     return ProtocolError("E402", f"mbarrier '{bar.name}[{bar.stage}]' receives more arrivals than its count "
                          f"allows in one phase", o.span, [m.who(w), why, bar.describe()])
-
-
-def _settle(m: CTA, bar: Mbarrier, o: ops.Op) -> None:
-    if bar.pending == 0 and bar.tx < 0:
-        raise ProtocolError("E403", f"mbarrier '{bar.name}[{bar.stage}]' completes its arrivals with "
-                            f"{-bar.tx} more bytes landed than expected", o.span, [bar.describe()])
-    if bar.settle():
-        for key in [k for k in m.phase_arrivals if k[:2] == (bar.name, bar.stage)]:
-            del m.phase_arrivals[key]
-        if m.trace is not None:
-            m.trace.phase(m.cta, bar.name, bar.stage, bar.completed - 1, m.step)
 
 
 def _mbar_arrive(m: CTA, w: Warp, o: ops.MbarArrive):
@@ -463,7 +437,7 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
             dest[...] = data
             bar.tx -= dest.nbytes
             c.races.release_to_phase(agent, signalled.phase_key(bar, bar.completed))
-            _settle(signalled, bar, o)
+            settle(signalled, bar, o)
 
     m.in_flight.append(Transfer("load", w.index, o.span, apply, None, data.nbytes,
                                 due=m.launch.due(m.step), issued=m.step))

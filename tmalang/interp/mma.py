@@ -16,13 +16,10 @@ import numpy as np
 from ..ir import exprs as ex
 from ..ir import ops
 from . import shares
+from .meet import barrier
 from .state import ProtocolError
 
 
-def barrier(m, w, o, members, what):
-    from .machine import barrier as warps_barrier  # machine imports this module
-
-    yield from warps_barrier(m, w, o, members, what)
 from .tiles import _store_as, float_node
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from ..ir import exprs as ex
 from ..ir import ops
 from . import pairs
+from .meet import settle
 from .mma import _evaluate  # the register epilogue's expression semantics, shared
 from .races import join
 from .state import ProtocolError, Transfer
@@ -195,9 +196,7 @@ def _commit_arrive(c, w, bar, o: ops.Tcgen05Commit, known: dict) -> None:
     bar.pending -= 1
     join(c.races.phases.setdefault(c.phase_key(bar, bar.completed), {}), known)
     c.fed[(bar.name, bar.stage)] = (bar.completed, o)   # a wait must observe it before the CTA exits
-    from .machine import _settle  # machine imports this module
-
-    _settle(c, bar, o)
+    settle(c, bar, o)
 
 
 def tmem_epilogue(m, w, o: ops.TmemEpilogue) -> None:
