@@ -19,7 +19,7 @@ from .pair_codegen import PAIR_EMITTERS
 from .row_codegen import ROW_EMITTERS
 from .tcgen05 import instructions as tcgen05
 from .tcgen05_codegen import TCGEN05_EMITTERS
-from .tile_math import emit_tile_assign
+from .tile_math import INT_BINARY, emit_tile_assign
 
 I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 VOID = ir.VoidType()
@@ -153,16 +153,6 @@ class KernelCodegen:
         """Tile indices (outermost first) → element coordinates, innermost first as TMA wants."""
         values = [self.b.mul(self.expr(c), I32(extent)) for c, extent in zip(coords, box.shape)]
         return values[::-1]
-
-
-INT_BINARY = {
-    ">": lambda b, x, y: b.zext(b.icmp_signed(">", x, y), I32),
-    "+": lambda b, x, y: b.add(x, y), "-": lambda b, x, y: b.sub(x, y), "*": lambda b, x, y: b.mul(x, y),
-    "/": lambda b, x, y: b.sdiv(x, y), "%": lambda b, x, y: b.srem(x, y), "&": lambda b, x, y: b.and_(x, y),
-    "^": lambda b, x, y: b.xor(x, y),
-    "max": lambda b, x, y: b.select(b.icmp_signed(">", x, y), x, y),
-    "min": lambda b, x, y: b.select(b.icmp_signed("<", x, y), x, y),
-}
 
 
 # ---- emitters: one per op ----------------------------------------------------------------------

@@ -149,8 +149,18 @@ class _VectorMath:
             if e.op in ("max", "min"):
                 return self.b.call(self.nan_propagating(e.op), [lhs, rhs]), "f"
             return FLOAT_OPS[e.op](self.b, lhs, rhs), "f"
-        from .codegen import INT_BINARY
         return INT_BINARY[e.op](self.b, lhs, rhs), "i"
+
+
+# Integer operators of index math and i32 tile math (signed, as the kernel's 32-bit indices are).
+INT_BINARY = {
+    ">": lambda b, x, y: b.zext(b.icmp_signed(">", x, y), I32),
+    "+": lambda b, x, y: b.add(x, y), "-": lambda b, x, y: b.sub(x, y), "*": lambda b, x, y: b.mul(x, y),
+    "/": lambda b, x, y: b.sdiv(x, y), "%": lambda b, x, y: b.srem(x, y), "&": lambda b, x, y: b.and_(x, y),
+    "^": lambda b, x, y: b.xor(x, y),
+    "max": lambda b, x, y: b.select(b.icmp_signed(">", x, y), x, y),
+    "min": lambda b, x, y: b.select(b.icmp_signed("<", x, y), x, y),
+}
 
 
 FLOAT_OPS = {
