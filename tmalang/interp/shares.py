@@ -26,6 +26,14 @@ def vectors(threads: int, position: int, width: int, shape: tuple[int, ...]) -> 
     return "vectors", threads, position, width, elems // max(shape[0], 1), elems
 
 
+def vector_elements(elements: int, width: int, threads: int, position: int) -> np.ndarray:
+    """Flat indices of the elements the warp at `position` computes: tile math splits the tile
+    into 16-byte vectors of `width` elements, dealt round-robin to the role's threads."""
+    v = np.arange(elements // width)
+    mine = v[(v % threads) // 32 == position]
+    return (mine[:, None] * width + np.arange(width)).ravel()
+
+
 def rows(start: int, stop: int) -> tuple:
     return "rows", start, stop
 
@@ -68,9 +76,7 @@ def _mask(share: tuple, other: tuple) -> np.ndarray | None:
     mask = np.zeros(elems, dtype=bool)
     if share[0] == "vectors":
         _, threads, position, width, _, _ = share
-        v = np.arange(elems // width)
-        mine = v[(v % threads) // 32 == position]
-        mask[(mine[:, None] * width + np.arange(width)).ravel()] = True
+        mask[vector_elements(elems, width, threads, position)] = True
         return mask
     span = _row_range(share)
     if span is None:

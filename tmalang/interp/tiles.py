@@ -33,10 +33,10 @@ def _inside(dim: int, start: int, count: int, stride: int) -> tuple[int, int]:
     return first, last
 
 
-def _window(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]):
+def _window(shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int]):
     """(tensor index, tile index) slices of the part of the box inside the tensor, per dim."""
     tensor_index, tile_index = [], []
-    for dim, c, extent, stride in zip(tensor.shape, coords, box.shape, box.strides):
+    for dim, c, extent, stride in zip(shape, coords, box.shape, box.strides):
         start = c * extent
         first, last = _inside(dim, start, -(-extent // stride), stride)
         tensor_index.append(slice(start + first * stride, start + last * stride, stride))
@@ -47,14 +47,10 @@ def _window(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]):
 def box_region(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int]) -> tuple | None:
     """The elements of the tensor a box at `coords` touches, as ((start, stop) per dim), or None
     when none is in bounds: the global memory a TMA load reads or a TMA store writes."""
-    region = []
-    for dim, c, extent, stride in zip(tensor_shape, coords, box.shape, box.strides):
-        start = c * extent
-        first, last = _inside(dim, start, -(-extent // stride), stride)
-        if first == last:
-            return None
-        region.append((start + first * stride, start + (last - 1) * stride + 1))
-    return tuple(region)
+    tensor_index, _ = _window(tensor_shape, box, coords)
+    if any(s.start >= s.stop for s in tensor_index):
+        return None
+    return tuple((s.start, s.stop - s.step + 1) for s in tensor_index)
 
 
 def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]) -> np.ndarray:
@@ -62,7 +58,7 @@ def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]) -> np.ndar
     tile = np.zeros(shape, dtype=tensor.dtype)
     if box.oob == "nan":
         tile.view(np.uint16)[...] = TMA_NAN_HALFWORD
-    src, dst = _window(tensor, box, coords)
+    src, dst = _window(tensor.shape, box, coords)
     tile[dst] = tensor[src]
     return tile
 
@@ -73,15 +69,8 @@ TMA_NAN_HALFWORD = 0x7FF7
 
 
 def write_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], tile: np.ndarray) -> None:
-    dst, src = _window(tensor, box, coords)
+    dst, src = _window(tensor.shape, box, coords)
     tensor[dst] = tile[src]
-
-
-def _share(elements: int, width: int, threads: int, warp_in_role: int) -> np.ndarray:
-    """Flat element indices the given warp of the role computes."""
-    vectors = np.arange(elements // width)
-    mine = vectors[(vectors % threads) // 32 == warp_in_role]
-    return (mine[:, None] * width + np.arange(width)).ravel()
 
 
 def _split(m, w, o: ops.TileAssign) -> tuple[int, int, int]:
@@ -100,7 +89,7 @@ def math_share(m, w, o: ops.TileAssign, ref: ex.BufferRef) -> tuple:
 def tile_math_share(m, w, o: ops.TileAssign) -> None:
     threads, position, width = _split(m, w, o)
     dest = m.tile(w, o.dest).reshape(-1)
-    index = _share(dest.size, width, threads, position)
+    index = shares.vector_elements(dest.size, width, threads, position)
     with np.errstate(all="ignore"):
         value = _evaluate(m, w, o.value, index)
         dest[index] = _store_as(value, dest.dtype)

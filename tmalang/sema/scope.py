@@ -110,8 +110,6 @@ def int_expr(info: KernelInfo, e, scope: Scope) -> None:
     if isinstance(e, ast.Number):
         if not isinstance(e.value, int):
             raise error("E066", "an index must be an integer", e.span)
-        if e.value >= 2**31:
-            raise error("E066", f"integer {e.value} does not fit in 32 bits", e.span)
     elif isinstance(e, ast.Ref):
         if e.block is not None:
             raise error("E066", f"'{e.text()}' is not an integer variable", e.span)
