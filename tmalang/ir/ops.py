@@ -111,6 +111,18 @@ class PipelineDecl(Op):
     fields: list[str]             # "field:box" pairs
 
 
+# How expand_pipelines names what a pipeline P becomes, for the passes that read its output:
+# barriers `P.full` / `P.empty`, and a role's position in the ring `P.it` (one side) or
+# `P.put` / `P.get` (a role on both sides).
+PIPELINE_BARRIERS = (".full", ".empty")
+PIPELINE_COUNTERS = (".it", ".put", ".get")
+
+
+def pipeline_of(name: str, suffixes: tuple[str, ...] = PIPELINE_BARRIERS) -> str | None:
+    """P for a name `P<suffix>` that expand_pipelines made, else None."""
+    return next((name[: -len(s)] for s in suffixes if name.endswith(s)), None)
+
+
 @op("buffer")
 @dataclass
 class BufferDecl(Op):

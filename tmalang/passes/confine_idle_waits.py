@@ -42,20 +42,12 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
 
 
 def _only_elected_until_block_end(region: list[ops.Op], i: int) -> bool:
-    pipeline = _pipeline_of(region[i].barrier.name)
+    pipeline = ops.pipeline_of(region[i].barrier.name)
     if pipeline is None:
         return False
     for o in region[i + 1:]:
-        if isinstance(o, ops.Let) and o.var in (f"{pipeline}.it", f"{pipeline}.put", f"{pipeline}.get"):
+        if isinstance(o, ops.Let) and ops.pipeline_of(o.var, ops.PIPELINE_COUNTERS) == pipeline:
             return True
         if not (isinstance(o, ops.Elect) and o.scope == "role"):
             return False
     return False
-
-
-def _pipeline_of(barrier: str) -> str | None:
-    """P for a pipeline's own barrier `P.full` or `P.empty` (expand_pipelines' names)."""
-    for suffix in (".full", ".empty"):
-        if barrier.endswith(suffix):
-            return barrier[: -len(suffix)]
-    return None

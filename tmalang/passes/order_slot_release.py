@@ -102,6 +102,8 @@ def _written(o: ops.Op) -> str | None:
 
 def _released_pipeline(o: ops.Elect) -> str | None:
     for s in o.body:
-        if isinstance(s, (ops.MbarArrive, ops.MbarArriveCluster)) and s.barrier.name.endswith(".empty"):
-            return s.barrier.name[: -len(".empty")]
+        if isinstance(s, (ops.MbarArrive, ops.MbarArriveCluster)):
+            pipeline = ops.pipeline_of(s.barrier.name, (".empty",))
+            if pipeline is not None:
+                return pipeline
     return None
