@@ -7,13 +7,30 @@ from pathlib import Path
 
 import pytest
 
+from tmalang.diagnostics import TmalangError
+from tmalang.sema import check
+from tmalang.sema.available import check_available
+from tmalang.syntax.parser import parse
+from tmalang.target.arch import DEFAULT, TARGETS
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.tma"))
 
 
+@functools.cache
 def example_arch(path) -> str:
-    """The target an example is written for: tcgen05 examples are sm_100a, the rest sm_90a."""
-    return "sm_100a" if "sm100" in path.stem else "sm_90a"
+    """The target an example is written for: the first known target whose rules its kernels meet
+    (sema decides, from the target's features: Tensor Memory needs tcgen05, register-accumulator
+    mma needs wgmma), so a kernel both could run takes the default."""
+    program = parse(Path(path).read_text(), str(path))
+    for target in TARGETS.values():
+        try:
+            for info in check(program, target):
+                check_available(info)
+        except TmalangError:
+            continue
+        return target.name
+    return DEFAULT.name
 
 
 def pytest_addoption(parser):

@@ -25,7 +25,7 @@ def _matrix(rng, shape, fill=None):
 def _signature_arrays(kernel, rng, shape, k=128) -> list[np.ndarray]:
     """One array per tensor parameter, in signature order, of its dtype, with M, N = shape and
     K = k, rows padded to 16 bytes: random inputs, outputs of 7.0."""
-    from tmalang.runtime.dtypes import NUMPY
+    from tmalang.target.dtypes import NUMPY
 
     dims = {"M": shape[0], "N": shape[1], "K": k}
     arrays = []

@@ -131,7 +131,7 @@ kernel copy(src: f32[M, N], dst: f32[M, N]) {
 _SAXPY = SOURCES["saxpy.tma"]
 
 KNOWN_CRASHES = {
-    # KeyError: 'm' in backend/codegen.py KernelCodegen.expr: lowering (ir/lower.py int_expr) turns
+    # KeyError: 'm' in backend/codegen.py KernelCodegen.expr: lowering (lower/kernel.py int_expr) turns
     # the tile index 'm' into a kernel parameter because a role is also named 'm'. Any kernel-level
     # name (tensor, box, pipeline, role) used as a loop variable crashes the same way.
     "loop_var_named_like_role": _COPY.replace("role consumers:", "role m:"),

@@ -13,12 +13,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tmalang.backend.manifest import (
+from tmalang.contract.manifest import (
     DimParam, GridSpec, Manifest, ScalarArg, ScalarParam, TensorArg, TensorMapParam,
 )
 from tmalang.runtime import DiskCache, Launcher, LaunchError, bind
 from tmalang.runtime import driver
-from tmalang.runtime.arrays import array_view
+from tmalang.contract.arrays import array_view
 from tmalang.runtime.launch import grid_size
 from tmalang.runtime.params import pack_params
 from tmalang.runtime.staging import Staging
@@ -290,9 +290,10 @@ def test_tensor_map_fields_are_innermost_first():
     assert fields.global_dim == (36, 100, 5)
     assert fields.global_strides == (160, 16000)
     assert fields.box_dim == (32, 64, 2) and fields.element_strides == (1, 2, 1)
-    assert (fields.data_type, fields.swizzle) == ("FLOAT32", "128B")
-    assert (fields.l2_promotion, fields.oob_fill) == ("L2_256B", "NAN_REQUEST_ZERO_FMA")
-    assert tensor_map_fields(m.ptx_params[0], view, 0).oob_fill == "NONE"
+    assert (fields.data_type, fields.swizzle) == ("CU_TENSOR_MAP_DATA_TYPE_FLOAT32", "CU_TENSOR_MAP_SWIZZLE_128B")
+    assert fields.l2_promotion == "CU_TENSOR_MAP_L2_PROMOTION_L2_256B"
+    assert fields.oob_fill == "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"
+    assert tensor_map_fields(m.ptx_params[0], view, 0).oob_fill == "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE"
 
 
 def test_kernel_params_follow_ptx_order_and_alignment():
@@ -460,13 +461,13 @@ def test_a_dim_just_below_2_31_binds():
 
     src = as_strided(np.zeros(64, np.float32), (2**31 - 1, 4), (16, 4), writeable=False)  # not allocated
     assert array_view(src, "src").shape[0] == 2**31 - 1
-    from tmalang.runtime.binding import check_extent
+    from tmalang.contract.binding import check_extent
 
     check_extent(2**31 - 1, "dim")
 
 
 def test_tiles_beyond_the_32_bit_tile_index_are_e206():
-    from tmalang.runtime.binding import _check_tile_count
+    from tmalang.contract.binding import _check_tile_count
 
     manifest = scale_manifest()                                   # boxes of 64 x 32
     _check_tile_count(manifest, {"M": 64 * 2**15, "N": 32 * (2**16 - 1)})

@@ -1,4 +1,4 @@
-"""The wgmma encoding layer (tmalang/backend/wgmma.py): descriptor bits, K-major tile offsets,
+"""The wgmma encoding layer (tmalang/target/wgmma.py): descriptor bits, K-major tile offsets,
 mnemonics and inline asm, the accumulator fragment, and ptxas/LLVM acceptance.
 
 The expected descriptor values are written as explicit bit compositions from the PTX ISA table
@@ -17,7 +17,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from tmalang.backend import wgmma as w
+from tmalang.target import wgmma as w
+from tmalang.target.arch import TARGETS
 
 # ------------------------------------------------------------------ descriptor bit positions
 
@@ -559,7 +560,7 @@ def test_llvm_inline_asm_compiles(tmp_path, n, dtype, acc):
     for i, value in enumerate(accs):
         b.store(value, b.gep(out, [i32(i)]))
     b.ret_void()
-    _, ptx = llvm_to_ptx(str(module), "sm_90a")
+    _, ptx = llvm_to_ptx(str(module), TARGETS["sm_90a"])
     assert ptx.count(shape.mnemonic) == 4
     run = _assemble(ptx, tmp_path)
     assert run.returncode == 0, run.stderr

@@ -10,12 +10,16 @@ import llvmlite
 import numpy as np
 
 from .backend import ptxas
-from .backend.manifest import Manifest
 from .compiler import Compilation, Options, compile_source
+from .contract.errors import LAUNCH_OPTION, LaunchError
+from .contract.manifest import Manifest
 from .diagnostics import error
 from .explain import explain
+from .interp import interpret
+from .interp.trace import Trace
 from .ir.printer import print_ir
-from .runtime.errors import LAUNCH_OPTION, LaunchError
+from .runtime import Launcher
+from .runtime.cache import DiskCache
 from .syntax.limits import decode
 
 VERSION = "0.1.0"
@@ -51,8 +55,6 @@ class Kernel:
     def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> None:
         """Launch on the GPU. Arrays: torch/CuPy/DLPack/__cuda_array_interface__, or NumPy (copied)."""
         if self._launcher is None:
-            from .runtime import Launcher
-
             self._launcher = Launcher(self.manifest, self.cubin)
         self._launcher(*args, dims=dims, stream=stream)
 
@@ -64,8 +66,6 @@ class Kernel:
         trace: an interp.trace.Trace to fill with the run's timeline (Chrome trace JSON).
         Protocol violations (deadlock, surplus arrivals, tx mismatch, ...) raise TmalangError.
         """
-        from .interp import interpret
-
         _check_interpret_options(seed, explore, ctas, trace)
         return interpret(self._c.ir, self.manifest, *args, dims=dims, seed=seed, explore=explore, ctas=ctas,
                          trace=trace)
@@ -98,8 +98,6 @@ def compile_file(path: str | Path, *, arch: str = "sm_90a", kernel: str | None =
 
 def _check_interpret_options(seed, explore, ctas, trace) -> None:
     """E212 for interpreter options of the wrong type or range (before any work)."""
-    from .interp.trace import Trace
-
     def integer(value) -> bool:
         return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
@@ -116,8 +114,6 @@ def _check_interpret_options(seed, explore, ctas, trace) -> None:
 
 def _cached_cubin(k: Kernel) -> bytes:
     """ptxas is the slow stage; its output is kept on disk, keyed by everything that shapes it."""
-    from .runtime.cache import DiskCache
-
     cache = DiskCache()
     versions = {"tmalang": VERSION, "llvmlite": llvmlite.__version__, "ptxas": ptxas.ptxas_version(),
                 # a compiler edit without a version bump must not serve a stale cubin

@@ -19,9 +19,10 @@ from .backend import launch_header, ptxas
 from .compiler import ARCHS, Options, compile_source
 from .diagnostics import TmalangError, error
 from .explain import explain
+from .files import check_outputs, read_source, write_file
 from .ir.printer import print_ir
 from .passes import PASS_NAMES, PassLog
-from .files import check_outputs, read_source, write_file
+from .run_cli import run_main
 
 EMITS = ("ast", "ir", "ll", "ptx", "cubin", "header")
 
@@ -45,8 +46,6 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:
-        from .run_cli import run_main
-
         return run_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)

@@ -1,8 +1,9 @@
 """The stage order, visible in one place (like Triton's make_ttir → make_ttgir → make_llir → make_ptx).
 
+    resolve the target: --arch → Target          target/ (the facts every stage below reads)
     make_ast      text → AST                       syntax/
-    make_checked  AST → KernelInfo                 sema/
-    make_ir       KernelInfo → high-level IR       ir/lower.py
+    make_checked  AST → KernelInfo                 sema/ (the target's rules at the user's line)
+    make_ir       KernelInfo → high-level IR       lower/
     make_final_ir high-level IR → explicit IR      passes/ (PIPELINE, verified after each pass)
     make_llir     explicit IR → LLVM IR            backend/codegen.py
     make_ptx      LLVM IR → PTX                    backend/llvm_to_ptx.py
@@ -17,23 +18,25 @@ from dataclasses import dataclass, field
 from llvmlite import ir as llir
 
 from .backend import codegen, llvm_to_ptx, ptxas
-from .backend.manifest import GridSpec, Manifest, ScalarArg, TensorArg
+from .contract.manifest import GridSpec, Manifest, ScalarArg, TensorArg
 from .diagnostics import error
 from .ir import ops
-from .ir.lower import lower_kernel
+from .lower import lower_kernel
 from .passes import PassLog, run_passes
 from .passes.dispatch_roles import entry_registers
 from .sema import check
+from .sema.available import check_available
 from .sema.declarations import KernelInfo
 from .syntax import ast
 from .syntax.parser import parse
+from .target.arch import DEFAULT, TARGETS, Target, target_named
 
-ARCHS = ("sm_90a", "sm_100a")
+ARCHS = tuple(TARGETS)
 
 
 @dataclass
 class Options:
-    arch: str = "sm_90a"
+    arch: str | Target = DEFAULT.name  # a name from target.TARGETS, or a Target object
     kernel: str | None = None          # which kernel of a multi-kernel file
     log: PassLog = field(default_factory=PassLog)
 
@@ -43,6 +46,7 @@ class Compilation:
     """Every artifact of one kernel, filled stage by stage."""
 
     options: Options
+    target: Target
     ast: ast.Program | None = None
     info: KernelInfo | None = None
     ir: ops.KernelOp | None = None
@@ -58,12 +62,13 @@ def make_ast(text: str, name: str, c: Compilation) -> None:
 
 
 def make_checked(c: Compilation) -> None:
-    infos = check(c.ast)
+    infos = check(c.ast, c.target)
     wanted = c.options.kernel
     chosen = [i for i in infos if wanted is None or i.node.name == wanted]
     if not chosen:
         raise error("E005", f"no kernel named '{wanted}'", None, f"kernels: {', '.join(i.node.name for i in infos)}")
     c.info = chosen[0]
+    check_available(c.info)
 
 
 def make_ir(c: Compilation) -> None:
@@ -71,22 +76,8 @@ def make_ir(c: Compilation) -> None:
 
 
 def make_final_ir(c: Compilation) -> None:
-    run_passes(c.ir, c.options.log)
-    check_target(c.ir, c.options.arch)
-    c.manifest = build_manifest(c.ir, c.options.arch)
-
-
-def check_target(kernel: ops.KernelOp, arch: str) -> None:
-    """Instructions that exist on some targets only (wgmma is sm_90a's; sm_100a has tcgen05)."""
-    tmem = next((o for o in kernel.body if isinstance(o, ops.TmemDecl)), None)
-    if tmem is not None and arch != "sm_100a":
-        raise error("E097", f"Tensor Memory exists on sm_100a, not {arch}", tmem.span, "compile with --arch sm_100a")
-    if arch == "sm_90a":
-        return
-    mma = next((o for o in ops.walk(kernel.body) if isinstance(o, ops.Wgmma)), None)
-    if mma is not None:
-        raise error("E091", f"mma on register accumulators is wgmma, which exists on sm_90a only, not {arch}",
-                    mma.span, "compile with --arch sm_90a")
+    run_passes(c.ir, c.target, c.options.log)
+    c.manifest = build_manifest(c.ir, c.target.name)
 
 
 def make_llir(c: Compilation) -> None:
@@ -106,20 +97,18 @@ def make_llir(c: Compilation) -> None:
 
 
 def make_ptx(c: Compilation) -> None:
-    c.llvm_ir, c.ptx = llvm_to_ptx.llvm_to_ptx(c.llvm_ir, c.options.arch)
+    c.llvm_ir, c.ptx = llvm_to_ptx.llvm_to_ptx(c.llvm_ir, c.target)
 
 
 def make_cubin(c: Compilation) -> None:
-    c.cubin, c.stats = ptxas.assemble(c.ptx, c.options.arch)
+    c.cubin, c.stats = ptxas.assemble(c.ptx, c.target.name)
 
 
 def compile_source(text: str, name: str = "<string>", options: Options | None = None,
                    until: str = "ptx") -> Compilation:
     """Run the stages up to `until` (ast, ir, ll, ptx, cubin)."""
     options = options or Options()
-    if options.arch not in ARCHS:
-        raise error("E006", f"unknown --arch '{options.arch}'", None, f"supported: {', '.join(ARCHS)}")
-    c = Compilation(options)
+    c = Compilation(options, target_named(options.arch))
     timed = _Timer(options.log)
     timed("parse", make_ast, text, name, c)
     if until == "ast":

@@ -16,12 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from .api import compile as compile_kernel
-from .backend.manifest import TensorArg
+from .contract.binding import check_extent
+from .contract.manifest import TensorArg
 from .diagnostics import TmalangError, error
 from .files import check_outputs, read_source, write_file
 from .interp.trace import Trace
-from .runtime.binding import check_extent
-from .runtime.dtypes import NUMPY
+from .target.arch import DEFAULT, TARGETS
+from .target.dtypes import NUMPY
 
 DEFAULT_DIM = 256
 
@@ -33,8 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="use the reference interpreter (the only engine of `run` so far)")
     p.add_argument("--dims", default="", help="symbolic dims, e.g. M=300,N=200 (default 256 each)")
     p.add_argument("--kernel")
-    p.add_argument("--arch", default="sm_90a", choices=["sm_90a", "sm_100a"],
-                   help="the target the kernel is written for (tcgen05 and tmem need sm_100a)")
+    p.add_argument("--arch", default=DEFAULT.name, choices=list(TARGETS),
+                   help="the target the kernel is written for (tcgen05 and tmem need one that has them)")
     p.add_argument("--seed", type=int, help="randomise interleavings and TMA latency")
     p.add_argument("--explore", type=int, default=0, help="run N schedules starting at --seed")
     p.add_argument("--ctas", type=int, help="CTAs to simulate for a persistent grid (default 2)")

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ..contract.manifest import DimParam, ScalarParam, TensorMapParam
 from ..ir import exprs as ex
 from ..ir import ops
 from ..passes.dispatch_roles import register_limit
+from ..target.tcgen05 import instructions as tcgen05
 from . import pair_codegen, ptx_asm, tcgen05_codegen
-from .manifest import DimParam, ScalarParam, TensorMapParam
 from .mma_codegen import MMA_EMITTERS
 from .pair_codegen import PAIR_EMITTERS
 from .row_codegen import ROW_EMITTERS
-from .tcgen05 import instructions as tcgen05
 from .tcgen05_codegen import TCGEN05_EMITTERS
 from .tile_math import INT_BINARY, emit_tile_assign
 

@@ -22,17 +22,9 @@ import re
 
 import jinja2
 
-from ..sema.dtypes import DTYPES
-from .manifest import DimParam, Manifest, ScalarParam, TensorArg, TensorMapParam
-
-CTYPES = {"f32": "float", "f64": "double", "i32": "int32_t", "u32": "uint32_t", "i64": "int64_t", "u64": "uint64_t"}
-TMA_DTYPES = {
-    "f32": "FLOAT32", "f16": "FLOAT16", "bf16": "BFLOAT16", "f64": "FLOAT64", "i32": "INT32", "u32": "UINT32",
-    "i64": "INT64", "u64": "UINT64", "i16": "UINT16", "u16": "UINT16", "i8": "UINT8", "u8": "UINT8",
-    "f8e4m3": "UINT8", "f8e5m2": "UINT8",
-}
-SWIZZLE = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}
-L2 = {"none": "NONE", "64B": "L2_PROMOTION_64B", "128B": "L2_PROMOTION_128B", "256B": "L2_PROMOTION_256B"}
+from ..contract.manifest import DimParam, Manifest, ScalarParam, TensorArg, TensorMapParam
+from ..target import tma
+from ..target.dtypes import DTYPES
 
 
 CPP_KEYWORDS = frozenset("""
@@ -94,10 +86,10 @@ def render(manifest: Manifest, source: str) -> str:
         maps=[p for p in manifest.ptx_params if isinstance(p, TensorMapParam)],
         dim_params=[p for p in manifest.ptx_params if isinstance(p, DimParam)],
         scalar_params=[p for p in manifest.ptx_params if isinstance(p, ScalarParam)],
-        param_refs=refs, ctype=CTYPES, itemsize={n: d.itemsize for n, d in DTYPES.items()},
-        tma_dtype={k: f"CU_TENSOR_MAP_DATA_TYPE_{v}" for k, v in TMA_DTYPES.items()},
-        swizzle={k: f"CU_TENSOR_MAP_SWIZZLE_{v}" for k, v in SWIZZLE.items()},
-        oob={"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE", "nan": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"},
-        l2={k: f"CU_TENSOR_MAP_{v}" if v != "NONE" else "CU_TENSOR_MAP_L2_PROMOTION_NONE" for k, v in L2.items()},
+        param_refs=refs, ctype={n: d.ctype for n, d in DTYPES.items() if d.ctype},
+        itemsize={n: d.itemsize for n, d in DTYPES.items()},
+        tma_dtype={n: tma.DATA_TYPE_PREFIX + d.tma for n, d in DTYPES.items()},
+        swizzle={s.name: s.tensor_map for s in tma.SWIZZLES.values()},
+        oob=tma.OOB_FILLS, l2=tma.L2_PROMOTIONS,
     )
 

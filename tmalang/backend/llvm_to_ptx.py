@@ -14,18 +14,19 @@ import re
 
 import llvmlite.binding as llvm
 
+from ..target.arch import Target
+
 TRIPLE = "nvptx64-nvidia-cuda"
-PTX_FEATURES = {"sm_90a": "+ptx80", "sm_100a": "+ptx86"}
 
 
 @functools.cache
-def _target_machine(arch: str):
+def _target_machine(arch: Target):
     llvm.initialize_all_targets()
     llvm.initialize_all_asmprinters()
     # Tile math must round each operation as NumPy and the interpreter do: no FMA contraction.
     llvm.set_option("tmalang", "--nvptx-fma-level=0")
     target = llvm.Target.from_triple(TRIPLE)
-    return target.create_target_machine(cpu=arch, features=PTX_FEATURES[arch], opt=3)
+    return target.create_target_machine(cpu=arch.name, features=arch.ptx_feature, opt=3)
 
 
 def finish_kernel_text(text: str, kernel: str, tensor_maps: list[str], threads: int, maxnreg: int) -> str:
@@ -43,9 +44,9 @@ def finish_kernel_text(text: str, kernel: str, tensor_maps: list[str], threads: 
     return text + f"\nattributes #0 = {{ {bounds} }}\n"
 
 
-def llvm_to_ptx(text: str, arch: str) -> tuple[str, str]:
+def llvm_to_ptx(text: str, target: Target) -> tuple[str, str]:
     """Optimise the module; return (optimised LLVM IR, PTX)."""
-    machine = _target_machine(arch)
+    machine = _target_machine(target)
     module = llvm.parse_assembly(text)
     module.verify()
     tuning = llvm.create_pipeline_tuning_options(speed_level=3)

@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import wgmma
+from ..target import wgmma
 from .tile_math import STORAGE
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()

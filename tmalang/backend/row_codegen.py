@@ -15,8 +15,8 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
+from ..target.tcgen05 import instructions as tcgen05
 from .mma_codegen import store_pair
-from .tcgen05 import instructions as tcgen05
 from .tcgen05_codegen import load_columns, tile_address
 from .tile_math import FLOAT_OPS, STORAGE
 

@@ -17,10 +17,11 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import pair_codegen, wgmma
+from ..target import wgmma
+from ..target.tcgen05 import descriptors
+from ..target.tcgen05 import instructions as tcgen05
+from . import pair_codegen
 from .mma_codegen import store_epilogue_pair
-from .tcgen05 import descriptors
-from .tcgen05 import instructions as tcgen05
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 LD_MAX = 128   # registers of the widest tcgen05.ld.32x32b (x128)

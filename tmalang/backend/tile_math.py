@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..sema.dtypes import DTYPES
+from ..target.dtypes import DTYPES
 
 I32 = ir.IntType(32)
 F32 = ir.FloatType()

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..backend.manifest import Manifest, TensorArg
+from ..contract.binding import bind
+from ..contract.manifest import Manifest, TensorArg
 from ..diagnostics import TmalangError
 from ..ir import ops
-from ..runtime.binding import bind
-from ..runtime.dtypes import NUMPY
+from ..target.arch import Target, target_named
+from ..target.dtypes import NUMPY
 from .globalmem import GlobalMemory
 from .machine import CTA, Cluster
 from .scheduler import run_cluster
@@ -32,6 +33,7 @@ class Launch:
     arrays: dict[str, np.ndarray]
     params: dict[str, int | float]
     rng: np.random.Generator | None
+    target: Target
     trace: Trace | None = None
     memory: GlobalMemory = field(default_factory=GlobalMemory)   # what TMA did to global memory, in order
 
@@ -74,7 +76,8 @@ def _run_once(kernel, manifest, args, binding, seed, ctas, trace) -> dict[str, n
     arrays = {a.name: np.array(v, copy=True) for a, v in zip(manifest.args, args) if isinstance(a, TensorArg)}
     params = dict(binding.symbols)
     params.update(binding.scalars)
-    launch = Launch(arrays, params, None if seed is None else np.random.default_rng(seed), trace)
+    launch = Launch(arrays, params, None if seed is None else np.random.default_rng(seed),
+                    target_named(manifest.arch), trace)
     tiles = binding.tile_count()
     size = kernel.cluster
     count = tiles if manifest.grid.kind == "tiles" else min(tiles, ctas or DEFAULT_PERSISTENT_CTAS)

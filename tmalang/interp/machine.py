@@ -98,7 +98,8 @@ class CTA:
         self.sync_arrivals = self.cluster.sync_arrivals
         self.step = 0
         self.tmem_columns = 0          # Tensor Memory this CTA holds (tcgen05.alloc'ed, not freed)
-        self.tmem = np.full((tcgen05.LANES, tcgen05.COLUMNS), np.nan, np.float32)
+        memory = launch.target.tensor_memory            # None: sema refused every use of tmem
+        self.tmem = np.full((memory.lanes, memory.columns) if memory else (0, 0), np.nan, np.float32)
         self.tmem_tiles = ops.decls(kernel, ops.TmemDecl)
         self.tmem_accumulating: set = set()   # tiles whose next tcgen05.mma adds to their contents
         roles = ops.roles(kernel)
@@ -290,12 +291,13 @@ def _fence(m: CTA, w: Warp, o: ops.Fence):
 
 
 def _tmem_alloc(m: CTA, w: Warp, o: ops.TmemAlloc):
-    """Warp 0 takes `columns` of the CTA's 512 (sema bounds the plan; explicit IR is checked here)."""
+    """Warp 0 takes `columns` of the CTA's (sema bounds the plan; explicit IR is checked here)."""
     if w.index != 0:
         return
-    if m.tmem_columns + o.columns > 512:
-        raise ProtocolError("E415", f"tcgen05.alloc of {o.columns} columns exceeds the 512 columns of Tensor Memory "
-                            f"({m.tmem_columns} already allocated)", o.span, [m.who(w)])
+    columns = m.tmem.shape[1]
+    if m.tmem_columns + o.columns > columns:
+        raise ProtocolError("E415", f"tcgen05.alloc of {o.columns} columns exceeds the {columns} columns of Tensor "
+                            f"Memory ({m.tmem_columns} already allocated)", o.span, [m.who(w)])
     m.tmem_columns += o.columns
 
 

@@ -1,6 +1,6 @@
 """Semantics of the Blackwell tensor-core ops: Tensor Memory, tcgen05.mma, commit, and epilogues.
 
-Tensor Memory is 128 lanes x 512 columns of f32 per CTA, poisoned with NaN until written. A
+Tensor Memory is the target's lanes x columns (128 x 512 on sm_100a) of f32 per CTA, poisoned with NaN until written. A
 `tmem` tile of [M, N] occupies lanes 0..M-1 and its columns, stage after stage `pitch()` columns
 apart; every tcgen05 op's base column must be a multiple of 4 (E419).
 
@@ -29,9 +29,6 @@ from .mma import _evaluate  # the register epilogue's expression semantics, shar
 from .races import join
 from .state import ProtocolError, Transfer
 from .tiles import _store_as
-
-LANES, COLUMNS = 128, 512
-
 
 def tmem_tile(m, w, ref: ex.BufferRef) -> np.ndarray:
     """The cells of stage `ref.index` of a tmem tile, for the tcgen05 op `w` runs (mma, cp, ld or

@@ -13,14 +13,15 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..sema.dtypes import DTYPES
+from ..target import tma
+from ..target.dtypes import DTYPES
 from . import shares
 
 
 def box_tile_bytes(box: ops.BoxDecl) -> tuple[tuple[int, ...], int]:
     """The tile one CTA holds of the box (half of a pair box), and its bytes."""
-    shape = tuple(-(-e // s) for e, s in zip(box.held_shape(), box.strides))
-    return shape, int(np.prod(shape)) * DTYPES[box.dtype].itemsize
+    shape = tuple(tma.tile_shape(box.held_shape(), box.strides))
+    return shape, box.bytes(DTYPES[box.dtype].itemsize)
 
 
 def _inside(dim: int, start: int, count: int, stride: int) -> tuple[int, int]:

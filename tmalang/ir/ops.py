@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..diagnostics import Span
+from ..target import tma
 from .exprs import BufferRef, Expr, TmemRef
 from .exprs import walk as walk_expr
 
@@ -97,10 +98,7 @@ class BoxDecl(Op):
 
     def bytes(self, itemsize: int) -> int:
         """The bytes one load brings into each CTA that receives it."""
-        total = itemsize
-        for extent, stride in zip(self.held_shape(), self.strides):
-            total *= -(-extent // stride)
-        return total
+        return tma.tile_bytes(itemsize, self.held_shape(), self.strides)
 
 
 @op("pipeline")

@@ -1,4 +1,9 @@
-"""The default pass order, one line each with the reason for its place."""
+"""The default pass order, one line each with the reason for its place.
+
+Each entry may name a target feature it needs: a pass that only rewrites wgmma or tcgen05 code
+does not run for a target without that instruction family (sema has refused such code there).
+Every pass is `run(kernel, target)`; the IR is verified after each.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,9 @@ import time
 from dataclasses import dataclass, field
 
 from ..ir import ops
+from ..ir.printer import print_ir
 from ..ir.verifier import verify
+from ..target.arch import Target
 from . import (
     confine_idle_waits,
     defer_mma_release,
@@ -23,22 +30,36 @@ from . import (
     schedule_barriers,
 )
 
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    module: object                 # has run(kernel, target)
+    needs: str | None = None       # a Target feature (e.g. "has_tcgen05") without which it is skipped
+
+    def applies_to(self, target: Target) -> bool:
+        return self.needs is None or getattr(target, self.needs)
+
+
 PIPELINE = [
-    ("prefetch_own_pipelines", prefetch_own_pipelines),  # moves whole produce blocks, before they expand
-    ("expand_pipelines", expand_pipelines),      # makes every stage, phase and barrier explicit for all below
-    ("order_wgmma", order_wgmma),                # MMAs complete before anything after them in the slot
-    ("fence_proxy_writes", fence_proxy_writes),  # needs explicit stores; before releases are ordered
-    ("order_slot_release", order_slot_release),  # needs fences/syncs in place to know what is ordered
-    ("confine_idle_waits", confine_idle_waits),  # after releases are ordered: a sync there ties every warp
-    ("fence_tensor_memory", fence_tensor_memory),  # every sync and arrive exists; tcgen05 ops fenced around them
-    ("pair_ctas", pair_ctas),                    # every arrive exists and is fenced; before counting them
-    ("schedule_barriers", schedule_barriers),    # counts arrivals once every arrive site exists
-    ("defer_mma_release", defer_mma_release),    # after counting: its tail release is an alternative site
-    ("plan_tmem", plan_tmem),                    # after the init sync exists: allocation joins it
-    ("plan_smem", plan_smem),                    # lays out the buffers and barriers the passes above made
-    ("dispatch_roles", dispatch_roles),          # last: sizes the block and budgets registers
+    Pass("prefetch_own_pipelines", prefetch_own_pipelines),  # moves whole produce blocks, before they expand
+    Pass("expand_pipelines", expand_pipelines),      # makes every stage, phase and barrier explicit for all below
+    Pass("order_wgmma", order_wgmma, "has_wgmma"),   # MMAs complete before anything after them in the slot
+    Pass("fence_proxy_writes", fence_proxy_writes),  # needs explicit stores; before releases are ordered
+    Pass("order_slot_release", order_slot_release),  # needs fences/syncs in place to know what is ordered
+    Pass("confine_idle_waits", confine_idle_waits),  # after releases are ordered: a sync there ties every warp
+    Pass("fence_tensor_memory", fence_tensor_memory, "has_tcgen05"),  # every sync and arrive exists; tcgen05 ops
+                                                     # fenced around them
+    Pass("pair_ctas", pair_ctas, "has_tcgen05"),     # every arrive exists and is fenced; before counting them
+    Pass("schedule_barriers", schedule_barriers),    # counts arrivals once every arrive site exists
+    Pass("defer_mma_release", defer_mma_release, "has_wgmma"),  # after counting: its tail release is an
+                                                     # alternative site
+    Pass("plan_tmem", plan_tmem, "has_tcgen05"),     # after the init sync exists: allocation joins it
+    Pass("plan_smem", plan_smem),                    # lays out the buffers and barriers the passes above made
+    Pass("dispatch_roles", dispatch_roles),          # last: sizes the block and budgets registers
 ]
-PASS_NAMES = [name for name, _ in PIPELINE]
+PASS_NAMES = [p.name for p in PIPELINE]
 
 
 @dataclass
@@ -50,18 +71,19 @@ class PassLog:
     timings: list[tuple[str, float]] = field(default_factory=list)
 
 
-def run_passes(kernel: ops.KernelOp, log: PassLog | None = None) -> ops.KernelOp:
-    from ..ir.printer import print_ir
-
+def run_passes(kernel: ops.KernelOp, target: Target, log: PassLog | None = None) -> ops.KernelOp:
+    """Run every pass that applies to `target`, in PIPELINE order, verifying after each."""
     log = log or PassLog()
     done = ["lower"]
     verify(kernel, "lower", done)
-    for name, module in PIPELINE:
+    for p in PIPELINE:
+        if not p.applies_to(target):
+            continue
         start = time.perf_counter()
-        module.run(kernel)
-        done.append(name)
-        verify(kernel, name, done)
-        log.timings.append((name, time.perf_counter() - start))
-        if name in log.print_after or "all" in log.print_after:
-            log.snapshots.append((name, print_ir(kernel)))
+        p.module.run(kernel, target)
+        done.append(p.name)
+        verify(kernel, p.name, done)
+        log.timings.append((p.name, time.perf_counter() - start))
+        if p.name in log.print_after or "all" in log.print_after:
+            log.snapshots.append((p.name, print_ir(kernel)))
     return kernel

@@ -22,9 +22,10 @@ touch the slot, and the release waits for them (sync) or counts them (arrivals).
 from __future__ import annotations
 
 from ..ir import ops
+from ..target.arch import Target
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     for role in ops.roles(kernel):
         if role.last_warp > role.first_warp:
             role.body = _region(role.body)

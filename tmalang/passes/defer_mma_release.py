@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
+from ..target.arch import Target
 from .rewrite import rewrite
 
 _RELEASES = (ops.MbarArrive, ops.MbarArriveCluster)
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     stages = {d.symbol[: -len(".empty")]: d.stages for d in ops.decls(kernel, ops.MbarrierDecl).values()
               if d.symbol.endswith(".empty")}
     for role in ops.roles(kernel):

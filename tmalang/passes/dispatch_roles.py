@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..ir import ops
+from ..target.arch import Target
 
 REGISTER_FILE = 65536
 PTXAS_MAX_REGISTERS = 255
@@ -53,7 +54,7 @@ def register_limit(kernel: ops.KernelOp, role: ops.RoleOp | None) -> int:
     return (role.regs if role is not None else 0) or launch_registers(kernel)
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     roles = ops.roles(kernel)
     warps = max(r.last_warp for r in roles) + 1
     budgeted = any(r.regs for r in roles)

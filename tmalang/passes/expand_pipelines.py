@@ -31,11 +31,12 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..ir.lower import SMEM_TILE_ALIGN
-from ..sema.dtypes import DTYPES
+from ..target import tma
+from ..target.arch import Target
+from ..target.dtypes import DTYPES
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     boxes = ops.decls(kernel, ops.BoxDecl)
     body: list[ops.Op] = []
     pipelines: dict[str, ops.PipelineDecl] = {}
@@ -90,7 +91,7 @@ def _declare(p: ops.PipelineDecl, boxes) -> list[ops.Op]:
             continue
         box = boxes[box_name]
         decls.append(ops.BufferDecl(f"{p.symbol}.{name}", box_name, p.stages, box.bytes(DTYPES[box.dtype].itemsize),
-                                    SMEM_TILE_ALIGN[box.swizzle], -1, span=p.span))
+                                    tma.SWIZZLES[box.swizzle].tile_alignment, -1, span=p.span))
     for role in ("full", "empty"):
         decls.append(ops.MbarrierDecl(f"{p.symbol}.{role}", p.stages, -1, 0, -1, span=p.span))
     return decls

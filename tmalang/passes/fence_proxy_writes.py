@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
+from ..target.arch import Target
 
 _ARRIVES = (ops.MbarArrive, ops.MbarArriveCluster, ops.MbarArriveExpectTx, ops.Tcgen05Commit)
 _LOOPS = (ops.ForRange, ops.ForTiles)
 _BRANCHES = (ops.If, ops.InPairLeader)
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     tmem = set(ops.decls(kernel, ops.TmemDecl))
     roles = ops.roles(kernel)
     reads = {role.symbol: {b for o in ops.walk(role.body) for b in _async_reads(o)} for role in roles}

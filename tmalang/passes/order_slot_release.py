@@ -26,9 +26,10 @@ flight when its CTA exits.
 from __future__ import annotations
 
 from ..ir import ops
+from ..target.arch import Target
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     for role in ops.roles(kernel):
         role.body = _region(role.body)
         if any(isinstance(o, ops.TmaStore) and _pipelined(o.source.name) for o in ops.walk(role.body)):

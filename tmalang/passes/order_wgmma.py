@@ -19,12 +19,13 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
+from ..target.arch import Target
 from .rewrite import rewrite_roles
 
 _WRITES = (ops.TileAssign, ops.AccStore, ops.TmemEpilogue, ops.RowAssign)
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     rewrite_roles(kernel, _fenced)
     for role in ops.roles(kernel):
         if any(isinstance(o, ops.Wgmma) for o in ops.walk(role.body)):

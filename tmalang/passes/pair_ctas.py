@@ -19,9 +19,10 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
+from ..target.arch import Target
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     if kernel.cta_group != 2:
         return
     mma_roles = [r for r in ops.roles(kernel) if any(isinstance(o, ops.Tcgen05Mma) for o in ops.walk(r.body))]

@@ -5,19 +5,19 @@ Guarantees: `offset` of each buffer is a multiple of its alignment (128 B for TM
 1024 B for 32/64/128B-swizzled tiles, the period of the swizzle pattern), mbarriers sit 8-byte
 aligned after the tiles, and `kernel.smem_bytes` is the dynamic smem to request: the plan plus
 the slack the backend needs to align the dynamic smem base at run time (the driver only
-guarantees 16 B). More than 227 KB (the sm_90 per-CTA limit) is an error showing the map.
+guarantees 16 B). More than the target's shared memory per CTA is an error showing the map.
 """
 
 from __future__ import annotations
 
 from ..diagnostics import error
 from ..ir import ops
+from ..target.arch import Target
 
-SMEM_LIMIT = 227 * 1024
 BASE_ALIGN_GUARANTEED = 16
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     buffers = sorted(ops.decls(kernel, ops.BufferDecl).values(), key=lambda b: -b.align)
     offset = 0
     for b in buffers:
@@ -33,9 +33,9 @@ def run(kernel: ops.KernelOp) -> None:
         offset += 8
     max_align = max([b.align for b in buffers] + [8])
     kernel.smem_bytes = offset + max(0, max_align - BASE_ALIGN_GUARANTEED)
-    if kernel.smem_bytes > SMEM_LIMIT:
+    if kernel.smem_bytes > target.smem_per_cta:
         largest = max(buffers, key=lambda b: b.bytes * b.stages)
-        raise error("E032", f"shared memory plan needs {kernel.smem_bytes} bytes; a CTA may use {SMEM_LIMIT}",
+        raise error("E032", f"shared memory plan needs {kernel.smem_bytes} bytes; a CTA may use {target.smem_per_cta}",
                     largest.span, *smem_map(kernel))
 
 

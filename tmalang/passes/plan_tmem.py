@@ -3,7 +3,7 @@
 Requires: barriers initialised (schedule_barriers put the block-wide sync before the roles).
 Guarantees: each `tmem` declaration has a first `column`, its stages `pitch()` columns apart (the
 width rounded up to the 4-column granule). Every tile starts on a multiple of 32 columns when the
-kernel's tiles fit the 512 columns that way, else on a multiple of 4 (E096 when even that does
+kernel's tiles fit the target's columns (512 on sm_100a) that way, else on a multiple of 4 (E096 when even that does
 not fit), so every tcgen05 base (mma D, cp, ld, st) is aligned. When there is any tile, warp 0
 allocates the next power of two of columns (at least 32) before the roles start, the base
 address is published through shared memory by the block-wide sync that follows
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..ir import ops
+from ..target.arch import Target
 
-COLUMNS = 512
 # Why 32, then 4. The PTX ISA allocates TMEM in units of 32 columns (tcgen05.alloc), so a tile that
 # starts on 32 columns sits where an allocation of its own would; it states no finer rule for the
 # mma D address or the tcgen05.ld/st/cp address. Compilers that packed tiles tighter met
@@ -27,12 +27,13 @@ COLUMNS = 512
 ALIGNMENTS = (32, ops.TMEM_GRANULE)
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     tiles = list(ops.decls(kernel, ops.TmemDecl).values())
     if not tiles:
         return
-    column = _place(tiles)
-    size = max(32, 1 << (column - 1).bit_length())
+    memory = target.tensor_memory
+    column = _place(tiles, memory.columns)
+    size = max(memory.min_allocation, 1 << (column - 1).bit_length())
     span = kernel.span
     first_role = next(i for i, o in enumerate(kernel.body) if isinstance(o, ops.RoleOp))
     start = [ops.TmemAlloc(size, -1, span=span), *_published(span)]
@@ -44,7 +45,7 @@ def run(kernel: ops.KernelOp) -> None:
     kernel.body += [*_published(span), ops.TmemDealloc(size, span=span)]
 
 
-def _place(tiles: list[ops.TmemDecl]) -> int:
+def _place(tiles: list[ops.TmemDecl], columns: int) -> int:
     """Give each tile its first column, in declaration order, on the widest alignment that fits;
     return the first column past the last tile."""
     for alignment in ALIGNMENTS:
@@ -52,11 +53,11 @@ def _place(tiles: list[ops.TmemDecl]) -> int:
         for t in tiles:
             t.column = -(-column // alignment) * alignment
             column = t.column + t.stages * t.pitch()
-        if column <= COLUMNS:
+        if column <= columns:
             return column
-    over = next(t for t in tiles if t.column + t.stages * t.pitch() > COLUMNS)
+    over = next(t for t in tiles if t.column + t.stages * t.pitch() > columns)
     raise error("E096", f"Tensor Memory over-allocated: {column} columns once every stage starts on a multiple "
-                f"of {ops.TMEM_GRANULE} columns, a CTA has {COLUMNS}", over.span,
+                f"of {ops.TMEM_GRANULE} columns, a CTA has {columns}", over.span,
                 *(f"{t.symbol}: {t.stages} x {t.pitch()} columns from column {t.column}" for t in tiles),
                 f"tcgen05 addresses need that alignment: narrow tiles take {ops.TMEM_GRANULE} columns per stage")
 

@@ -35,9 +35,10 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
+from ..target.arch import Target
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     stages = {p.symbol: p.stages for p in ops.decls(kernel, ops.PipelineDecl).values()}
     for role in ops.roles(kernel):
         own = _own_pipelines(role)

@@ -32,10 +32,11 @@ from collections import defaultdict
 from ..diagnostics import error
 from ..ir import exprs as ex
 from ..ir import ops
-from ..sema.dtypes import DTYPES
+from ..target.arch import Target
+from ..target.dtypes import DTYPES
 
 
-def run(kernel: ops.KernelOp) -> None:
+def run(kernel: ops.KernelOp, target: Target) -> None:
     barriers = ops.decls(kernel, ops.MbarrierDecl)
     boxes = ops.decls(kernel, ops.BoxDecl)
     arrivals: dict[str, int] = defaultdict(int)

@@ -4,9 +4,9 @@ Importing it needs no GPU and no CUDA driver; only a launch does, and reports th
 as a `LaunchError` (E210).
 """
 
-from .binding import Binding, bind
+from ..contract.binding import Binding, bind
+from ..contract.errors import LaunchError
 from .cache import DiskCache
-from .errors import LaunchError
 from .launch import Launcher
 
 __all__ = ["Binding", "DiskCache", "LaunchError", "Launcher", "bind"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 
-from .errors import DRIVER_CALL, NO_DRIVER, LaunchError
+from ..contract.errors import DRIVER_CALL, NO_DRIVER, LaunchError
 
 
 @functools.cache
@@ -118,6 +118,13 @@ def set_max_dynamic_smem(function, nbytes: int) -> None:
 def multiprocessor_count(device: int) -> int:
     attribute = api().CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
     return int(call("cuDeviceGetAttribute", attribute, call("cuDeviceGet", device)))
+
+
+def compute_capability(device: int) -> tuple[int, int]:
+    attribute = api().CUdevice_attribute
+    handle = call("cuDeviceGet", device)
+    return (int(call("cuDeviceGetAttribute", attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, handle)),
+            int(call("cuDeviceGetAttribute", attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, handle)))
 
 
 def max_active_blocks(function, block_threads: int, smem_bytes: int) -> int:

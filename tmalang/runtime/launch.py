@@ -6,6 +6,8 @@ checked first (binding.py), so a bad argument never leaves half-done driver work
 1. bind and validate the arguments against the manifest;
 2. pick the device (that of the arrays, device 0 for host-only launches), make its primary
    context current, load the cubin there once;
+   (after checking that the device is the one the kernel's target names: arch-specific
+   targets like sm_90a run on exactly their compute capability);
 3. size the grid from the bound dimensions;
 4. stage NumPy arrays, encode the tensor maps, pack the parameters, launch;
 5. for NumPy outputs, wait and copy back; free the staging buffers.
@@ -20,10 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backend.manifest import Manifest, TensorMapParam
+from ..contract.binding import Binding, bind, common_device
+from ..contract.errors import DEVICE, GRID, LAUNCH_OPTION, MANIFEST, WRONG_TARGET, LaunchError
+from ..contract.manifest import Manifest, TensorMapParam
+from ..target.arch import target_named
 from . import driver
-from .binding import Binding, bind, common_device
-from .errors import DEVICE, GRID, LAUNCH_OPTION, MANIFEST, LaunchError
 from .params import pack_params
 from .staging import Staging
 from .tensormap import encode_tensor_map
@@ -91,12 +94,24 @@ class Launcher:
     def _load(self, device: int) -> _Loaded:
         if device not in self._loaded:
             m = self.manifest
+            check_device_target(m.arch, device)
             module, function = driver.load_function(self._cubin, m.kernel)
             if m.smem_bytes > STATIC_SMEM_LIMIT:
                 driver.set_max_dynamic_smem(function, m.smem_bytes)
             capacity = _capacity(m, function, device) if m.grid.kind == "persistent" else None
             self._loaded[device] = _Loaded(module, function, capacity)
         return self._loaded[device]
+
+
+def check_device_target(arch: str, device: int) -> None:
+    """An arch-specific cubin (sm_90a, sm_100a) loads on its own compute capability only; say so
+    before the driver answers with a bare 'no kernel image' error."""
+    wanted = target_named(arch).compute_capability
+    found = driver.compute_capability(device)
+    if found != wanted:
+        raise LaunchError(WRONG_TARGET, f"the kernel is compiled for {arch} (compute capability "
+                          f"{wanted[0]}.{wanted[1]}); device {device} has compute capability {found[0]}.{found[1]}",
+                          "compile with the --arch of this GPU, or run on a GPU of that target")
 
 
 def _device_signature(args: tuple, dims, stream) -> tuple | None:

@@ -13,9 +13,9 @@ import ctypes
 import struct
 from collections.abc import Callable, Sequence
 
-from ..backend.manifest import DimParam, ScalarParam, TensorMapParam
-from .binding import Binding
-from .errors import MANIFEST, LaunchError
+from ..contract.binding import Binding
+from ..contract.errors import MANIFEST, LaunchError
+from ..contract.manifest import DimParam, ScalarParam, TensorMapParam
 
 TENSOR_MAP_ALIGN = 64
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ..backend.manifest import TensorArg
+from ..contract.binding import Binding
+from ..contract.errors import LaunchError
+from ..contract.manifest import TensorArg
 from . import driver
-from .binding import Binding
-from .errors import LaunchError
 
 
 class Staging:

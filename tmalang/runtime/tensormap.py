@@ -11,32 +11,22 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from ..backend.manifest import TensorMapParam
+from ..contract.errors import MANIFEST, LaunchError
+from ..contract.manifest import TensorMapParam
+from ..contract.view import ArrayView
+from ..target import tma
+from ..target.dtypes import DTYPES
 from . import driver
-from .errors import MANIFEST, LaunchError
-from .view import ArrayView
 
-TENSOR_MAP_BYTES = 128
-
-# tmalang dtype -> CU_TENSOR_MAP_DATA_TYPE_*. TMA only moves bits, so types without a tensor-map
-# type of their own travel as the unsigned integer of the same width.
-_DATA_TYPE = {
-    "f64": "FLOAT64", "f32": "FLOAT32", "f16": "FLOAT16", "bf16": "BFLOAT16",
-    "i64": "INT64", "u64": "UINT64", "i32": "INT32", "u32": "UINT32",
-    "i16": "UINT16", "u16": "UINT16",
-    "i8": "UINT8", "u8": "UINT8", "f8e4m3": "UINT8", "f8e5m2": "UINT8",
-}
-_SWIZZLE = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}
-_L2_PROMOTION = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}
-# "zero" is the hardware default (OOB_FILL_NONE fills zeros); "nan" asks for the special NaN.
-_OOB_FILL = {"zero": "NONE", "nan": "NAN_REQUEST_ZERO_FMA"}
+TENSOR_MAP_BYTES = tma.TENSOR_MAP_BYTES
 
 
 @dataclass(frozen=True)
 class TensorMapFields:
-    """The arguments of cuTensorMapEncodeTiled, innermost dimension first, enums by suffix."""
+    """The arguments of cuTensorMapEncodeTiled, innermost dimension first, enums by name."""
 
-    data_type: str
+    data_type: str                    # the driver's enum names, in full (CU_TENSOR_MAP_...)
+    itemsize: int
     rank: int
     address: int
     global_dim: tuple[int, ...]
@@ -51,16 +41,17 @@ class TensorMapFields:
 def tensor_map_fields(param: TensorMapParam, view: ArrayView, device_ptr: int) -> TensorMapFields:
     """Translate a manifest tensor-map parameter and a bound array into driver terms."""
     return TensorMapFields(
-        data_type=_lookup(_DATA_TYPE, param.dtype, "dtype", param),
+        data_type=_lookup(_DATA_TYPES, param.dtype, "dtype", param),
+        itemsize=view.itemsize,
         rank=len(view.shape),
         address=device_ptr,
         global_dim=tuple(reversed(view.shape)),
         global_strides=tuple(reversed(view.strides[:-1])),
         box_dim=tuple(reversed(param.box_shape)),
         element_strides=tuple(reversed(param.element_strides)),
-        swizzle=_lookup(_SWIZZLE, param.swizzle, "swizzle", param),
-        l2_promotion=_lookup(_L2_PROMOTION, param.l2_promotion, "l2_promotion", param),
-        oob_fill=_lookup(_OOB_FILL, param.oob_fill, "oob_fill", param),
+        swizzle=_lookup(_SWIZZLES, param.swizzle, "swizzle", param),
+        l2_promotion=_lookup(tma.L2_PROMOTIONS, param.l2_promotion, "l2_promotion", param),
+        oob_fill=_lookup(tma.OOB_FILLS, param.oob_fill, "oob_fill", param),
     )
 
 
@@ -71,7 +62,7 @@ def encode_tensor_map(param: TensorMapParam, view: ArrayView, device_ptr: int) -
     try:
         tensor_map = driver.call(
             "cuTensorMapEncodeTiled",
-            getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{f.data_type}"),
+            getattr(cu.CUtensorMapDataType, f.data_type),
             f.rank,
             f.address,
             [cu.cuuint64_t(n) for n in f.global_dim],
@@ -79,9 +70,9 @@ def encode_tensor_map(param: TensorMapParam, view: ArrayView, device_ptr: int) -
             [cu.cuuint32_t(n) for n in f.box_dim],
             [cu.cuuint32_t(s) for s in f.element_strides],
             cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-            getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{f.swizzle}"),
-            getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{f.l2_promotion}"),
-            getattr(cu.CUtensorMapFloatOOBfill, f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{f.oob_fill}"),
+            getattr(cu.CUtensorMapSwizzle, f.swizzle),
+            getattr(cu.CUtensorMapL2promotion, f.l2_promotion),
+            getattr(cu.CUtensorMapFloatOOBfill, f.oob_fill),
         )
     except LaunchError as exc:
         raise LaunchError(
@@ -96,12 +87,12 @@ def _strides_argument(f: TensorMapFields) -> tuple[int, ...]:
     still make valid (the row's byte size rounded up to 16)."""
     if f.global_strides:
         return f.global_strides
-    itemsize = _ITEMSIZE[f.data_type]
-    return (-(-f.global_dim[0] * itemsize // 16) * 16,)
+    align = tma.GLOBAL_ALIGNMENT
+    return (-(-f.global_dim[0] * f.itemsize // align) * align,)
 
 
-_ITEMSIZE = {"FLOAT64": 8, "INT64": 8, "UINT64": 8, "FLOAT32": 4, "INT32": 4, "UINT32": 4,
-             "FLOAT16": 2, "BFLOAT16": 2, "UINT16": 2, "UINT8": 1}
+_DATA_TYPES = {d.name: tma.DATA_TYPE_PREFIX + d.tma for d in DTYPES.values()}
+_SWIZZLES = {s.name: s.tensor_map for s in tma.SWIZZLES.values()}
 
 
 def _lookup(table: dict[str, str], key: str, field: str, param: TensorMapParam) -> str:

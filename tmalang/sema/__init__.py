@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
+from ..target.arch import Target
 from . import declarations as d
 from . import pairs
 from .declarations import KernelInfo, Pipeline
@@ -21,7 +22,7 @@ _DECLS = {
 PTX_RESERVED = ("_", "WARP_SZ")
 
 
-def check(program: ast.Program) -> list[KernelInfo]:
+def check(program: ast.Program, target: Target) -> list[KernelInfo]:
     names: dict[str, ast.Kernel] = {}
     infos = []
     for kernel in program.kernels:
@@ -31,12 +32,12 @@ def check(program: ast.Program) -> list[KernelInfo]:
             raise error("E018", f"'{kernel.name}' cannot name a kernel: the name is reserved in PTX",
                         kernel.name_span, "a kernel's name is its PTX entry point; pick another")
         names[kernel.name] = kernel
-        infos.append(check_kernel(kernel))
+        infos.append(check_kernel(kernel, target))
     return infos
 
 
-def check_kernel(kernel: ast.Kernel) -> KernelInfo:
-    info = KernelInfo(kernel)
+def check_kernel(kernel: ast.Kernel, target: Target) -> KernelInfo:
+    info = KernelInfo(kernel, target)
     for p in kernel.params:
         d.check_param(info, p)
     for item in kernel.items:

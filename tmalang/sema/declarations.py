@@ -8,21 +8,18 @@ each becomes a located compile-time error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import prod
 
 from ..diagnostics import Span, error
 from ..syntax import ast
-from .dtypes import DTYPES, DType
+from ..target import tma
+from ..target.arch import Target
+from ..target.dtypes import DTYPES, SCALAR_DTYPES, DType
 
-SWIZZLE_SPAN = {"none": None, "32B": 32, "64B": 64, "128B": 128}
-OOB_FILLS = ("zero", "nan")
-L2_PROMOTIONS = ("none", "64B", "128B", "256B")
 GRID_KINDS = ("tiles", "persistent")
 MAX_WARPS = 32          # 1024 threads per CTA
 REGS_PER_SM = 65536
 MAX_TX_BYTES = (1 << 20) - 1
 RESERVED_FIELDS = ("full", "empty")   # the names of a pipeline's own barriers
-SCALAR_DTYPES = ("f32", "f64", "i32", "u32", "i64", "u64")  # kernel parameters passed by value
 
 
 @dataclass
@@ -62,7 +59,7 @@ class Box:
     @property
     def tile_shape(self) -> list[int]:
         """The smem tile a load fills: every stride-th element of each extent, packed densely."""
-        return [-(-extent // stride) for extent, stride in zip(self.shape, self.strides)]
+        return tma.tile_shape(self.shape, self.strides)
 
     @property
     def strided(self) -> bool:
@@ -70,7 +67,7 @@ class Box:
 
     @property
     def bytes(self) -> int:
-        return self.dtype.itemsize * prod(self.tile_shape)
+        return tma.tile_bytes(self.dtype.itemsize, self.shape, self.strides)
 
 
 @dataclass
@@ -115,9 +112,6 @@ class TmemTile:
         return self.stages * self.shape[1]
 
 
-TMEM_COLUMNS = 512   # 128 lanes x 512 columns of 32 bits per CTA (sm_100a)
-
-
 @dataclass
 class Role:
     name: str
@@ -136,6 +130,7 @@ class KernelInfo:
     """Everything sema learned about a kernel; lowering reads it instead of re-resolving names."""
 
     node: ast.Kernel
+    target: Target
     grid: str = "tiles"
     grid_decl: ast.GridDecl | None = None
     cluster: int = 1
@@ -148,6 +143,8 @@ class KernelInfo:
     roles: list[Role] = field(default_factory=list)
     tile_space: tuple | None = None   # (shape, box shape, group, first loop) shared by every tile loop
     accumulators: dict = field(default_factory=dict)   # (role, name) -> sema.operands.Accumulator
+    tmem_sites: list[Span] = field(default_factory=list)    # Tensor Memory declarations (sema/available.py)
+    wgmma_sites: list[Span] = field(default_factory=list)   # mma on register accumulators
 
     def lookup(self, ref: ast.Ref, *kinds: type, what: str):
         """The declaration `ref` names, which must be one of `kinds`."""
@@ -219,18 +216,18 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
     rank = len(tensor.shape)
     if len(d.shape) != rank:
         raise error("E020", f"box '{d.name}' has rank {len(d.shape)} but tensor '{tensor.name}' has rank {rank}", d.span)
-    if not 1 <= rank <= 5:
-        raise error("E026", f"TMA supports tensors of rank 1 to 5; '{tensor.name}' has rank {rank}", d.span)
+    if not 1 <= rank <= tma.MAX_RANK:
+        raise error("E026", f"TMA supports tensors of rank 1 to {tma.MAX_RANK}; '{tensor.name}' has rank {rank}", d.span)
     for extent in d.shape:
-        if not 1 <= extent <= 256:
-            raise error("E021", f"box extents must be 1..256, got {extent}", d.span,
-                        "a TMA box is at most 256 elements along each dimension")
-    _check_option(d, "swizzle", SWIZZLE_SPAN)
-    _check_option(d, "oob", OOB_FILLS)
-    _check_option(d, "l2", L2_PROMOTIONS)
+        if not 1 <= extent <= tma.MAX_BOX_EXTENT:
+            raise error("E021", f"box extents must be 1..{tma.MAX_BOX_EXTENT}, got {extent}", d.span,
+                        f"a TMA box is at most {tma.MAX_BOX_EXTENT} elements along each dimension")
+    _check_option(d, "swizzle", tma.SWIZZLES)
+    _check_option(d, "oob", tma.OOB_FILLS)
+    _check_option(d, "l2", tma.L2_PROMOTIONS)
     strides = d.strides or [1] * rank
-    if len(strides) != rank or not all(1 <= s <= 8 for s in strides):
-        raise error("E025", f"element strides must be {rank} values in 1..8, got {strides}",
+    if len(strides) != rank or not all(1 <= s <= tma.MAX_ELEMENT_STRIDE for s in strides):
+        raise error("E025", f"element strides must be {rank} values in 1..{tma.MAX_ELEMENT_STRIDE}, got {strides}",
                     d.option_spans.get("strides", d.span))
     if strides[-1] != 1:
         # Measured on the H100 (tests/test_interp_vs_h100.py): the TMA unit ignores the innermost
@@ -242,10 +239,10 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
                     "TMA cannot skip elements within a row; stride an outer dimension, or use a "
                     "narrower box and tile math to pick columns")
     inner_bytes = d.shape[-1] * tensor.dtype.itemsize
-    if inner_bytes % 16:
-        raise error("E022", f"inner box extent is {inner_bytes} bytes; TMA needs a multiple of 16",
+    if inner_bytes % tma.GLOBAL_ALIGNMENT:
+        raise error("E022", f"inner box extent is {inner_bytes} bytes; TMA needs a multiple of {tma.GLOBAL_ALIGNMENT}",
                     d.span, f"{d.shape[-1]} x {tensor.dtype.name} ({tensor.dtype.itemsize} B) = {inner_bytes} B")
-    span = SWIZZLE_SPAN[d.swizzle]
+    span = tma.SWIZZLES[d.swizzle].span
     if span is not None and inner_bytes > span:
         raise error("E023", f"inner box extent is {inner_bytes} bytes, more than the {d.swizzle} swizzle span",
                     d.option_spans["swizzle"],
@@ -273,8 +270,8 @@ def _check_static_strides(tensor: Tensor, d: ast.BoxDecl) -> None:
         if not isinstance(dim, int):
             return  # known at launch; the runtime checks it
         stride *= dim
-        if stride % 16:
-            raise error("E027", f"tensor '{tensor.name}' has a {stride}-byte stride; TMA needs a multiple of 16",
+        if stride % tma.GLOBAL_ALIGNMENT:
+            raise error("E027", f"tensor '{tensor.name}' has a {stride}-byte stride; TMA needs a multiple of {tma.GLOBAL_ALIGNMENT}",
                         tensor.span, "pad the inner dimension or use a symbolic dim and a padded array")
 
 
@@ -297,6 +294,8 @@ def check_pipeline(info: KernelInfo, d: ast.PipelineDecl) -> None:
         raise error("E098", f"pipeline '{d.name}' mixes shared-memory and Tensor Memory fields", d.span,
                     "a tmem pipeline hands accumulators from an MMA role to an epilogue: declare two pipelines")
     pipe = Pipeline(d.name, d.stages, fields, d.span, tmem_fields)
+    if tmem_fields:
+        info.tmem_sites.append(d.span)
     _check_tmem_budget(info, d.name, d.stages * sum(s[1] for s in tmem_fields.values()), d.span)
     declare(info, d.name, pipe, d.span)
 
@@ -312,11 +311,12 @@ def check_mbarrier(info: KernelInfo, d: ast.MbarrierDecl) -> None:
 
 
 def check_tmem(info: KernelInfo, d: ast.TmemDecl) -> None:
-    """A TMEM accumulator tile; all TMEM of the kernel together within the 512 columns."""
+    """A TMEM accumulator tile; all TMEM of the kernel together within the target's columns."""
     shape = _tmem_shape(d.dtype, d.shape, d.span)
     if d.stages < 1:
         raise error("E095", "a TMEM tile needs at least one stage", d.span)
     _check_tmem_budget(info, d.name, d.stages * shape[1], d.span)
+    info.tmem_sites.append(d.span)
     declare(info, d.name, TmemTile(d.name, d.stages, shape, d.span), d.span)
 
 
@@ -332,13 +332,18 @@ def _tmem_shape(dtype: str, shape: list[int], span) -> list[int]:
 
 
 def _check_tmem_budget(info: KernelInfo, name: str, columns: int, span) -> None:
+    """All Tensor Memory of the kernel within the target's columns (a target without Tensor
+    Memory refuses it altogether: sema/available.py)."""
+    if info.target.tensor_memory is None:
+        return
+    budget = info.target.tensor_memory.columns
     users = [(t.name, t.columns, t.span) for t in info.symbols.values() if isinstance(t, TmemTile)]
     users += [(p.name, p.stages * sum(s[1] for s in p.tmem_fields.values()), p.span)
               for p in info.symbols.values() if isinstance(p, Pipeline) and p.tmem_fields]
     users.append((name, columns, span))
     total = sum(c for _, c, _ in users)
-    if total > TMEM_COLUMNS:
-        raise error("E096", f"Tensor Memory over-allocated: {total} columns, a CTA has {TMEM_COLUMNS}", span,
+    if total > budget:
+        raise error("E096", f"Tensor Memory over-allocated: {total} columns, a CTA has {budget}", span,
                     *(f"{n}: {c} columns ({s.location()})" for n, c, s in users if c))
 
 
@@ -353,14 +358,12 @@ def check_grid(info: KernelInfo, d: ast.GridDecl) -> None:
     info.grid = d.kind.name
 
 
-CLUSTER_SIZES = (1, 2, 4, 8)   # portable cluster sizes
-
-
 def check_cluster(info: KernelInfo, d: ast.ClusterDecl) -> None:
     if info.cluster_decl is not None:
         raise error("E057", "the cluster is already declared", d.span)
-    if d.size not in CLUSTER_SIZES:
-        raise error("E058", f"cluster size must be one of {', '.join(map(str, CLUSTER_SIZES))}, got {d.size}",
+    sizes = info.target.cluster_sizes
+    if d.size not in sizes:
+        raise error("E058", f"cluster size must be one of {', '.join(map(str, sizes))}, got {d.size}",
                     d.span, "larger clusters need a non-portable opt-in")
     info.cluster, info.cluster_decl = d.size, d
 

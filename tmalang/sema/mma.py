@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
+from ..target import tma
 from . import tcgen05
 from .declarations import Box, KernelInfo, Scalar
 from .operands import Accumulator, block_index, check_operand
@@ -59,6 +60,7 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
     acc = lookup(scope, s.acc)
     if scope.elected:
         raise error("E083", "mma inside elect: wgmma is issued by whole warpgroups", s.span)
+    info.wgmma_sites.append(s.span)
     if isinstance(s.a, ast.Call):
         a_dtype, a_shape = _register_operand(s.a, acc, scope)
     else:
@@ -123,11 +125,12 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
     elif target.shape != acc.shape:
         raise error("E067", f"tile {s.target.text()} has shape {target.shape}, accumulator '{acc.name}' has "
                     f"{acc.shape}", s.target.span, f"to write it in parts, read a block: {acc.name}[0, j]")
-    if target.swizzle != "none" and target.shape[-1] * target.dtype.itemsize != int(target.swizzle[:-1]):
+    span = tma.SWIZZLES[target.swizzle].span
+    if span is not None and target.shape[-1] * target.dtype.itemsize != span:
         raise error("E089", f"an epilogue into a tile with swizzle {target.swizzle} needs rows of exactly "
-                    f"{target.swizzle[:-1]} bytes; '{s.target.text()}' has {target.shape[-1] * target.dtype.itemsize}",
+                    f"{span} bytes; '{s.target.text()}' has {target.shape[-1] * target.dtype.itemsize}",
                     s.target.span, "cut the accumulator into column blocks, e.g. cs = bf16(acc[0, j]) into "
-                    f"[{target.shape[0]}, {int(target.swizzle[:-1]) // target.dtype.itemsize}] tiles")
+                    f"[{target.shape[0]}, {span // target.dtype.itemsize}] tiles")
     if target.dtype.name not in ("f32", "f16", "bf16"):
         raise error("E080", f"an epilogue writes f32, f16 or bf16 tiles; '{s.target.text()}' is "
                     f"{target.dtype.name}", s.target.span)

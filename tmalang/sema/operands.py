@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import Span, error
 from ..syntax import ast
+from ..target import tma
 from .declarations import Box, Role
 
 MMA_INPUT_DTYPES = ("bf16", "f16", "f8e4m3", "f8e5m2")
@@ -29,7 +30,7 @@ def check_operand(ref: ast.Ref, tile: Box, dtypes: tuple[str, ...] = MMA_INPUT_D
     if tile.dtype.name not in dtypes:
         raise error("E088", f"mma operands may be {', '.join(dtypes)}; '{ref.text()}' is "
                     f"{tile.dtype.name}", ref.span)
-    span = int(tile.swizzle[:-1]) if tile.swizzle in ("32B", "64B", "128B") else None
+    span = tma.SWIZZLES[tile.swizzle].span
     if len(tile.shape) != 2 or span is None or tile.shape[1] * tile.dtype.itemsize != span:
         raise error("E089", f"{what} '{ref.text()}' must be a 2-D swizzled tile whose rows are one "
                     "swizzle span (32, 64 or 128 bytes)", ref.span,

@@ -9,9 +9,9 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import error
 from ..syntax import ast
+from ..target.dtypes import DTYPES, TILE_MATH_DTYPES
 from . import pairs
 from .declarations import Box, KernelInfo, Pipeline, Role, Scalar, SmemBuffer
-from .dtypes import DTYPES, TILE_MATH_DTYPES
 
 TILE_FUNCTIONS = {"max": 2, "min": 2, **{name: 1 for name in DTYPES}}
 

@@ -17,7 +17,7 @@ from .declarations import (
     Scalar,
     Tensor,
 )
-from .dtypes import TILE_MATH_DTYPES
+from ..target.dtypes import TILE_MATH_DTYPES
 from .scope import (
     Scope,
     check_local,

@@ -9,9 +9,9 @@ its quarter of the 128 lanes, in `cs = bf16(t.d[0, j])` epilogues inside the con
 
 from __future__ import annotations
 
-from ..backend.tcgen05 import descriptors
 from ..diagnostics import error
 from ..syntax import ast
+from ..target.tcgen05 import descriptors
 from .declarations import KernelInfo
 from .operands import Accumulator, block_index, check_operand
 from .scope import open_slot, tile_ref

@@ -1,0 +1,232 @@
+"""AST + KernelInfo → high-level IR (pipelines and roles still implicit).
+
+Lowering is a direct translation: sema already resolved every name, so nothing here can fail on
+user input. Spans travel with every op.
+"""
+
+from __future__ import annotations
+
+from ..sema.declarations import (
+    Box,
+    KernelInfo,
+    Mbarrier,
+    Pipeline,
+    Scalar,
+    SmemBuffer,
+    TmemTile,
+)
+from ..ir import exprs as ex
+from ..ir import ops
+from ..syntax import ast
+from ..target import tma
+
+
+def lower_kernel(info: KernelInfo) -> ops.KernelOp:
+    body: list[ops.Op] = [_param(info.symbols[p.name]) for p in info.node.params]
+    for sym in info.symbols.values():
+        decl = _declaration(sym, info.cluster if info.multicast_boxes.get(getattr(sym, "name", "")) else 1)
+        if decl is not None:
+            body.append(decl)
+    lowerer = _Statements(info)
+    for role in info.roles:
+        lowerer.accs = {name for (owner, name) in info.accumulators if owner == role.name}
+        lowerer.rows = set()
+        body.append(ops.RoleOp(role.name, role.first_warp, role.last_warp, role.regs or 0,
+                               lowerer.block(role.decl.body), span=role.decl.span))
+    return ops.KernelOp(info.node.name, info.grid, info.cluster, info.cta_group, 0, 0, body, span=info.node.span)
+
+
+def _param(sym) -> ops.Op:
+    if isinstance(sym, Scalar):
+        return ops.ScalarDecl(sym.name, sym.dtype.name, span=sym.span)
+    return ops.TensorDecl(sym.name, sym.dtype.name, list(sym.shape), span=sym.span)
+
+
+def _declaration(sym, multicast: int) -> ops.Op | None:
+    if isinstance(sym, Box):
+        return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
+                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, span=sym.span)
+    if isinstance(sym, Pipeline):
+        fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
+        fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]
+        return ops.PipelineDecl(sym.name, sym.stages, fields, span=sym.span)
+    if isinstance(sym, SmemBuffer):
+        return ops.BufferDecl(sym.name, sym.box.name, 1, sym.box.bytes, tma.SWIZZLES[sym.box.swizzle].tile_alignment, -1,
+                              span=sym.span)
+    if isinstance(sym, Mbarrier):
+        return ops.MbarrierDecl(sym.name, 1, sym.count, 0, -1, span=sym.span)
+    if isinstance(sym, TmemTile):
+        return ops.TmemDecl(sym.name, sym.stages, list(sym.shape), -1, span=sym.span)
+    return None
+
+
+class _Statements:
+    def __init__(self, info: KernelInfo):
+        self.info = info
+        self.slots: dict[str, str] = {}   # slot name -> pipeline name, inside produce/consume
+        self.loops = 0
+        self.accs: set[str] = set()        # accumulators of the role being lowered
+
+    def block(self, stmts: list) -> list[ops.Op]:
+        return [self.stmt(s) for s in stmts]
+
+    def stmt(self, s) -> ops.Op:
+        return getattr(self, "_" + type(s).__name__)(s)
+
+    def _ForTiles(self, s: ast.ForTiles):
+        self.loops += 1
+        index = s.index or f"tile{self.loops}"
+        box = self.info.box_for(s.box)
+        return ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, s.group or 0, self.block(s.body),
+                            span=s.span)
+
+    def _ForSteps(self, s: ast.ForSteps):
+        extent = self.int_expr(s.extent)
+        # ceil(extent / chunk) without `extent + chunk - 1`, which wraps in 32 bits for an extent
+        # within a chunk of 2^31 and then runs no step at all
+        whole = ex.Bin("/", extent, ex.Const(s.chunk))
+        count = whole if s.chunk == 1 else ex.add(
+            whole, ex.Bin(">", ex.Bin("%", extent, ex.Const(s.chunk)), ex.Const(0)))
+        return ops.ForRange(s.var, count, self.block(s.body), span=s.span)
+
+    def _pipeline_block(self, cls, s):
+        self.slots[s.slot] = s.pipeline.name
+        body = self.block(s.body)
+        del self.slots[s.slot]
+        return cls(s.pipeline.name, s.slot, body, span=s.span)
+
+    def _Produce(self, s):
+        return self._pipeline_block(ops.Produce, s)
+
+    def _Consume(self, s):
+        return self._pipeline_block(ops.Consume, s)
+
+    def _Load(self, s: ast.Load):
+        barrier = ex.BufferRef(s.barrier.name, ex.Const(0)) if s.barrier else None
+        return ops.TmaLoad(self.info.box_for(s.source).name, [self.int_expr(c) for c in s.coords],
+                           self.tile(s.dest), barrier, s.multicast, False, span=s.span)
+
+    def _Store(self, s: ast.Store):
+        return ops.TmaStore(self.info.box_for(s.target).name, [self.int_expr(c) for c in s.coords],
+                            self.tile(s.source), span=s.span)
+
+    def _is_tmem(self, ref) -> bool:
+        return (isinstance(ref, ast.Ref) and ref.field is not None and ref.name in self.slots
+                and ref.field in self.info.symbols[self.slots[ref.name]].tmem_fields)
+
+    def _Assign(self, s: ast.Assign):
+        if s.target.field is None and s.target.name in self.accs:
+            return ops.AccZero(s.target.name, span=s.span)
+        if s.row_math:
+            return ops.RowAssign(self.row_operand(s.target), self.tile_expr(s.value), span=s.span)
+        if self._is_tmem(s.target) and isinstance(s.value, ast.Ref):
+            return ops.Tcgen05Cp(self.tile(s.target), s.tmem_column, self.tile(s.value), span=s.span)
+        if self._is_tmem(s.target):
+            return ops.TmemZero(self.tile(s.target), span=s.span)
+        self.block_cols = self._tile_box(s.target).shape[-1]   # an `acc[0, j]` block's width
+        value = self.tile_expr(s.value)
+        if any(isinstance(e, ex.AccRef) for e in ex.walk(value)):
+            return ops.AccStore(self.tile(s.target), value, span=s.span)
+        if any(isinstance(e, ex.TmemRef) for e in ex.walk(value)):
+            return ops.TmemEpilogue(self.tile(s.target), value, span=s.span)
+        return ops.TileAssign(self.tile(s.target), value, span=s.span)
+
+    def row_operand(self, ref: ast.Ref) -> ex.Expr:
+        if ref.field is None and ref.name in self.rows:
+            return ex.RowVar(ref.name)
+        return self.tile(ref)
+
+    def _RowDecl(self, s: ast.RowDecl):
+        self.rows.add(s.name)
+        return ops.RowDecl(s.name, s.cols or 0, span=s.span)
+
+    def _AccumulatorDecl(self, s: ast.AccumulatorDecl):
+        return ops.AccDecl(s.name, s.dtype.name, list(s.shape), span=s.span)
+
+    def _Mma(self, s: ast.Mma):
+        if self._is_tmem(s.acc):
+            return ops.Tcgen05Mma(self.tile(s.acc), self.tile(s.a), self.tile(s.b), span=s.span)
+        a = ex.Cast(s.a.func, ex.AccRef(s.a.args[0].name)) if isinstance(s.a, ast.Call) else self.tile(s.a)
+        return ops.Wgmma(s.acc.name, a, self.tile(s.b), span=s.span)
+
+    def _Elect(self, s):
+        return ops.Elect("role", self.block(s.body), span=s.span)
+
+    def _ExpectTx(self, s):
+        return ops.MbarExpectTx(_single(s.barrier), self.int_expr(s.bytes), span=s.span)
+
+    def _Arrive(self, s):
+        return ops.MbarArrive(_single(s.barrier), span=s.span)
+
+    def _Wait(self, s):
+        return ops.MbarWait(_single(s.barrier), self.int_expr(s.parity), span=s.span)
+
+    def _Fence(self, s):
+        return ops.Fence(s.kind.name, span=s.span)
+
+    def _Sync(self, s):
+        return ops.Sync("role", span=s.span)
+
+    def _CommitGroup(self, s):
+        return ops.BulkCommit(span=s.span)
+
+    def _WaitGroup(self, s):
+        return ops.BulkWait(s.pending, s.read, span=s.span)
+
+    # ---- operands
+    def tile(self, ref: ast.Ref) -> ex.BufferRef:
+        if ref.field is not None:
+            return ex.BufferRef(f"{self.slots[ref.name]}.{ref.field}", ex.Var(ref.name))
+        return ex.BufferRef(ref.name, ex.Const(0))
+
+    def _tile_box(self, ref: ast.Ref) -> Box:
+        if self._is_tmem(ref):
+            raise AssertionError("a tmem tile is never an epilogue target (sema)")
+        if ref.field is not None:
+            return self.info.symbols[self.slots[ref.name]].fields[ref.field]
+        return self.info.symbols[ref.name].box
+
+    def _block_column(self, ref: ast.Ref) -> int:
+        """The first accumulator column an epilogue reads: j × block width for `acc[0, j]`."""
+        return 0 if ref.block is None else ref.block[1].value * self.block_cols
+
+    def int_expr(self, e) -> ex.Expr:
+        if isinstance(e, ast.Number):
+            return ex.Const(e.value)
+        if isinstance(e, ast.Ref):
+            # sema forbids locals that shadow kernel names, so a launch-bound name is never a local
+            launch_bound = e.name in self.info.dims or isinstance(self.info.symbols.get(e.name), Scalar)
+            return ex.Param(e.name) if launch_bound else ex.Var(e.name)
+        if isinstance(e, ast.Neg):
+            inner = self.int_expr(e.operand)
+            return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)
+        return ex.Bin(e.op, self.int_expr(e.lhs), self.int_expr(e.rhs))
+
+    def tile_expr(self, e) -> ex.Expr:
+        if isinstance(e, ast.Number):
+            return ex.Const(e.value)
+        if isinstance(e, ast.Ref):
+            if e.field is None and isinstance(self.info.symbols.get(e.name), Scalar):
+                return ex.Param(e.name)
+            if e.field is None and e.name in self.accs:
+                return ex.AccRef(e.name, self._block_column(e))
+            if e.field is None and e.name in self.rows:
+                return ex.RowVar(e.name)
+            if self._is_tmem(e):
+                return ex.TmemRef(self.tile(e), self._block_column(e))
+            return self.tile(e)
+        if isinstance(e, ast.Neg):
+            inner = self.tile_expr(e.operand)
+            return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)
+        if isinstance(e, ast.Call) and e.func == "mask_cols":
+            return ex.Call(e.func, (self.tile_expr(e.args[0]), self.int_expr(e.args[1])))
+        if isinstance(e, ast.Call) and e.func in ex.ROW_FUNCTIONS:
+            return ex.Call(e.func, tuple(self.tile_expr(a) for a in e.args))
+        if isinstance(e, ast.Call):
+            args = [self.tile_expr(a) for a in e.args]
+            return ex.Bin(e.func, *args) if e.func in ("max", "min") else ex.Cast(e.func, args[0])
+        return ex.Bin(e.op, self.tile_expr(e.lhs), self.tile_expr(e.rhs))
+
+
+def _single(ref: ast.Ref) -> ex.BufferRef:
+    return ex.BufferRef(ref.name, ex.Const(0))

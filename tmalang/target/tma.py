@@ -1,0 +1,53 @@
+"""The tensor-memory-accelerator facts that sema, the passes, the interpreter, the launch header
+and the runtime all read: box options with their driver spellings, alignment, tile bytes.
+
+Sources: CUDA Driver API, cuTensorMapEncodeTiled (boxDim, elementStrides, swizzle and
+interleave rules, CUtensorMap* enums); PTX ISA 9.7.9.25 (cp.async.bulk.tensor) and 5.5.8
+(tensor swizzling modes: a pattern repeats every 8 rows of its span, so a tile must be aligned to
+8 x span bytes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+
+@dataclass(frozen=True)
+class Swizzle:
+    name: str
+    span: int | None       # bytes a swizzled row may span (the innermost box extent's bound)
+    tile_alignment: int    # smem alignment of a tile: 8 rows of the span (128 B without swizzle)
+    tensor_map: str        # CU_TENSOR_MAP_SWIZZLE_*
+
+
+SWIZZLES = {s.name: s for s in (
+    Swizzle("none", None, 128, "CU_TENSOR_MAP_SWIZZLE_NONE"),
+    Swizzle("32B", 32, 256, "CU_TENSOR_MAP_SWIZZLE_32B"),
+    Swizzle("64B", 64, 512, "CU_TENSOR_MAP_SWIZZLE_64B"),
+    Swizzle("128B", 128, 1024, "CU_TENSOR_MAP_SWIZZLE_128B"),
+)}
+
+# "zero" is the hardware default (OOB_FILL_NONE fills zeros); "nan" asks for the special NaN.
+OOB_FILLS = {"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE", "nan": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"}
+L2_PROMOTIONS = {
+    "none": "CU_TENSOR_MAP_L2_PROMOTION_NONE", "64B": "CU_TENSOR_MAP_L2_PROMOTION_L2_64B",
+    "128B": "CU_TENSOR_MAP_L2_PROMOTION_L2_128B", "256B": "CU_TENSOR_MAP_L2_PROMOTION_L2_256B",
+}
+DATA_TYPE_PREFIX = "CU_TENSOR_MAP_DATA_TYPE_"
+
+GLOBAL_ALIGNMENT = 16      # bytes: a tensor's base address and every outer stride
+MAX_BOX_EXTENT = 256       # elements per box dimension
+MAX_ELEMENT_STRIDE = 8
+MAX_RANK = 5
+TENSOR_MAP_BYTES = 128
+
+
+def tile_shape(box_shape, element_strides) -> list[int]:
+    """The smem tile a load of the box fills: every stride-th element of each extent, packed."""
+    return [-(-extent // stride) for extent, stride in zip(box_shape, element_strides)]
+
+
+def tile_bytes(itemsize: int, box_shape, element_strides) -> int:
+    """The bytes one load of the box writes into shared memory."""
+    return itemsize * prod(tile_shape(box_shape, element_strides))
