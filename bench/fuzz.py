@@ -237,7 +237,7 @@ def _interpret(kernel, text, original, seed):
 
 def _small_dims(manifest, rng: random.Random) -> dict[str, int] | None:
     """Small random dims: at most about three tiles along each tiled dim; None if too large."""
-    from tmalang.backend.manifest import TensorArg
+    from tmalang.contract.manifest import TensorArg
 
     boxes = {d: box for d, box in manifest.grid.tile_dims if isinstance(d, str)}
     dims = {}

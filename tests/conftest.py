@@ -18,19 +18,25 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.tma"))
 
 
 @functools.cache
-def example_arch(path) -> str:
-    """The target an example is written for: the first known target whose rules its kernels meet
-    (sema decides, from the target's features: Tensor Memory needs tcgen05, register-accumulator
-    mma needs wgmma), so a kernel both could run takes the default."""
+def example_archs(path) -> tuple[str, ...]:
+    """Every known target whose rules an example's kernels meet (sema decides, from the target's
+    features: Tensor Memory needs tcgen05, register-accumulator mma needs wgmma)."""
     program = parse(Path(path).read_text(), str(path))
+    fits = []
     for target in TARGETS.values():
         try:
             for info in check(program, target):
                 check_available(info)
         except TmalangError:
             continue
-        return target.name
-    return DEFAULT.name
+        fits.append(target.name)
+    return tuple(fits)
+
+
+def example_arch(path) -> str:
+    """The target an example is written for: the first that accepts it, so a kernel every target
+    could run takes the default."""
+    return (example_archs(path) or (DEFAULT.name,))[0]
 
 
 def pytest_addoption(parser):

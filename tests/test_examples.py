@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import EXAMPLES, ROOT, example_arch
+from conftest import EXAMPLES, ROOT, example_arch, example_archs
 from tmalang.backend import ptxas
 from tmalang.compiler import Options, compile_source
 from tmalang.ir.parser import parse_ir
@@ -62,8 +62,7 @@ def test_each_thread_barrier_is_emitted_once(path):
     assert len(re.findall(r"\bbar\.(?:warp\.)?sync\b", c.ptx)) == len(syncs)
 
 
-TARGETS = [(p, arch) for p in EXAMPLES
-           for arch in ([example_arch(p)] if "sm90" in p.stem or "sm100" in p.stem else ["sm_90a", "sm_100a"])]
+TARGETS = [(p, arch) for p in EXAMPLES for arch in example_archs(p)]
 
 
 @pytest.mark.parametrize("path,arch", TARGETS, ids=[f"{p.stem}-{a}" for p, a in TARGETS])

@@ -42,7 +42,7 @@ HAVE_PTXAS = ptxas.find_ptxas() is not None
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_every_example_runs_clean_at_small_dims_and_random_schedules(name, seed):
-    outcome, detail = fuzz.check(SOURCES[name], example_arch(ROOT / name), SOURCES[name], seed=seed,
+    outcome, detail = fuzz.check(SOURCES[name], example_arch(ROOT / "examples" / name), SOURCES[name], seed=seed,
                                  assemble=False)
     assert outcome == "interp_clean", detail
 
@@ -65,7 +65,7 @@ def test_the_fuzzer_classifies_what_it_finds():
 @given(name=st.sampled_from(sorted(SOURCES)), seed=st.integers(0, 2**32 - 1))
 def test_mutants_get_a_diagnostic_or_assembled_code_that_runs_clean(name, seed):
     text = fuzz.mutate(SOURCES[name], random.Random(seed))
-    outcome, detail = fuzz.check(text, example_arch(ROOT / name), SOURCES[name], seed=seed % 1000,
+    outcome, detail = fuzz.check(text, example_arch(ROOT / "examples" / name), SOURCES[name], seed=seed % 1000,
                                  assemble=HAVE_PTXAS)
     assert outcome not in fuzz.FAILURES, f"{outcome} on this mutant of {name}:\n{text}\n{detail}"
 

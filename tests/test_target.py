@@ -149,3 +149,27 @@ def test_a_header_with_every_box_option_compiles(tmp_path):
                           f"-I{ROOT / 'runtime'}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+# --- the runtime reads the target too ---
+
+
+@pytest.mark.gpu
+def test_a_kernel_for_another_target_is_refused_before_the_driver_loads_it():
+    """An sm_100a cubin on this GPU (or an sm_90a one on a Blackwell): E217 names both sides."""
+    import numpy as np
+
+    import tmalang
+    from tmalang.runtime import driver
+
+    driver.init()
+    here = driver.compute_capability(0)
+    other = next(t for t in TARGETS.values() if t.compute_capability != here)
+    kernel = tmalang.compile(example("tma_copy").replace("ring[4]", "ring[2]"), arch=other.name)
+    src = np.random.default_rng(0).standard_normal((70, 132)).astype(np.float32)
+    dst = np.zeros_like(src)
+    with pytest.raises(tmalang.TmalangError) as caught:
+        kernel(src, dst)
+    assert caught.value.code == "E217"
+    assert other.name in caught.value.message and f"{here[0]}.{here[1]}" in caught.value.message
+    assert not dst.any()
