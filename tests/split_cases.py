@@ -7,12 +7,15 @@ A group file (tests/diagnostics/*.tma, tests/verify/*.tma) is cut at split-marke
 Each piece is one case: a self-contained program with directives and one expected error::
 
     // -----
-    // case: overlapping_roles            name; the pytest id is roles.tma:overlapping_roles
-    // arch: sm_90a                       the target it compiles for (required, never guessed)
-    // until: ll                          optional last stage: ast, ir, ll (the default), ptx
-        role b: warps 3..4 {
-    //                ^^^^ error[E041]: warp 3 is in roles 'a' and 'b'
-    // expect-note: first role at tests/diagnostics/roles.tma:[[@LINE-4]]:5
+    // case: grid_declared_twice      its name; the pytest id is tiles.tma:grid_declared_twice
+    // arch: sm_90a                   the target it compiles for (required: never guessed)
+    // until: ll                      optional: the last stage, ast, ir, ll (default) or ptx
+    kernel saxpy(a: f32, x: f32[M, N], y: f32[M, N], out: f32[M, N]) {
+        grid persistent
+        grid tiles
+    //  ^^^^^^^^^^ error[E057]: the grid is already declared
+    // expect-note: first declared at tests/diagnostics/tiles.tma:[[@LINE-3]]:5
+        ...
 
 The expected error takes one of three forms:
 
