@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from conftest import ROOT
+from split_cases import load
 from tmalang.cli import main
 
 COPY = str(ROOT / "examples" / "tma_copy.tma")
-BAD = str(ROOT / "tests" / "diagnostics" / "E041_overlapping_roles.tma")
+BAD = next(c for c in load(ROOT / "tests" / "diagnostics" / "roles.tma", ROOT) if c.name == "overlapping_roles")
 
 
 def test_ptx_to_file(tmp_path):
@@ -60,10 +61,10 @@ def test_print_ir_after_and_time_passes_and_stats(capsys):
     assert "spill_stores=0B" in err
 
 
-def test_user_error_exits_1_with_located_diagnostic(capsys):
-    assert main([BAD]) == 1
+def test_user_error_exits_1_with_located_diagnostic(tmp_path, capsys):
+    assert main([str(BAD.write(tmp_path))]) == 1
     err = capsys.readouterr().err
-    assert "E041_overlapping_roles.tma:10:20: error[E041]" in err and "^^^" in err
+    assert f"roles.tma:{BAD.expected.line}:20: error[E041]" in err and "^^^" in err
     assert "Traceback" not in err
 
 

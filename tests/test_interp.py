@@ -10,9 +10,10 @@ import pytest
 import tmalang
 from conftest import EXAMPLES, ROOT, example_arch
 from references import CASES, check
+from split_cases import load_dir
 
 SHAPES = [(100, 300), (1, 64), (257, 129), (130, 4)]
-VERIFY = sorted((ROOT / "tests" / "verify").glob("*.tma"))
+VERIFY = load_dir(ROOT / "tests" / "verify", ROOT)
 
 
 def _matrix(rng, shape, fill=None):
@@ -91,20 +92,22 @@ def _strip_compiler_proxy_fences(kernel) -> None:
     strip(kernel._c.ir.body)
 
 
-@pytest.mark.parametrize("path", VERIFY, ids=[p.stem for p in VERIFY])
-def test_broken_protocol_is_caught(path, golden):
-    kernel = tmalang.compile_file(path, arch=example_arch(path))
-    if STRIP_FENCES in path.read_text():
+@pytest.mark.parametrize("case", VERIFY, ids=[c.id for c in VERIFY])
+def test_broken_protocol_is_caught(case):
+    """Each case of tests/verify/*.tma (format: tests/split_cases.py) compiles cleanly, and the
+    interpreter's default schedule reports exactly the error written inline."""
+    kernel = tmalang.compile(case.source(), arch=case.arch, name=case.relative)
+    if STRIP_FENCES in "\n".join(case.lines):
         _strip_compiler_proxy_fences(kernel)
     arrays = _signature_arrays(kernel, np.random.default_rng(0), (96, 128))
     with pytest.raises(tmalang.TmalangError) as caught:
         kernel.interpret(*arrays)
-    rendered = caught.value.render()
-    assert "error[E2" not in rendered, "a launch error hides the protocol error the program exists to show"
+    assert "error[E2" not in caught.value.render(), "a launch error hides the protocol error the program exists to show"
     written = [a for arg, a in zip(kernel.manifest.args, arrays) if arg.written]
     assert all((a.astype(np.float32) == 7.0).all() for a in written), "a failed run must not write the caller's arrays"
-    rendered = rendered.replace(str(ROOT) + "/", "")
-    golden(path.with_suffix(".err"), rendered + "\n")
+    problem = case.mismatch(caught.value)
+    if problem:
+        pytest.fail(problem, pytrace=False)
 
 
 def test_run_cli_writes_a_perfetto_trace(tmp_path, capsys):
@@ -126,10 +129,12 @@ def test_run_cli_writes_a_perfetto_trace(tmp_path, capsys):
     assert any(e["name"] == "mbar_wait" and e["dur"] > 1 for e in slices), "some wait should block"
 
 
-def test_run_cli_reports_a_deadlock_with_exit_1(capsys):
+def test_run_cli_reports_a_deadlock_with_exit_1(tmp_path, capsys):
     from tmalang.cli import main
 
-    assert main(["run", str(VERIFY[0]), "--interpret", "--seed", "3", "--explore", "2"]) == 1
+    case = next(c for c in VERIFY if c.name == "broken_constant_parity")
+    path = case.write(tmp_path)
+    assert main(["run", str(path), "--interpret", "--arch", case.arch, "--seed", "3", "--explore", "2"]) == 1
     err = capsys.readouterr().err
     assert "error[E401]" in err and "replay with seed=3" in err
 
