@@ -21,6 +21,7 @@ from .ir.printer import print_ir
 from .runtime import Launcher
 from .runtime.cache import DiskCache
 from .syntax.limits import decode
+from .target.arch import DEFAULT
 
 VERSION = "0.1.0"
 
@@ -40,7 +41,7 @@ class Kernel:
         self._launcher = None
 
     def explain(self) -> str:
-        return explain(self._c.ir)
+        return explain(self._c.ir, self._c.target)
 
     @property
     def cubin(self) -> bytes:
@@ -74,7 +75,7 @@ class Kernel:
         return f"<tmalang.Kernel {self.name} {self.manifest.arch} {self.manifest.block_threads} threads>"
 
 
-def compile(source: str | bytes, *, arch: str = "sm_90a", kernel: str | None = None,
+def compile(source: str | bytes, *, arch: str = DEFAULT.name, kernel: str | None = None,
             name: str = "<string>") -> Kernel:
     """Compile tmalang source text (str, or UTF-8 bytes) to a Kernel; TmalangError if it is wrong."""
     if not isinstance(name, str):
@@ -90,7 +91,7 @@ def compile(source: str | bytes, *, arch: str = "sm_90a", kernel: str | None = N
     return Kernel(c, source)
 
 
-def compile_file(path: str | Path, *, arch: str = "sm_90a", kernel: str | None = None) -> Kernel:
+def compile_file(path: str | Path, *, arch: str = DEFAULT.name, kernel: str | None = None) -> Kernel:
     """Compile a .tma file; OSError if it cannot be read, E007 if it is not UTF-8."""
     path = Path(path)
     return compile(decode(path.read_bytes(), str(path)), arch=arch, kernel=kernel, name=str(path))

@@ -23,6 +23,7 @@ from .files import check_outputs, read_source, write_file
 from .ir.printer import print_ir
 from .passes import PASS_NAMES, PassLog
 from .run_cli import run_main
+from .target.arch import DEFAULT
 
 EMITS = ("ast", "ir", "ll", "ptx", "cubin", "header")
 
@@ -31,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tmalangc", description="Compile tmalang (.tma) kernels to PTX and cubin.")
     p.add_argument("file", help="the .tma source file")
     p.add_argument("-o", "--output", help="output file (default: stdout; FILE.cubin for --emit cubin)")
-    p.add_argument("--arch", default="sm_90a", choices=ARCHS)
+    p.add_argument("--arch", default=DEFAULT.name, choices=ARCHS)
     p.add_argument("--emit", default="ptx", choices=EMITS, help="what to produce (default: ptx; header: a C++ launch header over runtime/tmalang_runtime.h)")
     p.add_argument("--kernel", help="which kernel of the file (default: the first)")
     p.add_argument("--print-ir-after", metavar="PASS|all", action="append", default=[],
@@ -93,7 +94,7 @@ def _run(args, source: str) -> int:
     if args.manifest and c.manifest is not None:
         write_file(args.manifest, json.dumps(c.manifest.to_json(), indent=2) + "\n")
     if args.explain:
-        print(explain(c.ir), end="")
+        print(explain(c.ir, c.target), end="")
         if not args.output:
             return 0
     _write_output(args, c)

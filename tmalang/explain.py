@@ -10,9 +10,10 @@ from collections import defaultdict
 
 from .ir import ops
 from .passes.plan_smem import smem_map
+from .target.arch import Target
 
 
-def explain(kernel: ops.KernelOp) -> str:
+def explain(kernel: ops.KernelOp, target: Target) -> str:
     cluster = f", clusters of {kernel.cluster}" if kernel.cluster > 1 else ""
     pairs = (", CTA pairs (cta_group 2): the MMA role runs in each pair's leader (even rank)"
              if kernel.cta_group == 2 else "")
@@ -22,17 +23,17 @@ def explain(kernel: ops.KernelOp) -> str:
     lines += _table(["role", "warps", "threads", "regs"], _roles(kernel))
     lines += [""] + _table(["barrier", "stages", "count", "tx bytes", "waits (parity)", "arrives"], _barriers(kernel))
     lines += ["", "smem map (offset +bytes name):", *("  " + row for row in smem_map(kernel))]
-    lines += _tmem_map(kernel)
+    lines += _tmem_map(kernel, target)
     return "\n".join(lines) + "\n"
 
 
-def _tmem_map(kernel: ops.KernelOp) -> list[str]:
+def _tmem_map(kernel: ops.KernelOp, target: Target) -> list[str]:
     alloc = next((o for o in kernel.body if isinstance(o, ops.TmemAlloc)), None)
     if alloc is None:
         return []
     rows = [f"{t.column:>7} +{t.stages * t.pitch():<7} {t.symbol} ({t.stages} x [{t.shape[0]}, {t.shape[1]}])"
             for t in ops.decls(kernel, ops.TmemDecl).values()]
-    return ["", f"tmem map (first column +columns name), {alloc.columns} of 512 columns allocated:",
+    return ["", f"tmem map (first column +columns name), {alloc.columns} of {target.tensor_memory.columns} columns allocated:",
             *("  " + row for row in rows)]
 
 
