@@ -173,3 +173,78 @@ def test_a_kernel_for_another_target_is_refused_before_the_driver_loads_it():
     assert caught.value.code == "E217"
     assert other.name in caught.value.message and f"{here[0]}.{here[1]}" in caught.value.message
     assert not dst.any()
+
+
+# --- a kernel written from the docs alone, for every target it fits ---
+
+SCALED_MAX = """
+// out = a * max(x, y), elementwise, through swizzled boxes with L2 promotion; tails read NaN
+// (oob nan) and stores clip them, so odd shapes are exact.
+kernel scaled_max(a: f32, x: f32[M, N], y: f32[M, N], out: f32[M, N]) {
+    grid persistent
+    box X = x[16, 32] swizzle 128B l2 64B oob nan
+    box Y = y[16, 32] swizzle 128B l2 256B oob nan
+    box O = out[16, 32] swizzle 128B
+    pipeline ring[3] { xs: X, ys: Y }
+
+    role loader: warp 0 {
+        for tile (m, n) in tiles(out, O) {
+            produce ring as s {
+                load X[m, n] -> s.xs
+                load Y[m, n] -> s.ys
+            }
+        }
+    }
+    role math: warps 1..2 {
+        for tile (m, n) in tiles(out, O) {
+            consume ring as s {
+                s.ys = a * max(s.xs, s.ys)
+                store O[m, n] <- s.ys
+            }
+        }
+    }
+}
+"""
+
+
+def _scaled_max_inputs(m: int, n: int):
+    import numpy as np
+
+    rng = np.random.default_rng(m * 1000 + n)
+    x, y = (rng.standard_normal((m, n)).astype(np.float32) for _ in range(2))
+    expected = (np.float64(-1.75) * np.maximum(x.astype(np.float64), y)).astype(np.float32)
+    return x, y, expected
+
+
+@pytest.mark.parametrize("arch", sorted(TARGETS))
+@pytest.mark.parametrize("m,n", [(203, 100), (17, 36)])
+def test_docs_kernel_on_the_interpreter_for_every_target(arch, m, n):
+    import numpy as np
+
+    import tmalang
+
+    kernel = tmalang.compile(SCALED_MAX, arch=arch)
+    assert f".target {arch}" in kernel.ptx and "cp.async.bulk.tensor" in kernel.ptx
+    x, y, expected = _scaled_max_inputs(m, n)
+    out = np.full_like(x, 7.0)
+    (got,) = kernel.interpret(np.float32(-1.75), x, y, out, seed=3)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n", [(203, 100), (17, 36), (1000, 1004)])
+def test_docs_kernel_on_the_gpu_matches_numpy_and_the_interpreter(m, n):
+    import numpy as np
+
+    import tmalang
+    from tmalang.runtime import driver
+
+    driver.init()
+    arch = next(t.name for t in TARGETS.values() if t.compute_capability == driver.compute_capability(0))
+    kernel = tmalang.compile(SCALED_MAX, arch=arch)
+    x, y, expected = _scaled_max_inputs(m, n)
+    out = np.full_like(x, 7.0)
+    kernel(np.float32(-1.75), x, y, out)
+    np.testing.assert_array_equal(out, expected)
+    (interpreted,) = kernel.interpret(np.float32(-1.75), x, y, np.full_like(x, 7.0))
+    np.testing.assert_array_equal(interpreted, out)
