@@ -318,6 +318,22 @@ class ForRange(Op):
     body: list[Op]
 
 
+@op("for_step")
+@dataclass
+class ForStep(Op):
+    """C's `for (var = start, count = 0; var < stop; var += step, count += 1) body`, unsigned
+    32-bit: `start` is evaluated on entry, `stop` before every iteration, `step` after every
+    iteration (neither reads `var` or `count`). `count` numbers the iterations 0, 1, ..: the body
+    often needs it besides its strided position (a persistent CTA's i-th tile picks a parity)."""
+
+    var: str
+    count: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: list[Op]
+
+
 @op("if")
 @dataclass
 class If(Op):
@@ -331,6 +347,18 @@ class If(Op):
 @dataclass
 class Let(Op):
     """Define or update an integer variable."""
+
+    var: str
+    value: Expr
+
+
+@op("val")
+@dataclass
+class Val(Op):
+    """Name a value: `var` = `value`, like a let, for the ops after it in its region. A val is the
+    index arithmetic a pass derived: the backend keeps it as an SSA value (no stack slot, unless a
+    let or a loop also binds the name), and the interpreter does not count it as a step of the
+    warp, where the scheduler may switch warps (no other agent can observe it)."""
 
     var: str
     value: Expr

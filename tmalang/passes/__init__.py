@@ -14,6 +14,7 @@ from . import (
     expand_pipelines,
     fence_proxy_writes,
     fence_tensor_memory,
+    lower_tile_walk,
     order_slot_release,
     order_wgmma,
     pair_ctas,
@@ -36,7 +37,8 @@ PIPELINE = [
     ("defer_mma_release", defer_mma_release),    # after counting: its tail release is an alternative site
     ("plan_tmem", plan_tmem),                    # after the init sync exists: allocation joins it
     ("plan_smem", plan_smem),                    # lays out the buffers and barriers the passes above made
-    ("dispatch_roles", dispatch_roles),          # last: sizes the block and budgets registers
+    ("dispatch_roles", dispatch_roles),          # sizes the block and budgets registers
+    ("lower_tile_walk", lower_tile_walk),        # last: the passes above find the tile loop as for_tiles
 ]
 PASS_NAMES = [name for name, _ in PIPELINE]
 
