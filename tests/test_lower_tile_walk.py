@@ -12,6 +12,7 @@ import pytest
 from conftest import EXAMPLES, example_arch
 from tmalang.backend import codegen
 from tmalang.compiler import Options, compile_source
+from tmalang.diagnostics import TmalangError
 from tmalang.interp import Launch
 from tmalang.interp.machine import CTA, SEMANTICS, Cluster
 from tmalang.ir import exprs as ex
@@ -30,6 +31,12 @@ def _kernel(dims: list, box: list[int], cluster: int, group: int) -> ops.KernelO
         ops.BoxDecl("B", "t", "f32", box, [1] * len(box), "none", "zero", "none", 1, False),
         ops.RoleOp("r", 0, 0, 0, [walk]),
     ])
+
+
+def _lowered(dims, box, cluster, group) -> ops.KernelOp:
+    kernel = _kernel(dims, box, cluster, group)
+    lower_tile_walk.run(kernel)
+    return kernel
 
 
 def _walked(kernel: ops.KernelOp, params: dict, ctas: int) -> dict[int, list[tuple]]:
@@ -82,8 +89,7 @@ def _reference(counts: list[int], cluster: int, group: int, ctas: int) -> dict[i
     ([3 * 8 - 1, 5 * 4 + 1, 7 * 2], [8, 4, 2], 1, 0, 4),   # rank 3
 ])
 def test_the_lowered_walk_takes_the_reference_tiles(dims, box, cluster, group, ctas):
-    kernel = _kernel(["M", "N", "K"][: len(dims)], box, cluster, group)
-    lower_tile_walk.run(kernel)
+    kernel = _lowered(["M", "N", "K"][: len(dims)], box, cluster, group)
     verify(kernel, "lower_tile_walk", ["lower", *PASS_NAMES])
     assert not any(isinstance(o, ops.ForTiles) for o in ops.walk(kernel.body))
     text = print_ir(kernel)
@@ -111,3 +117,17 @@ def test_no_tile_loop_reaches_the_final_ir(path):
     assert not any(isinstance(o, ops.ForTiles) for o in ops.walk(c.ir.body))
     assert any(isinstance(o, ops.ForStep) for o in ops.walk(c.ir.body))
     assert c.manifest.grid.tile_dims, "the launch grid still comes from the tile loop"
+
+
+def test_a_tile_loop_after_lower_tile_walk_is_an_internal_error():
+    kernel = _kernel(["M", "N"], [32, 16], 1, 0)
+    verify(kernel, "dispatch_roles", ["lower", *PASS_NAMES[:-1]])
+    with pytest.raises(TmalangError, match="E999.*after 'lower_tile_walk': no for_tiles remains"):
+        verify(kernel, "lower_tile_walk", ["lower", *PASS_NAMES])
+
+
+def test_the_ir_text_names_only_the_special_registers_the_ir_reads():
+    text = print_ir(_lowered(["M", "N"], [32, 16], 2, 2))
+    assert "sreg(ctaid.x)" in text and "sreg(nctaid.x)" in text
+    with pytest.raises(TmalangError, match="E090.*unknown special register 'tid.y'"):
+        parse_ir(text.replace("sreg(ctaid.x)", "sreg(tid.y)", 1))

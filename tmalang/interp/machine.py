@@ -1,9 +1,9 @@
 """The reference interpreter: the executable meaning of every op of the final IR.
 
 One CTA at a time (CTAs of a launch do not interact in v0). Each warp is a generator that runs
-its role's ops and yields after every op (but a val), so the scheduler can interleave warps and the TMA
-engine's completions in any order; a warp that cannot proceed yields a `Blocked` naming what it
-waits for. Granularity is the warp: an op outside `elect` is executed by all 32 threads at once
+its role's ops and yields after every op but a val, so the scheduler can interleave warps and
+the TMA engine's completions in any order; a warp that cannot proceed yields a `Blocked` naming
+what it waits for. Granularity is the warp: an op outside `elect` is executed by all 32 threads at once
 (32 arrivals on a barrier, 32 threads' share of tile math), an op inside `elect` by one thread.
 
 `SEMANTICS` maps each op class to its function — the definition of what the op means.
@@ -76,7 +76,6 @@ class CTA:
         self.smem = Smem.allocate(kernel.smem_bytes)
         self.boxes = ops.decls(kernel, ops.BoxDecl)
         self.buffers = ops.decls(kernel, ops.BufferDecl)
-        self.tensors = ops.decls(kernel, ops.TensorDecl)
         self.accumulators: dict[tuple, np.ndarray] = {}   # (role, name, warpgroup) -> [64, C] f32
         self.barriers = {
             (d.symbol, s): Mbarrier(d.symbol, s, d.count) for d in ops.decls(kernel, ops.MbarrierDecl).values()
@@ -444,7 +443,8 @@ def _tile_assign(m: CTA, w: Warp, o: ops.TileAssign):
 
 
 SEMANTICS = {
-    ops.Let: _let, ops.Val: _let, ops.ForRange: _for_range, ops.ForStep: _for_step, ops.If: _if, ops.Elect: _elect, ops.Sync: _sync,
+    ops.Let: _let, ops.Val: _let, ops.ForRange: _for_range, ops.ForStep: _for_step, ops.If: _if,
+    ops.Elect: _elect, ops.Sync: _sync,
     ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarArriveCluster: _mbar_arrive_cluster,
     ops.MbarArriveLeader: _mbar_arrive_leader, ops.MbarExpectTx: _mbar_expect_tx,
     ops.MbarArriveExpectTx: _mbar_arrive_expect_tx, ops.MbarWait: _mbar_wait,

@@ -297,7 +297,9 @@ class ForTiles(Op):
 
     Binds `vars` (tile index per dim, outermost first) and `index` (this CTA's iteration). With
     `group` G, tile t of a 2-D space lies in band t // (G * columns) and walks that band's G rows
-    first, so concurrently running CTAs share operand tiles in L2.
+    first, so concurrently running CTAs share operand tiles in L2. The passes find the tile loop
+    by this op; the last one, lower_tile_walk, writes out what it means in vals and a for_step,
+    which is what the interpreter and the backend run.
     """
 
     vars: list[str]
