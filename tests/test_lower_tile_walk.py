@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 import pytest
+from llvmlite import binding as llvm
+from llvmlite import ir as llir
 
 from conftest import EXAMPLES, example_arch
 from tmalang.backend import codegen
@@ -131,3 +133,18 @@ def test_the_ir_text_names_only_the_special_registers_the_ir_reads():
     assert "sreg(ctaid.x)" in text and "sreg(nctaid.x)" in text
     with pytest.raises(TmalangError, match="E090.*unknown special register 'tid.y'"):
         parse_ir(text.replace("sreg(ctaid.x)", "sreg(tid.y)", 1))
+
+
+def test_a_val_is_a_register_unless_a_let_binds_its_name_too():
+    """x is a let and a val: the val stores into the let's slot. y is only a val: no slot."""
+    use = lambda name: ops.If(ex.Var(name), [ops.Sync("role")])   # noqa: E731
+    kernel = ops.KernelOp("k", "tiles", 1, 1, 64, 0, [
+        ops.RoleOp("a", 0, 0, 0, [ops.Val("x", ex.Sreg("ctaid.x")), use("x"), ops.Val("y", ex.Const(2)), use("y")]),
+        ops.RoleOp("b", 1, 1, 0, [ops.Let("x", ex.Const(3)), ops.Val("x", ex.add(ex.Var("x"), ex.Const(1))), use("x")]),
+    ])
+    verify(kernel, "lower_tile_walk", ["lower", *PASS_NAMES])
+    module = llir.Module("k")
+    codegen.KernelCodegen(kernel, [], module).emit()
+    text = str(module)
+    llvm.parse_assembly(text).verify()
+    assert '%"x" = alloca' in text and '%"y" = alloca' not in text
