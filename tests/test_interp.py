@@ -214,16 +214,6 @@ def test_box_semantics_with_element_strides_and_nan_fill():
     assert target.sum() == 2 and target[5, 8] == 1 and target[5, 9] == 1
 
 
-@pytest.mark.parametrize("counts,group", [([7, 5], 3), ([8, 8], 8), ([1, 9], 4), ([9, 1], 2), ([6, 4], 0)])
-def test_grouped_tile_order_visits_every_tile_once(counts, group):
-    from tmalang.interp.machine import tile_coords
-
-    seen = [tuple(tile_coords(t, counts, group)) for t in range(counts[0] * counts[1])]
-    assert sorted(seen) == [(m, n) for m in range(counts[0]) for n in range(counts[1])]
-    if group and counts[0] > 1:
-        assert seen[1] == (1, 0), "a band walks its rows first"
-
-
 @pytest.mark.parametrize("ctas", [0, -1, 2.5, True])
 def test_interpreter_refuses_a_grid_of_no_ctas(ctas):
     """ctas=-1 used to run no CTA at all and report nothing: a protocol never executed is no proof.

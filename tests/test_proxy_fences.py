@@ -63,7 +63,7 @@ def test_ptxas_accepts(name):
 
 def test_row_math_into_smem_is_fenced_before_the_store():
     epilogue = _role(_compile("rows_store_sm100"), "epilogue")
-    tile = next(o for o in ops.walk(epilogue.body) if isinstance(o, ops.ForTiles))
+    tile = next(o for o in ops.walk(epilogue.body) if isinstance(o, ops.ForStep))
     stores = lambda o: isinstance(o, ops.Elect) and any(isinstance(s, ops.TmaStore) for s in o.body)  # noqa: E731
     writes_os = lambda o: isinstance(o, ops.RowAssign) and getattr(o.dest, "name", None) == "os"  # noqa: E731
     assert _fenced_and_synced(_between(tile.body, writes_os, stores))
@@ -108,7 +108,7 @@ def test_a_tmem_copy_in_a_row_math_role_is_refused_as_a_copy():
 @pytest.mark.parametrize("name", ["handoff_store", "handoff_store_sm100"])
 def test_an_epilogue_handed_to_another_roles_store_is_fenced_before_the_arrive(name):
     epilogue = _role(_compile(name), "consumer" if name == "handoff_store" else "epilogue")
-    tile = next(o for o in ops.walk(epilogue.body) if isinstance(o, ops.ForTiles))
+    tile = next(o for o in ops.walk(epilogue.body) if isinstance(o, ops.ForStep))
     writes = lambda o: isinstance(o, (ops.AccStore, ops.TmemEpilogue))  # noqa: E731
     ready = lambda o: isinstance(o, ops.Elect) and any(  # noqa: E731
         isinstance(s, ops.MbarArrive) and s.barrier.name == "ready" for s in o.body)

@@ -76,8 +76,9 @@ def make_ir(c: Compilation) -> None:
 
 
 def make_final_ir(c: Compilation) -> None:
+    grid = grid_spec(c.ir)   # from the tile loop, before lower_tile_walk turns it into arithmetic
     run_passes(c.ir, c.target, c.options.log)
-    c.manifest = build_manifest(c.ir, c.target.name)
+    c.manifest = build_manifest(c.ir, c.target.name, grid)
 
 
 def make_llir(c: Compilation) -> None:
@@ -136,7 +137,14 @@ class _Timer:
         stage(*args)
         self.log.timings.append((name, time.perf_counter() - start))
 
-def build_manifest(kernel: ops.KernelOp, arch: str) -> Manifest:
+def grid_spec(kernel: ops.KernelOp) -> GridSpec:
+    """The launch grid: the tiles of the kernel's tile loops (sema makes them all walk one space)."""
+    loop = next(o for o in ops.walk(kernel.body) if isinstance(o, ops.ForTiles))
+    tensor = ops.decls(kernel, ops.TensorDecl)[loop.tensor]
+    return GridSpec(kernel.grid, tuple(zip(tensor.shape, ops.decls(kernel, ops.BoxDecl)[loop.box].shape)))
+
+
+def build_manifest(kernel: ops.KernelOp, arch: str, grid: GridSpec) -> Manifest:
     boxes = ops.decls(kernel, ops.BoxDecl)
     stored = {boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TmaStore)}
     loaded = {boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TmaLoad)}
@@ -146,8 +154,5 @@ def build_manifest(kernel: ops.KernelOp, arch: str) -> Manifest:
             args.append(TensorArg(o.symbol, o.dtype, tuple(o.shape), o.symbol in stored, o.symbol in loaded))
         elif isinstance(o, ops.ScalarDecl):
             args.append(ScalarArg(o.symbol, o.dtype))
-    loop = next(o for o in ops.walk(kernel.body) if isinstance(o, ops.ForTiles))
-    tensor = ops.decls(kernel, ops.TensorDecl)[loop.tensor]
-    grid = GridSpec(kernel.grid, tuple(zip(tensor.shape, boxes[loop.box].shape)))
     return Manifest(kernel.symbol, arch, tuple(args), tuple(codegen.ptx_params(kernel)), kernel.threads,
                     kernel.smem_bytes, grid, cluster=(kernel.cluster, 1, 1))

@@ -34,7 +34,9 @@ class KernelCodegen:
         self.buffers = ops.decls(kernel, ops.BufferDecl)
         self.barriers = ops.decls(kernel, ops.MbarrierDecl)
         self.roles = ops.roles(kernel)
-        self.vars: dict[str, ir.AllocaInstr] = {}
+        self.vars: dict[str, ir.AllocaInstr] = {}           # let and loop variables: stack slots
+        self.values: dict[str, ir.Value] = {}              # vals: SSA values
+        self.slotted = {name for o in ops.walk(kernel.body) for name in _variables(o)}
         self.accumulators: dict[str, list[ir.AllocaInstr]] = {}   # per-thread registers of each accumulator
         self.accumulator_roles: dict[str, str] = {}                # accumulator -> the role holding it
         self.tmem_tiles = ops.decls(kernel, ops.TmemDecl)
@@ -126,10 +128,13 @@ class KernelCodegen:
         if isinstance(e, ex.Const):
             return I32(int(e.value))
         if isinstance(e, ex.Var):
-            return self.b.load(self.vars[e.name], name=e.name)
+            value = self.values.get(e.name)
+            return value if value is not None else self.b.load(self.vars[e.name], name=e.name)
         if isinstance(e, ex.Param):
             value = self.args[e.name]
             return value if value.type == I32 else self.b.trunc(value, I32)
+        if isinstance(e, ex.Sreg):
+            return self._sreg(e.name)
         if isinstance(e, ex.Neg):
             return self.b.neg(self.expr(e.operand))
         lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
@@ -153,6 +158,13 @@ class KernelCodegen:
         """Tile indices (outermost first) → element coordinates, innermost first as TMA wants."""
         values = [self.b.mul(self.expr(c), I32(extent)) for c, extent in zip(coords, box.shape)]
         return values[::-1]
+
+
+def _variables(o: ops.Op) -> list[str]:
+    """The names an op binds to a stack slot: let and loop variables."""
+    if isinstance(o, ops.ForStep):
+        return [o.var, o.count]
+    return [o.var] if isinstance(o, (ops.Let, ops.ForRange)) else []
 
 
 # ---- emitters: one per op ----------------------------------------------------------------------
@@ -179,65 +191,18 @@ def _elect(g: KernelCodegen, o: ops.Elect) -> None:
     g.if_then(chosen, lambda: g.region(o.body))
 
 
-def _let(g: KernelCodegen, o: ops.Let) -> None:
+def _let(g: KernelCodegen, o: ops.Let | ops.Val) -> None:
     value = g.expr(o.value)
     if o.var not in g.vars:
         g.vars[o.var] = g.alloca(o.var)
     g.b.store(value, g.vars[o.var])
 
 
-def _for_tiles(g: KernelCodegen, o: ops.ForTiles) -> None:
-    box = g.boxes[o.box]
-    tensor = ops.decls(g.kernel, ops.TensorDecl)[box.tensor]
-    counts = [g.b.udiv(g.b.add(_dim(g, d), I32(e - 1)), I32(e)) for d, e in zip(tensor.shape, box.shape)]
-    cluster = g.kernel.cluster
-    if cluster > 1:   # a cluster walks one tile per CTA along dim 0: count those rows in clusters
-        counts[0] = g.b.udiv(g.b.add(counts[0], I32(cluster - 1)), I32(cluster))
-    total = counts[0]
-    for c in counts[1:]:
-        total = g.b.mul(total, c)
-    _let(g, ops.Let(o.index, ex.Const(0)))
-    g.vars[f"{o.index}.tile"] = g.alloca(f"{o.index}.tile")
-    ctaid = g._sreg("ctaid.x")
-    g.b.store(g.b.udiv(ctaid, I32(cluster)) if cluster > 1 else ctaid, g.vars[f"{o.index}.tile"])
-    cond_bb, body_bb, exit_bb = (g.fn.append_basic_block(f"{o.index}.{n}") for n in ("cond", "body", "exit"))
-    g.b.branch(cond_bb)
-    g.b.position_at_end(cond_bb)
-    t = g.b.load(g.vars[f"{o.index}.tile"])
-    g.b.cbranch(g.b.icmp_unsigned("<", t, total), body_bb, exit_bb)
-    g.b.position_at_end(body_bb)
-    tile = g.b.load(g.vars[f"{o.index}.tile"])
-    coords = _tile_coords(g, tile, counts, o.group // cluster)
-    if cluster > 1:   # this CTA's row of the cluster's tiles: rank = ctaid mod cluster size
-        coords[0] = g.b.add(g.b.mul(coords[0], I32(cluster)), g.b.urem(ctaid, I32(cluster)))
-    for name, value in zip(o.vars, coords):
-        g.vars.setdefault(name, g.alloca(name))
-        g.b.store(value, g.vars[name])
-    g.region(o.body)
-    stride = g._sreg("nctaid.x")
-    stride = g.b.udiv(stride, I32(cluster)) if cluster > 1 else stride
-    step = g.b.add(g.b.load(g.vars[f"{o.index}.tile"]), stride)
-    g.b.store(step, g.vars[f"{o.index}.tile"])
-    g.b.store(g.b.add(g.b.load(g.vars[o.index]), I32(1)), g.vars[o.index])
-    g.b.branch(cond_bb)
-    g.b.position_at_end(exit_bb)
-
-
-def _tile_coords(g: KernelCodegen, t: ir.Value, counts: list[ir.Value], group: int) -> list[ir.Value]:
-    """Linear tile index → tile indices (the same function as interp.machine.tile_coords)."""
-    b = g.b
-    if group:
-        band = b.mul(I32(group), counts[1])
-        first = b.mul(b.udiv(t, band), I32(group))
-        left = b.sub(counts[0], first)
-        rows = b.select(b.icmp_unsigned("<", left, I32(group)), left, I32(group))
-        within = b.urem(t, band)
-        return [b.add(first, b.urem(within, rows)), b.udiv(within, rows)]
-    coords = []
-    for count in reversed(counts):
-        coords.append(b.urem(t, count))
-        t = b.udiv(t, count)
-    return coords[::-1]
+def _val(g: KernelCodegen, o: ops.Val) -> None:
+    if o.var in g.slotted:    # a let or a loop binds the name too: share its slot
+        _let(g, o)
+    else:                     # the verifier's scoping makes this value dominate every use
+        g.values[o.var] = g.expr(o.value)
 
 
 def _for_range(g: KernelCodegen, o: ops.ForRange) -> None:
@@ -255,12 +220,24 @@ def _for_range(g: KernelCodegen, o: ops.ForRange) -> None:
     g.b.position_at_end(exit_bb)
 
 
+def _for_step(g: KernelCodegen, o: ops.ForStep) -> None:
+    _let(g, ops.Let(o.count, ex.Const(0)))
+    _let(g, ops.Let(o.var, o.start))
+    cond_bb, body_bb, exit_bb = (g.fn.append_basic_block(f"{o.var}.{n}") for n in ("cond", "body", "exit"))
+    g.b.branch(cond_bb)
+    g.b.position_at_end(cond_bb)
+    g.b.cbranch(g.b.icmp_unsigned("<", g.b.load(g.vars[o.var]), g.expr(o.stop)), body_bb, exit_bb)
+    g.b.position_at_end(body_bb)
+    g.region(o.body)
+    step = g.expr(o.step)
+    g.b.store(g.b.add(g.b.load(g.vars[o.var]), step), g.vars[o.var])
+    g.b.store(g.b.add(g.b.load(g.vars[o.count]), I32(1)), g.vars[o.count])
+    g.b.branch(cond_bb)
+    g.b.position_at_end(exit_bb)
+
+
 def _if(g: KernelCodegen, o: ops.If) -> None:
     g.if_then(g.b.icmp_signed("!=", g.expr(o.cond), I32(0)), lambda: g.region(o.body))
-
-
-def _dim(g: KernelCodegen, dim: str | int) -> ir.Value:
-    return I32(dim) if isinstance(dim, int) else g.args[dim]
 
 
 def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
@@ -338,8 +315,9 @@ EMITTERS = {
     ops.RoleOp: _role,
     ops.Elect: _elect,
     ops.Let: _let,
-    ops.ForTiles: _for_tiles,
+    ops.Val: _val,
     ops.ForRange: _for_range,
+    ops.ForStep: _for_step,
     ops.If: _if,
     ops.TmaLoad: _tma_load,
     ops.TmaStore: _tma_store,

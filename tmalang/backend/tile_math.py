@@ -152,7 +152,8 @@ class _VectorMath:
         return INT_BINARY[e.op](self.b, lhs, rhs), "i"
 
 
-# Integer operators of index math and i32 tile math (signed, as the kernel's 32-bit indices are).
+# Integer operators of index math and i32 tile math (signed, as the kernel's 32-bit indices are,
+# but for the unsigned ones of the tile walk: udiv urem umin).
 INT_BINARY = {
     ">": lambda b, x, y: b.zext(b.icmp_signed(">", x, y), I32),
     "+": lambda b, x, y: b.add(x, y), "-": lambda b, x, y: b.sub(x, y), "*": lambda b, x, y: b.mul(x, y),
@@ -160,6 +161,8 @@ INT_BINARY = {
     "^": lambda b, x, y: b.xor(x, y),
     "max": lambda b, x, y: b.select(b.icmp_signed(">", x, y), x, y),
     "min": lambda b, x, y: b.select(b.icmp_signed("<", x, y), x, y),
+    "udiv": lambda b, x, y: b.udiv(x, y), "urem": lambda b, x, y: b.urem(x, y),
+    "umin": lambda b, x, y: b.select(b.icmp_unsigned("<", x, y), x, y),
 }
 
 

@@ -37,9 +37,6 @@ class Launch:
     trace: Trace | None = None
     memory: GlobalMemory = field(default_factory=GlobalMemory)   # what TMA did to global memory, in order
 
-    def dim(self, d: str | int) -> int:
-        return d if isinstance(d, int) else int(self.params[d])
-
     @staticmethod
     def np_dtype(name: str) -> np.dtype:
         return NUMPY[name]

@@ -1,9 +1,9 @@
 """The reference interpreter: the executable meaning of every op of the final IR.
 
 One CTA at a time (CTAs of a launch do not interact in v0). Each warp is a generator that runs
-its role's ops and yields after every op, so the scheduler can interleave warps and the TMA
-engine's completions in any order; a warp that cannot proceed yields a `Blocked` naming what it
-waits for. Granularity is the warp: an op outside `elect` is executed by all 32 threads at once
+its role's ops and yields after every op but a val, so the scheduler can interleave warps and
+the TMA engine's completions in any order; a warp that cannot proceed yields a `Blocked` naming
+what it waits for. Granularity is the warp: an op outside `elect` is executed by all 32 threads at once
 (32 arrivals on a barrier, 32 threads' share of tile math), an op inside `elect` by one thread.
 
 `SEMANTICS` maps each op class to its function — the definition of what the op means.
@@ -76,7 +76,6 @@ class CTA:
         self.smem = Smem.allocate(kernel.smem_bytes)
         self.boxes = ops.decls(kernel, ops.BoxDecl)
         self.buffers = ops.decls(kernel, ops.BufferDecl)
-        self.tensors = ops.decls(kernel, ops.TensorDecl)
         self.accumulators: dict[tuple, np.ndarray] = {}   # (role, name, warpgroup) -> [64, C] f32
         self.barriers = {
             (d.symbol, s): Mbarrier(d.symbol, s, d.count) for d in ops.decls(kernel, ops.MbarrierDecl).values()
@@ -114,6 +113,8 @@ class CTA:
             return warp.env[e.name]
         if isinstance(e, ex.Param):
             return self.launch.params[e.name]
+        if isinstance(e, ex.Sreg):
+            return {"ctaid.x": self.cta, "nctaid.x": self.ctas}[e.name]
         if isinstance(e, ex.Neg):
             return -self.value(warp, e.operand)
         a, b = self.value(warp, e.lhs), self.value(warp, e.rhs)
@@ -167,6 +168,9 @@ class CTA:
             yield from self.run(warp, o)
 
     def run(self, warp: Warp, o: ops.Op):
+        if isinstance(o, ops.Val):      # not a step: the scheduler has nothing to interleave at it
+            SEMANTICS[ops.Val](self, warp, o)
+            return
         warp.current = o
         start = self.step
         result = SEMANTICS[type(o)](self, warp, o)
@@ -195,51 +199,36 @@ INT_OPS = {
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
     "/": lambda a, b: int(a / b), "%": lambda a, b: a - b * int(a / b), "&": lambda a, b: a & b,
     "^": lambda a, b: a ^ b, "max": max, "min": min,
+    # unsigned 32-bit: the operands' bit patterns read as u32
+    "udiv": lambda a, b: _u32(a) // _u32(b), "urem": lambda a, b: _u32(a) % _u32(b),
+    "umin": lambda a, b: min(_u32(a), _u32(b)),
 }
+
+
+def _u32(value: int) -> int:
+    return value & 0xFFFFFFFF
 
 
 # ---- semantics: one function per op -----------------------------------------------------------
 
 
-def _let(m: CTA, w: Warp, o: ops.Let):
+def _let(m: CTA, w: Warp, o: ops.Let | ops.Val):   # a val is a let that is never updated
     w.env[o.var] = m.value(w, o.value)
-
-
-def _for_tiles(m: CTA, w: Warp, o: ops.ForTiles):
-    box = m.boxes[o.box]
-    tensor = m.tensors[o.tensor]
-    counts = [-(-m.launch.dim(d) // e) for d, e in zip(tensor.shape, box.shape)]
-    size = m.kernel.cluster
-    counts[0] = -(-counts[0] // size)      # a cluster walks one tile per CTA along dim 0
-    total = int(np.prod(counts))
-    w.env[o.index] = 0
-    for t in range(m.cta // size, total, m.ctas // size):
-        coords = tile_coords(t, counts, o.group // size)
-        coords[0] = coords[0] * size + m.rank
-        for name, value in zip(o.vars, coords):
-            w.env[name] = value
-        yield from m.region(w, o.body)
-        w.env[o.index] += 1
-
-
-def tile_coords(t: int, counts: list[int], group: int) -> list[int]:
-    """The tile indices of linear tile t: row-major, or in bands of `group` rows (2-D)."""
-    if group:
-        band = group * counts[1]
-        first = t // band * group
-        rows = min(counts[0] - first, group)
-        return [first + t % band % rows, t % band // rows]
-    coords = []
-    for count in reversed(counts):
-        coords.append(t % count)
-        t //= count
-    return coords[::-1]
 
 
 def _for_range(m: CTA, w: Warp, o: ops.ForRange):
     for k in range(m.value(w, o.count)):
         w.env[o.var] = k
         yield from m.region(w, o.body)
+
+
+def _for_step(m: CTA, w: Warp, o: ops.ForStep):
+    w.env[o.count] = 0
+    w.env[o.var] = m.value(w, o.start)
+    while _u32(w.env[o.var]) < _u32(m.value(w, o.stop)):
+        yield from m.region(w, o.body)
+        w.env[o.var] += m.value(w, o.step)
+        w.env[o.count] += 1
 
 
 def _if(m: CTA, w: Warp, o: ops.If):
@@ -456,7 +445,8 @@ def _tile_assign(m: CTA, w: Warp, o: ops.TileAssign):
 
 
 SEMANTICS = {
-    ops.Let: _let, ops.ForTiles: _for_tiles, ops.ForRange: _for_range, ops.If: _if, ops.Elect: _elect, ops.Sync: _sync,
+    ops.Let: _let, ops.Val: _let, ops.ForRange: _for_range, ops.ForStep: _for_step, ops.If: _if,
+    ops.Elect: _elect, ops.Sync: _sync,
     ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarArriveCluster: _mbar_arrive_cluster,
     ops.MbarArriveLeader: _mbar_arrive_leader, ops.MbarExpectTx: _mbar_expect_tx,
     ops.MbarArriveExpectTx: _mbar_arrive_expect_tx, ops.MbarWait: _mbar_wait,

@@ -3,12 +3,14 @@
 Text form (fully parenthesised, so printing and parsing are trivially inverse):
     %i            a local integer variable (loop index, stage counter)
     $M            a value bound at launch (a symbolic dim or a scalar parameter)
+    sreg(ctaid.x) a special register: this CTA's index in the grid, or nctaid.x, the grid's size
     @ring.xs[%s]  an element of a shared-memory buffer stage (tile math only)
     !acc          an element of a register accumulator (epilogues only)
     ^m            a row register of a one-warpgroup role: this thread's row (row math only)
     exp2(a)       a row-math function: exp2, rowmax, rowsum, mask_cols(a, n)
     7, 2.5        constants
-    (a + b)       binary: + - * / % & ^ max min
+    (a + b)       binary: + - * / % & ^ > (signed 32-bit, as the kernel's indices are)
+    max(a, b)     binary in call form: max min, and the unsigned 32-bit udiv urem umin
     (-a)          negation
     cvt.f16(a)    conversion to a dtype
 """
@@ -17,7 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-BINARY_OPS = ("+", "-", "*", "/", "%", "&", "^", ">", "max", "min")
+BINARY_OPS = ("+", "-", "*", "/", "%", "&", "^", ">", "max", "min", "udiv", "urem", "umin")
+CALL_FORM = ("max", "min", "udiv", "urem", "umin")   # printed op(a, b)
+SREGS = ("ctaid.x", "nctaid.x")
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,17 @@ class Param:
 
     def __str__(self) -> str:
         return f"${self.name}"
+
+
+@dataclass(frozen=True)
+class Sreg:
+    """A special register read: `ctaid.x` (this CTA's index in the grid) or `nctaid.x` (the grid's
+    size in CTAs). The tile walk reads them; each read is one instruction, in evaluation order."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"sreg({self.name})"
 
 
 @dataclass(frozen=True)
@@ -78,7 +93,7 @@ class Bin:
     rhs: Expr
 
     def __str__(self) -> str:
-        if self.op in ("max", "min"):
+        if self.op in CALL_FORM:
             return f"{self.op}({self.lhs}, {self.rhs})"
         return f"({self.lhs} {self.op} {self.rhs})"
 
@@ -137,7 +152,7 @@ class Call:
         return f"{self.func}({', '.join(map(str, self.args))})"
 
 
-Expr = Const | Var | Param | BufferRef | AccRef | TmemRef | RowVar | Call | Bin | Neg | Cast
+Expr = Const | Var | Param | Sreg | BufferRef | AccRef | TmemRef | RowVar | Call | Bin | Neg | Cast
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:

@@ -295,7 +295,9 @@ class ForTiles(Op):
 
     Binds `vars` (tile index per dim, outermost first) and `index` (this CTA's iteration). With
     `group` G, tile t of a 2-D space lies in band t // (G * columns) and walks that band's G rows
-    first, so concurrently running CTAs share operand tiles in L2.
+    first, so concurrently running CTAs share operand tiles in L2. The passes find the tile loop
+    by this op; the last one, lower_tile_walk, writes out what it means in vals and a for_step,
+    which is what the interpreter and the backend run.
     """
 
     vars: list[str]
@@ -316,6 +318,22 @@ class ForRange(Op):
     body: list[Op]
 
 
+@op("for_step")
+@dataclass
+class ForStep(Op):
+    """C's `for (var = start, count = 0; var < stop; var += step, count += 1) body`, unsigned
+    32-bit: `start` is evaluated on entry, `stop` before every iteration, `step` after every
+    iteration (neither reads `var` or `count`). `count` numbers the iterations 0, 1, ..: the body
+    often needs it besides its strided position (a persistent CTA's i-th tile picks a parity)."""
+
+    var: str
+    count: str
+    start: Expr
+    stop: Expr
+    step: Expr
+    body: list[Op]
+
+
 @op("if")
 @dataclass
 class If(Op):
@@ -329,6 +347,18 @@ class If(Op):
 @dataclass
 class Let(Op):
     """Define or update an integer variable."""
+
+    var: str
+    value: Expr
+
+
+@op("val")
+@dataclass
+class Val(Op):
+    """Name a value: `var` = `value`, like a let, for the ops after it in its region. A val is the
+    index arithmetic a pass derived: the backend keeps it as an SSA value (no stack slot, unless a
+    let or a loop also binds the name), and the interpreter does not count it as a step of the
+    warp, where the scheduler may switch warps (no other agent can observe it)."""
 
     var: str
     value: Expr

@@ -125,7 +125,15 @@ class _Line:
             if not isinstance(tile, ex.BufferRef) or not col.isdigit():
                 self.fail("expected tmem(@tile[stage], column)")
             return ex.TmemRef(tile, int(col))
-        if kind == "word" and text in ("max", "min"):
+        if kind == "word" and text == "sreg":
+            self.take("(")
+            name = self.take()[1]
+            if name not in ex.SREGS:
+                self.pos -= 1
+                self.fail(f"unknown special register '{name}' (known: {', '.join(ex.SREGS)})")
+            self.take(")")
+            return ex.Sreg(name)
+        if kind == "word" and text in ex.CALL_FORM:
             self.take("(")
             lhs = self.expr()
             self.take(",")

@@ -19,6 +19,7 @@ _DONE_AFTER = {
     "plan_tmem": "every tmem tile has a column",
     "plan_smem": "every buffer and mbarrier has an offset",
     "dispatch_roles": "the block size is known",
+    "lower_tile_walk": "no for_tiles remains",
 }
 # A string field with one of these names refers to a kernel-level declaration of that kind.
 _REFERENCES = {"tensor": ops.TensorDecl, "box": ops.BoxDecl, "pipeline": ops.PipelineDecl}
@@ -70,19 +71,23 @@ class _Verifier:
         for o in region:
             if isinstance(o, (ops.Produce, ops.Consume)) and self.after("expand_pipelines"):
                 self.fail(_DONE_AFTER["expand_pipelines"], o)
+            if isinstance(o, ops.ForTiles) and self.after("lower_tile_walk"):
+                self.fail(_DONE_AFTER["lower_tile_walk"], o)
             self.references(o)
             if self.kernel.cta_group != 2 and (isinstance(o, (ops.InPairLeader, ops.MbarArriveLeader))
                                               or isinstance(o, ops.TmaLoad) and o.pair):
                 self.fail(f"{o.name} belongs to CTA pairs, and the kernel has cta_group={self.kernel.cta_group}", o)
             for value in self.operands(o):
                 self.expr(value, defined, o)
-            if isinstance(o, ops.Let):
+            if isinstance(o, (ops.Let, ops.Val)):
                 defined.add(o.var)
             inner = set(defined)
             if isinstance(o, ops.ForTiles):
                 inner |= set(o.vars) | {o.index}
             if isinstance(o, ops.ForRange):
                 inner.add(o.var)
+            if isinstance(o, ops.ForStep):
+                inner |= {o.var, o.count}
             if isinstance(o, (ops.Produce, ops.Consume)):
                 inner.add(o.slot)
             for r in o.regions():
@@ -108,6 +113,8 @@ class _Verifier:
         for node in ex.walk(e):
             if isinstance(node, ex.Var) and node.name not in defined:
                 self.fail(f"%{node.name} is used before it is defined", o)
+            if isinstance(node, ex.Sreg) and node.name not in ex.SREGS:
+                self.fail(f"sreg({node.name}) is no special register the IR reads", o)
             if isinstance(node, ex.BufferRef) and not self.resolves(node.name):
                 self.fail(f"@{node.name} does not name a buffer, mbarrier or tmem tile", o)
 

@@ -21,6 +21,7 @@ from . import (
     expand_pipelines,
     fence_proxy_writes,
     fence_tensor_memory,
+    lower_tile_walk,
     order_slot_release,
     order_wgmma,
     pair_ctas,
@@ -57,7 +58,8 @@ PIPELINE = [
                                                      # alternative site
     Pass("plan_tmem", plan_tmem, "has_tcgen05"),     # after the init sync exists: allocation joins it
     Pass("plan_smem", plan_smem),                    # lays out the buffers and barriers the passes above made
-    Pass("dispatch_roles", dispatch_roles),          # last: sizes the block and budgets registers
+    Pass("dispatch_roles", dispatch_roles),          # sizes the block and budgets registers
+    Pass("lower_tile_walk", lower_tile_walk),        # last: the passes above find the tile loop as for_tiles
 ]
 PASS_NAMES = [p.name for p in PIPELINE]
 

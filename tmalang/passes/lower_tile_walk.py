@@ -1,0 +1,97 @@
+"""lower_tile_walk: a tile loop becomes index arithmetic around a strided loop.
+
+Requires: every pass that looks for the tile loop (`for_tiles`) has run; it is the last pass.
+Guarantees: no `for_tiles` remains. In its place, with I the loop's `index` and S the cluster size
+(the lines marked S > 1 only in a cluster):
+
+    val %I.n<d>          = udiv(dim_d + box_d - 1, box_d)     tiles along each dim d
+    val %I.cluster_rows  = udiv(%I.n0 + S - 1, S)              S > 1: dim 0 counted in clusters
+    val %I.tiles         = %I.n0 * %I.n1 * ..                  (%I.cluster_rows for %I.n0)
+    val %I.cta           = sreg(ctaid.x)                       S > 1: read once, for both uses
+    for_step var=I.tile count=I start=udiv(ctaid, S) stop=%I.tiles step=udiv(sreg(nctaid.x), S) {
+      val %vars          = the coordinates of tile %I.tile     row-major, or banded (`group`)
+      val %v0            = %I.cluster_row * S + urem(%I.cta, S)   S > 1: this CTA's row in its cluster
+      body
+    }
+
+A persistent grid strides over the tiles by the grid size; a `tiles` grid runs one iteration per
+CTA. `%I` counts the iterations, as the loop's index did. Division and comparison are unsigned
+32-bit. A banded walk (`group` G, 2-D; G' = G / S rows of clusters per band) takes tile t to band
+t / (G' n1), whose first row is %I.band_row0 and which has %I.band_rows = min(n0 - band_row0, G')
+rows, walked column by column (%I.in_band = t mod G' n1), so that CTAs running together share
+operand tiles in L2.
+
+The interpreter and the backend run these ops as they run any other. The arithmetic, and the
+order of the special-register reads, is what the backend emitted for `for_tiles` before this
+pass existed, so the PTX is unchanged; the vals are no steps of the interpreter's scheduler, so
+its interleavings are unchanged too.
+"""
+
+from __future__ import annotations
+
+from ..ir import exprs as ex
+from ..ir import ops
+from ..target.arch import Target
+from .rewrite import rewrite_roles
+
+
+def run(kernel: ops.KernelOp, target: Target) -> None:
+    tensors = ops.decls(kernel, ops.TensorDecl)
+    boxes = ops.decls(kernel, ops.BoxDecl)
+    rewrite_roles(kernel, lambda o: _lower(kernel, tensors, boxes, o) if isinstance(o, ops.ForTiles) else [o])
+
+
+def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op]:
+    cluster = kernel.cluster
+    name = lambda suffix: f"{o.index}.{suffix}"   # noqa: E731
+    var = lambda suffix: ex.Var(name(suffix))     # noqa: E731
+    val = lambda target, value: ops.Val(target, value, span=o.span)   # noqa: E731
+    shape = list(zip(tensors[o.tensor].shape, boxes[o.box].shape))
+    prologue = [val(name(f"n{d}"), ex.Bin("udiv", ex.add(_dim(dim), ex.Const(extent - 1)), ex.Const(extent)))
+                for d, (dim, extent) in enumerate(shape)]
+    counts = [var(f"n{d}") for d in range(len(shape))]
+    if cluster > 1:   # a cluster takes `cluster` adjacent tiles of dim 0, one per CTA
+        prologue.append(val(name("cluster_rows"), _udiv(ex.add(counts[0], ex.Const(cluster - 1)), cluster)))
+        counts[0] = var("cluster_rows")
+    total = counts[0]
+    for count in counts[1:]:
+        total = ex.Bin("*", total, count)
+    prologue.append(val(name("tiles"), total))
+    ctaid = ex.Sreg("ctaid.x")
+    if cluster > 1:   # read once: the first tile and the rank in the cluster both come from it
+        prologue.append(val(name("cta"), ctaid))
+        ctaid = var("cta")
+    names = [name("cluster_row") if cluster > 1 else o.vars[0], *o.vars[1:]]
+    coords = [val(n, v) for n, v in _coords(o.index, names, var("tile"), counts, o.group // cluster)]
+    if cluster > 1:   # this CTA's row of its cluster's tiles: rank = ctaid mod cluster size
+        rank = ex.Bin("urem", ctaid, ex.Const(cluster))
+        coords.append(val(o.vars[0], ex.add(ex.Bin("*", var("cluster_row"), ex.Const(cluster)), rank)))
+    loop = ops.ForStep(name("tile"), o.index, _udiv(ctaid, cluster), var("tiles"),
+                       _udiv(ex.Sreg("nctaid.x"), cluster), coords + o.body, span=o.span)
+    return prologue + [loop]
+
+
+def _coords(index: str, names: list[str], t: ex.Expr, counts: list[ex.Var], group: int) -> list[tuple]:
+    """(name, value) pairs that bind `names` to the coordinates of linear tile t, in order:
+    row-major, or in bands of `group` rows (2-D), walked column by column."""
+    if group:
+        first, rows, within = (ex.Var(f"{index}.{n}") for n in ("band_row0", "band_rows", "in_band"))
+        band = ex.Bin("*", ex.Const(group), counts[1])
+        return [(first.name, ex.Bin("*", ex.Bin("udiv", t, band), ex.Const(group))),
+                (rows.name, ex.Bin("umin", ex.Bin("-", counts[0], first), ex.Const(group))),
+                (within.name, ex.Bin("urem", t, band)),
+                (names[0], ex.add(first, ex.Bin("urem", within, rows))),
+                (names[1], ex.Bin("udiv", within, rows))]
+    pairs = []
+    for d in reversed(range(len(counts))):   # innermost first: t mod n_last, then t / n_last mod ..
+        pairs.append((names[d], ex.Bin("urem", t, counts[d])))
+        t = ex.Bin("udiv", t, counts[d])
+    return pairs
+
+
+def _udiv(value: ex.Expr, divisor: int) -> ex.Expr:
+    return ex.Bin("udiv", value, ex.Const(divisor)) if divisor > 1 else value
+
+
+def _dim(dim: str | int) -> ex.Expr:
+    return ex.Const(dim) if isinstance(dim, int) else ex.Param(dim)
