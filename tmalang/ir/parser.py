@@ -178,6 +178,7 @@ def _coerce(value, annotation: str, line: _Line):
 
 
 def parse_ir(text: str, name: str = "<ir>") -> list[Op]:
+    """The ops of an IR text; each op's span is its line, so the verifier can point at it."""
     source = Source(text, name)
     stack: list[tuple[Op | None, list[Op]]] = [(None, [])]
     for lineno, raw in enumerate(text.splitlines(), start=1):
@@ -189,12 +190,16 @@ def parse_ir(text: str, name: str = "<ir>") -> list[Op]:
                 line.fail("unbalanced '}'")
             stack.pop()
             continue
-        op, opens = _parse_op(line)
+        try:
+            op, opens = _parse_op(line)
+        except RecursionError:   # a machine-written expression never nests this deep
+            line.fail("expression nested too deeply")
+        op.span = Span(source, lineno, line.tokens[0][2], lineno, len(raw.rstrip()) + 1)
         stack[-1][1].append(op)
         if opens:
             stack.append((op, op.regions()[0]))
     if len(stack) != 1:
-        raise error("E090", "unterminated region at end of IR text", None)
+        raise error("E090", f"'{stack[-1][0].name}' opens a region that is never closed", stack[-1][0].span)
     return stack[0][1]
 
 

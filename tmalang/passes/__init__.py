@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..ir import ops
+from ..ir.printer import print_ir
 from ..ir.verifier import verify
 from . import (
     confine_idle_waits,
@@ -51,17 +52,36 @@ class PassLog:
 
 
 def run_passes(kernel: ops.KernelOp, log: PassLog | None = None) -> ops.KernelOp:
-    from ..ir.printer import print_ir
+    verify(kernel, "lower", ["lower"])
+    return run_named(kernel, PASS_NAMES, log, done=["lower"])
 
+
+def run_named(kernel: ops.KernelOp, names: list[str], log: PassLog | None = None,
+              done: list[str] | None = None) -> ops.KernelOp:
+    """Run the passes `names` (from PIPELINE) in that order, verifying the IR after each.
+
+    `done` lists the stages that have already run on `kernel`, whose rules the verifier holds it
+    to; by default lowering and every pass before the first of `names` in PIPELINE (`tmalangc
+    opt` runs a few passes on IR printed just before them)."""
+    modules = dict(PIPELINE)
     log = log or PassLog()
-    done = ["lower"]
-    verify(kernel, "lower", done)
-    for name, module in PIPELINE:
+    done = list(done) if done is not None else stages_before(names[0]) if names else ["lower"]
+    for name in names:
         start = time.perf_counter()
-        module.run(kernel)
+        modules[name].run(kernel)
         done.append(name)
         verify(kernel, name, done)
         log.timings.append((name, time.perf_counter() - start))
         if name in log.print_after or "all" in log.print_after:
             log.snapshots.append((name, print_ir(kernel)))
     return kernel
+
+
+def stages_before(name: str) -> list[str]:
+    """The stages that run before pass `name` in a compilation."""
+    return ["lower", *PASS_NAMES[: PASS_NAMES.index(name)]]
+
+
+def summary(name: str) -> str:
+    """The first line of a pass's docstring: what it does."""
+    return (dict(PIPELINE)[name].__doc__ or name).strip().splitlines()[0]

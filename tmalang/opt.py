@@ -1,0 +1,104 @@
+"""`tmalangc opt`: IR text in, IR text out, like mlir-opt.
+
+    tmalangc opt kernel.ir --passes=expand_pipelines,order_wgmma [-o out.ir] [--print-ir-after=PASS|all]
+    tmalangc opt --list-passes
+
+The input is one kernel as `--emit ir` or `--print-ir-after` prints it. It stands where the first
+named pass stands in the pipeline: every pass before that one is taken to have run, so the
+verifier holds the input to their rules (E432). The named passes then run in the order given,
+the IR verified after each, as in a compilation. With no passes the input is only verified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .diagnostics import Source, Span, TmalangError, error
+from .files import check_outputs, read_source, write_file
+from .ir import ops
+from .ir.parser import parse_ir
+from .ir.printer import print_ir
+from .ir.verifier import verify_input
+from .passes import PASS_NAMES, PassLog, run_named, stages_before, summary
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tmalangc opt", description="Run passes on IR text.")
+    p.add_argument("file", nargs="?", help="the .ir file (IR text of one kernel)")
+    p.add_argument("--passes", default="", help="comma-separated pass names, run in that order (--list-passes)")
+    p.add_argument("-o", "--output", help="output file (default: stdout)")
+    p.add_argument("--print-ir-after", metavar="PASS|all", action="append", default=[],
+                   help="also print the IR after a pass (or after every pass) to stderr")
+    p.add_argument("--list-passes", action="store_true", help="list the passes in pipeline order and exit")
+    return p
+
+
+def opt_main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.list_passes:
+        sys.stdout.write("".join(f"{name:<24} {summary(name).partition(': ')[2]}\n" for name in PASS_NAMES))
+        return 0
+    if args.file is None:
+        parser.error("the following arguments are required: file")
+    try:
+        names = pass_names(args.passes)
+        check_outputs([args.output] if args.output else [])
+        log = PassLog(print_after=set(args.print_ir_after))
+        text = optimize(read_source(args.file), args.file, names, log)
+    except TmalangError as exc:
+        print(exc.render(), file=sys.stderr)
+        return 1
+    for name, snapshot in log.snapshots:
+        print(f"// ----- IR after {name} -----\n{snapshot}", file=sys.stderr, end="")
+    if args.output:
+        write_file(args.output, text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def pass_names(spec: str) -> list[str]:
+    """The passes of `--passes=a,b`; E430, pointing into the option, for a name not in PIPELINE."""
+    if not spec.strip():
+        return []
+    names, col = [], len("--passes=") + 1
+    for name in spec.split(","):
+        if name.strip() not in PASS_NAMES:
+            span = Span(Source(f"--passes={spec}", "<command line>"), 1, col, 1, col + max(1, len(name)))
+            raise error("E430", f"unknown pass '{name.strip()}'", span, "passes: " + ", ".join(PASS_NAMES))
+        names.append(name.strip())
+        col += len(name) + 1
+    return names
+
+
+def optimize(text: str, path: str, names: list[str], log: PassLog | None = None) -> str:
+    """Parse one kernel's IR (E090, E431), verify it (E432), run the passes (E433), print the result."""
+    kernel = read_kernel(text, path)
+    done = stages_before(names[0]) if names else ["lower"]
+    verify_input(kernel, done, names[0] if names else None)
+    log = log or PassLog()
+    try:
+        run_named(kernel, names, log, done=done)
+    except TmalangError:
+        raise
+    except Exception as exc:   # hand-written IR may lack what a pass needs beyond the verifier's rules
+        ran = len(log.timings)
+        failed, previous = names[ran], names[ran - 1] if ran else done[-1]
+        raise error("E433", f"pass '{failed}' cannot run on this IR: {type(exc).__name__}: {exc}", kernel.span,
+                    f"the IR holds what the verifier requires after '{previous}', but not everything "
+                    f"'{failed}' reads") from None
+    return print_ir(kernel)
+
+
+def read_kernel(text: str, path: str) -> ops.KernelOp:
+    """The one kernel of an IR file; E431 at the first op that is not it."""
+    found = parse_ir(text, path)
+    if len(found) == 1 and isinstance(found[0], ops.KernelOp):
+        return found[0]
+    if not found:
+        raise error("E431", "the IR file holds no kernel", Span(Source(text, path), 1, 1, 1, 2))
+    other = next((o for o in found if not isinstance(o, ops.KernelOp)), found[-1])
+    what = "a second kernel" if isinstance(other, ops.KernelOp) else f"'{other.name}' outside the kernel"
+    raise error("E431", f"an IR file holds one kernel, and this one holds {what}", other.span)
