@@ -34,7 +34,7 @@ def _tokens(line: str, source: Source, lineno: int) -> list[tuple[str, str, int]
     while pos < len(line):
         m = _TOKEN.match(line, pos)
         if not m or m.end() == pos:
-            col = pos + 1
+            col = len(line) - len(line[pos:].lstrip()) + 1   # at the character, not the blank before it
             raise error("E090", "cannot read IR text here", Span(source, lineno, col, lineno, col + 1))
         kind = m.lastgroup
         text = m.group(kind)

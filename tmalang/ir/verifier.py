@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from ..diagnostics import TmalangError, error
 from . import exprs as ex
 from . import ops
+from .printer import format_value
 
 # (stage, ops, what holds of each once the stage has run, the message when it does not)
 STAGE_RULES = [
@@ -143,7 +144,7 @@ class Verifier:
 
     def check(self, o: ops.Op, field: str, ok: bool, why: str) -> None:
         if not ok:
-            self.fail(f"{o.name} {field}={getattr(o, field)}: {why}", o)
+            self.fail(f"{o.name} {field}={format_value(getattr(o, field))}: {why}", o)
 
     def within(self, o: ops.Op, *parents: type[ops.Op]) -> None:
         """`o` stands directly in one of `parents` (at the top when none are given)."""

@@ -1,0 +1,125 @@
+"""`tmalangc opt`: IR text in, IR text out; bad pass names, IR text and IR are located diagnostics."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import EXAMPLES, ROOT, example_arch
+from tmalang.cli import main
+from tmalang.compiler import Options, compile_source
+from tmalang.ir.printer import print_ir
+from tmalang.passes import PASS_NAMES, PassLog
+
+
+def _snapshots(path) -> dict[str, str]:
+    log = PassLog(print_after={"all"})
+    c = compile_source(path.read_text(), path.name, Options(arch=example_arch(path), log=log), until="ir")
+    return dict(log.snapshots) | {"final": print_ir(c.ir)}
+
+
+def _opt(tmp_path, capsys, text: str, *flags: str) -> tuple[int, str, str]:
+    path = tmp_path / "k.ir"
+    path.write_text(text)
+    code = main(["opt", str(path), *flags])
+    out, err = capsys.readouterr()
+    return code, out, err.replace(f"{tmp_path}/", "")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_the_rest_of_the_pipeline_on_printed_ir_gives_the_compilers_ir(path, tmp_path, capsys):
+    """IR printed after pair_ctas, run through every later pass, is the compiler's final IR."""
+    ir = _snapshots(path)
+    rest = PASS_NAMES[PASS_NAMES.index("pair_ctas") + 1:]
+    code, out, err = _opt(tmp_path, capsys, ir["pair_ctas"], f"--passes={','.join(rest)}")
+    assert (code, err) == (0, "")
+    assert out == ir["final"]
+
+
+def test_one_pass_at_a_time_and_output_file(tmp_path, capsys):
+    ir = _snapshots(ROOT / "examples" / "gemm_sm90.tma")
+    for before, name in zip(PASS_NAMES, PASS_NAMES[1:]):
+        code, out, _ = _opt(tmp_path, capsys, ir[before], f"--passes={name}", "-o", str(tmp_path / "out.ir"))
+        assert code == 0 and out == ""
+        assert (tmp_path / "out.ir").read_text() == ir[name], name
+
+
+def test_print_ir_after_and_list_passes(tmp_path, capsys):
+    ir = _snapshots(ROOT / "examples" / "tma_copy.tma")
+    code, out, err = _opt(tmp_path, capsys, ir["prefetch_own_pipelines"], "--passes=expand_pipelines,order_wgmma",
+                          "--print-ir-after=expand_pipelines")
+    assert code == 0 and out == ir["order_wgmma"]
+    assert err == f"// ----- IR after expand_pipelines -----\n{ir['expand_pipelines']}"
+    assert main(["opt", "--list-passes"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == PASS_NAMES
+    assert listed[1].startswith("expand_pipelines         produce/consume blocks become explicit")
+
+
+def test_no_passes_verifies_and_prints(tmp_path, capsys):
+    ir = _snapshots(ROOT / "examples" / "tma_copy.tma")
+    assert _opt(tmp_path, capsys, ir["final"]) == (0, ir["final"], "")
+
+
+def test_an_unknown_pass_is_e430_pointing_into_the_option(tmp_path, capsys):
+    ir = _snapshots(ROOT / "examples" / "tma_copy.tma")
+    code, out, err = _opt(tmp_path, capsys, ir["final"], "--passes=expand_pipelines,expand_everything")
+    assert code == 1 and out == ""
+    assert err.splitlines()[:3] == [
+        "<command line>:1:27: error[E430]: unknown pass 'expand_everything'",
+        "    --passes=expand_pipelines,expand_everything",
+        "                              ^^^^^^^^^^^^^^^^^",
+    ]
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("kernel @k grid=tiles\n  role\n", "k.ir:1:1: error[E090]: op 'kernel' needs field 'cluster'"),
+    ("kernel @k grid=tiles cluster=1 cta_group=1 threads=0 smem_bytes=0 {\n  sync scope=block ?\n",
+     "k.ir:2:20: error[E090]: cannot read IR text here"),
+    ("kernel @k grid=tiles cluster=1 cta_group=1 threads=0 smem_bytes=0 {\n  elect scope=block {\n  }\n",
+     "k.ir:1:1: error[E090]: 'kernel' opens a region that is never closed"),
+    ("// nothing\n", "k.ir:1:1: error[E431]: the IR file holds no kernel"),
+    ("sync scope=block\n", "k.ir:1:1: error[E431]: an IR file holds one kernel, and this one holds 'sync' outside"),
+    ("kernel @k grid=tiles cluster=1 cta_group=1 threads=0 smem_bytes=0 {\n}\n" * 2,
+     "k.ir:3:1: error[E431]: an IR file holds one kernel, and this one holds a second kernel"),
+])
+def test_malformed_ir_text_is_located(tmp_path, capsys, text, expected):
+    code, out, err = _opt(tmp_path, capsys, text, "--passes=plan_smem")
+    assert code == 1 and out == ""
+    assert err.startswith(expected)
+    assert "Traceback" not in err
+
+
+def test_ir_the_verifier_refuses_is_e432_at_the_op(tmp_path, capsys):
+    ir = _snapshots(ROOT / "examples" / "tma_copy.tma")
+    bad = ir["expand_pipelines"].replace("tma_load box=In", "tma_load box=Nope")
+    code, _, err = _opt(tmp_path, capsys, bad, "--passes=order_wgmma")
+    line = next(i for i, text in enumerate(bad.splitlines(), 1) if "box=Nope" in text)
+    assert code == 1
+    assert err.startswith(f"k.ir:{line}:9: error[E432]: invalid IR after 'expand_pipelines': "
+                          "tma_load box=Nope does not name a BoxDecl")
+
+
+def test_ir_short_of_the_first_passs_stage_is_e432(tmp_path, capsys):
+    """The input stands where the first named pass stands: every pass before it has run."""
+    ir = _snapshots(ROOT / "examples" / "tma_copy.tma")
+    code, _, err = _opt(tmp_path, capsys, ir["expand_pipelines"], "--passes=plan_smem")
+    assert code == 1
+    assert "error[E432]: invalid IR after 'plan_tmem': mbarrier @ring.full: no arrival count after schedule_barriers" in err
+    assert "note: 'plan_smem' takes IR on which every pass before it has run" in err
+
+
+def test_a_pass_that_cannot_run_on_the_ir_is_e433(tmp_path, capsys):
+    ir = _snapshots(ROOT / "examples" / "tma_copy.tma")
+    text = ir["prefetch_own_pipelines"].replace("dtype=f32", "dtype=f99")   # the verifier knows no dtype table
+    code, _, err = _opt(tmp_path, capsys, text, "--passes=expand_pipelines")
+    assert code == 1
+    assert "k.ir:1:1: error[E433]: pass 'expand_pipelines' cannot run on this IR: KeyError: 'f99'" in err
+    assert "Traceback" not in err
+
+
+def test_a_diagnostic_of_a_pass_points_into_the_ir(tmp_path, capsys):
+    ir = _snapshots(ROOT / "examples" / "tma_copy.tma")
+    text = ir["schedule_barriers"].replace("stages=4 bytes=32768", "stages=40 bytes=32768")
+    code, _, err = _opt(tmp_path, capsys, text, "--passes=plan_smem")
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "stages=40" in t)
+    assert code == 1 and f"k.ir:{line}:3: error[E032]: shared memory plan needs" in err
