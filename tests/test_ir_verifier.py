@@ -11,7 +11,8 @@ from tmalang.compiler import Options, compile_source
 from tmalang.diagnostics import TmalangError
 from tmalang.ir.ops import OPS
 from tmalang.ir.parser import parse_ir
-from tmalang.ir.verifier import VERIFY, verify
+from tmalang.ir.verifier import verify
+from tmalang.ir.verify_ops import VERIFY
 from tmalang.passes import PASS_NAMES, PassLog
 
 

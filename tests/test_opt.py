@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from conftest import EXAMPLES, ROOT, example_arch
 from tmalang.cli import main
 from tmalang.compiler import Options, compile_source
+from tmalang.diagnostics import TmalangError
+from tmalang.opt import optimize
 from tmalang.ir.printer import print_ir
 from tmalang.passes import PASS_NAMES, PassLog
 
@@ -123,3 +129,41 @@ def test_a_diagnostic_of_a_pass_points_into_the_ir(tmp_path, capsys):
     code, _, err = _opt(tmp_path, capsys, text, "--passes=plan_smem")
     line = next(i for i, t in enumerate(text.splitlines(), 1) if "stages=40" in t)
     assert code == 1 and f"k.ir:{line}:3: error[E032]: shared memory plan needs" in err
+
+
+# ---- no IR text crashes opt: it runs, or stops with a located diagnostic -------------------------
+
+_VALUE = re.compile(r"(?<==)(\[[^\]=]*\]|\S+)")   # a field's value: after `=`, up to a blank
+_SNAPSHOTS = {name: _snapshots(ROOT / "examples" / f"{name}.tma") for name in ("tma_copy", "gemm_sm90", "gemm_sm100")}
+_JUNK = ["0", "-1", "7", "4096", "none", "true", "[]", "[1, 2]", "@ring.full[0]", "%s", "$M", "(1 + 2)",
+         "tmem(@acc.d[0], 0)", "!acc", "^m", "cvt.bf16(0)"]
+
+
+def _mutate(text: str, data) -> str:
+    """Give a field another value of the file (or a junk one), or delete or repeat a line."""
+    lines = text.splitlines(keepends=True)
+    kind = data.draw(st.sampled_from(["value", "value", "delete", "repeat"]))
+    at = data.draw(st.integers(0, len(lines) - 1))
+    if kind == "delete":
+        return "".join(lines[:at] + lines[at + 1:])
+    if kind == "repeat":
+        return "".join(lines[:at + 1] + lines[at:])
+    values = list(_VALUE.finditer(text))
+    m = values[data.draw(st.integers(0, len(values) - 1))]
+    other = data.draw(st.sampled_from(_JUNK + [v.group() for v in values]))
+    return text[:m.start()] + other + text[m.end():]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_mutated_ir_never_crashes_opt(data):
+    example = data.draw(st.sampled_from(sorted(_SNAPSHOTS)))
+    stage = data.draw(st.sampled_from(PASS_NAMES[:-1]))
+    text = _SNAPSHOTS[example][stage]
+    for _ in range(data.draw(st.integers(1, 3))):
+        text = _mutate(text, data)
+    rest = PASS_NAMES[PASS_NAMES.index(stage) + 1:]
+    try:
+        optimize(text, "k.ir", rest)
+    except TmalangError:
+        pass
