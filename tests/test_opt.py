@@ -167,3 +167,17 @@ def test_mutated_ir_never_crashes_opt(data):
         optimize(text, "k.ir", rest)
     except TmalangError:
         pass
+
+
+@pytest.mark.parametrize("argv", [["opt"], ["opt", "k.ir", "--passes"], ["opt", "k.ir", "--bogus"],
+                                  ["opt", "k.ir", "--print-ir-after=bogus"]])
+def test_usage_errors_exit_2(argv):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+
+
+def test_an_output_into_a_missing_directory_is_e009(tmp_path, capsys):
+    ir = _snapshots(ROOT / "examples" / "tma_copy.tma")
+    code, out, err = _opt(tmp_path, capsys, ir["final"], "-o", str(tmp_path / "no" / "out.ir"))
+    assert code == 1 and out == "" and "error[E009]: cannot write" in err

@@ -42,20 +42,23 @@ def opt_main(argv: list[str]) -> int:
         return 0
     if args.file is None:
         parser.error("the following arguments are required: file")
+    for name in args.print_ir_after:
+        if name != "all" and name not in PASS_NAMES:
+            parser.error(f"--print-ir-after: unknown pass '{name}' (choose from {', '.join(PASS_NAMES)}, all)")
     try:
         names = pass_names(args.passes)
         check_outputs([args.output] if args.output else [])
         log = PassLog(print_after=set(args.print_ir_after))
         text = optimize(read_source(args.file), args.file, names, log)
+        for name, snapshot in log.snapshots:
+            print(f"// ----- IR after {name} -----\n{snapshot}", file=sys.stderr, end="")
+        if args.output:
+            write_file(args.output, text)
+        else:
+            sys.stdout.write(text)
     except TmalangError as exc:
         print(exc.render(), file=sys.stderr)
         return 1
-    for name, snapshot in log.snapshots:
-        print(f"// ----- IR after {name} -----\n{snapshot}", file=sys.stderr, end="")
-    if args.output:
-        write_file(args.output, text)
-    else:
-        sys.stdout.write(text)
     return 0
 
 
