@@ -134,7 +134,8 @@ def test_a_diagnostic_of_a_pass_points_into_the_ir(tmp_path, capsys):
 # ---- no IR text crashes opt: it runs, or stops with a located diagnostic -------------------------
 
 _VALUE = re.compile(r"(?<==)(\[[^\]=]*\]|\S+)")   # a field's value: after `=`, up to a blank
-_SNAPSHOTS = {name: _snapshots(ROOT / "examples" / f"{name}.tma") for name in ("tma_copy", "gemm_sm90", "gemm_sm100")}
+_FUZZED = ("tma_copy", "gemm_sm90", "gemm_sm100", "attention_sm100", "gemm_pair_sm100")
+_SNAPSHOTS = {name: _snapshots(ROOT / "examples" / f"{name}.tma") for name in _FUZZED}
 _JUNK = ["0", "-1", "7", "4096", "none", "true", "[]", "[1, 2]", "@ring.full[0]", "%s", "$M", "(1 + 2)",
          "tmem(@acc.d[0], 0)", "!acc", "^m", "cvt.bf16(0)"]
 

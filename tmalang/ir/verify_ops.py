@@ -114,7 +114,7 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     v.check(o, "dtype", o.dtype == tensor.dtype, f"not the dtype of tensor @{tensor.symbol}")
     v.check(o, "shape", len(o.shape) == len(tensor.shape), f"not the rank of tensor @{tensor.symbol}")
     v.check(o, "shape", all(1 <= n <= 256 for n in o.shape), "an extent outside 1..256")
-    v.check(o, "strides", len(o.strides) == len(o.shape) and all(1 <= s <= 8 for s in o.strides),
+    v.check(o, "strides", 1 <= len(o.strides) == len(o.shape) and all(1 <= s <= 8 for s in o.strides),
             "not one stride in 1..8 per dimension")
     if o.strides[-1] != 1:
         v.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
@@ -271,8 +271,10 @@ def _writes_smem(v: Scope, o: ops.TileAssign | ops.AccStore | ops.TmemEpilogue) 
 
 def _row_assign(v: Scope, o: ops.RowAssign) -> None:
     v.in_role(o)
-    if not isinstance(o.dest, ex.RowVar):
+    if isinstance(o.dest, ex.BufferRef):
         v.tile(o, "dest", "tmem" if v.tile_kind(o.dest.name) == "tmem" else "smem")
+    elif not isinstance(o.dest, ex.RowVar):
+        v.fail(f"row_assign dest={o.dest} is neither a row register nor a tile", o)
 
 
 def _role_decl(v: Scope, o: ops.AccDecl | ops.RowDecl) -> None:
