@@ -9,15 +9,17 @@ import pytest
 from conftest import ROOT
 from tmalang.compiler import Options, compile_source
 from tmalang.diagnostics import TmalangError
+from tmalang.ir.ops import OPS
 from tmalang.ir.parser import parse_ir
 from tmalang.ir.verifier import verify
+from tmalang.ir.verify_ops import VERIFY
 from tmalang.passes import PASS_NAMES, PassLog
 
 
-def _ir_after(stage: str) -> str:
+def _ir_after(stage: str, example: str = "tma_copy", arch: str = "sm_90a") -> str:
     log = PassLog(print_after={stage})
-    source = (ROOT / "examples" / "tma_copy.tma").read_text()
-    compile_source(source, "tma_copy.tma", Options(log=log), until="ir")
+    source = (ROOT / "examples" / f"{example}.tma").read_text()
+    compile_source(source, f"{example}.tma", Options(arch=arch, log=log), until="ir")
     return log.snapshots[0][1]
 
 
@@ -55,3 +57,55 @@ def test_stage_rules_follow_the_stages_that_ran():
     verify(kernel, "schedule_barriers", ["lower", *PASS_NAMES[: PASS_NAMES.index("schedule_barriers") + 1]])
     with pytest.raises(TmalangError, match="E999.*no smem offset"):
         verify(kernel, "plan_smem", ["lower", *PASS_NAMES])
+
+
+def test_every_op_has_a_verify_hook():
+    assert set(OPS.values()) <= set(VERIFY)
+
+
+FINAL = "dispatch_roles"
+
+
+@pytest.mark.parametrize("example,old,new,message", [
+    # symbols name the right kind of tile, and a constant stage lies within it
+    ("tma_copy", "dest=@ring.t[%s] barrier=@ring.full[%s]", "dest=@ring.full[%s] barrier=@ring.full[%s]",
+     r"tma_load dest=@ring.full\[%s\] is not an smem tile"),
+    ("tma_copy", "mbar_wait barrier=@ring.empty[%s]", "mbar_wait barrier=@ring.t[%s]",
+     r"mbar_wait barrier=@ring.t\[%s\] is not an mbarrier tile"),
+    ("tma_copy", "mbar_init barrier=@ring.full[3]", "mbar_init barrier=@ring.full[4]",
+     r"@ring.full\[4\] is outside the 4 stage\(s\) of @ring.full"),
+    ("gemm_sm90", "acc_zero acc=acc", "acc_zero acc=nope", "acc_zero acc=nope: not an accumulator of the role"),
+    ("gemm_sm90", "value=cvt.bf16(!acc)", "value=cvt.bf16(!other)", "!other is not an accumulator of the role"),
+    # fields in range
+    ("gemm_sm100", "tmem_alloc columns=512", "tmem_alloc columns=48", "tmem_alloc columns=48: not a power of two"),
+    ("tma_copy", "fence kind=mbarrier_init", "fence kind=mbarrier_fini", "fence kind=mbarrier_fini: unknown"),
+    ("tma_copy", "setmaxnreg action=dec regs=40", "setmaxnreg action=dec regs=41", "setmaxnreg regs=41"),
+    ("tma_copy", "mbarrier @ring.full stages=4 count=1 tx_bytes=32768 offset=131072",
+     "mbarrier @ring.full stages=4 count=1 tx_bytes=32768 offset=131073", "offset=131073: not 8-byte aligned"),
+    ("tma_copy", "for_tiles vars=[m, n] tensor=src", "for_tiles vars=[m] tensor=src",
+     r"for_tiles vars=\[m\]: not one variable per box dimension"),
+    ("tma_copy", "tma_store box=Out coords=[%m, %n]", "tma_store box=Out coords=[%m]", "tma_store coords="),
+    # where an op may stand
+    ("tma_copy", "sync scope=block\n  warpgroups", "tma_store box=Out coords=[0, 0] source=@ring.t[0]\n  warpgroups",
+     "tma_store stands outside every role"),
+    ("tma_copy", "  warpgroups first=0 last=0 {\n    setmaxnreg action=dec regs=40\n",
+     "  warpgroups first=0 last=0 {\n", "a warpgroups block holds one setmaxnreg, then roles"),
+    ("tma_copy", "elect scope=role {\n          mbar_wait", "elect scope=role {\n          elect scope=role {\n"
+     "          }\n          mbar_wait", "elect inside elect"),
+    ("tma_copy", "role @consumer first_warp=4", "role @consumer first_warp=3", "warps outside warpgroups 1..1"),
+])
+def test_each_op_checks_its_own_invariants(example, old, new, message):
+    text = _ir_after(FINAL, example, "sm_100a" if "sm100" in example else "sm_90a")
+    _check(text, FINAL)
+    assert old in text
+    with pytest.raises(TmalangError, match=f"E999.*{message}"):
+        _check(text.replace(old, new, 1), FINAL)
+
+
+def test_a_failure_points_at_the_op_in_the_ir_text():
+    text = _ir_after(FINAL).replace("fence kind=mbarrier_init", "fence kind=nope")
+    with pytest.raises(TmalangError) as caught:
+        _check(text, FINAL)
+    line = text.splitlines().index("    fence kind=nope") + 1
+    assert caught.value.span.line == line and caught.value.span.col == 5
+    assert "^^^^^^^^^^^^^^^" in caught.value.render()

@@ -125,7 +125,7 @@ def test_no_tile_loop_reaches_the_final_ir(path):
 def test_a_tile_loop_after_lower_tile_walk_is_an_internal_error():
     kernel = _kernel(["M", "N"], [32, 16], 1, 0)
     verify(kernel, "dispatch_roles", ["lower", *PASS_NAMES[:-1]])
-    with pytest.raises(TmalangError, match="E999.*after 'lower_tile_walk': no for_tiles remains"):
+    with pytest.raises(TmalangError, match="E999.*after 'lower_tile_walk': for_tiles: none may remain after lower_tile_walk"):
         verify(kernel, "lower_tile_walk", ["lower", *PASS_NAMES])
 
 

@@ -2,6 +2,7 @@
 
     tmalangc kernel.tma -o kernel.ptx --arch sm_90a
     tmalangc kernel.tma --emit ir --print-ir-after=all --time-passes --explain --stats
+    tmalangc opt kernel.ir --passes=expand_pipelines,order_wgmma    (tmalang/opt.py)
 
 Exit status: 0 success, 1 user error (a diagnostic on stderr), 2 bad usage.
 """
@@ -21,6 +22,7 @@ from .diagnostics import TmalangError, error
 from .explain import explain
 from .files import check_outputs, read_source, write_file
 from .ir.printer import print_ir
+from .opt import opt_main
 from .passes import PASS_NAMES, PassLog
 from .run_cli import run_main
 from .target.arch import DEFAULT
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:
         return run_main(argv[1:])
+    if argv[:1] == ["opt"]:
+        return opt_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     for name in args.print_ir_after:

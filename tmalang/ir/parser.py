@@ -7,6 +7,7 @@ a recursive-descent reader for values are all it needs.
 from __future__ import annotations
 
 import re
+from typing import get_args
 
 from ..diagnostics import Source, Span, error
 from . import exprs as ex
@@ -34,7 +35,7 @@ def _tokens(line: str, source: Source, lineno: int) -> list[tuple[str, str, int]
     while pos < len(line):
         m = _TOKEN.match(line, pos)
         if not m or m.end() == pos:
-            col = pos + 1
+            col = len(line) - len(line[pos:].lstrip()) + 1   # at the character, not the blank before it
             raise error("E090", "cannot read IR text here", Span(source, lineno, col, lineno, col + 1))
         kind = m.lastgroup
         text = m.group(kind)
@@ -161,31 +162,35 @@ class _Line:
 
 
 def _coerce(value, annotation: str, line: _Line):
-    """Turn a generic parsed value into what the op field's annotation asks for."""
-    if annotation == "int" or annotation == "bool":
-        want = bool if annotation == "bool" else int
-        if isinstance(value, ex.Const) and want is int:
-            return value.value
-        if isinstance(value, want):
-            return value
-    elif annotation == "str":
-        words = {None: "none", True: "true", False: "false"}
-        if isinstance(value, str) or value in words:
-            return value if isinstance(value, str) else words[value]
-    elif annotation in ("Expr",) and not isinstance(value, (list, str)):
+    """Turn a generic parsed value into what the op field's annotation asks for, or fail: an op
+    never holds a value of another type (the verifier and the passes rely on that)."""
+    if annotation == "int" and isinstance(value, ex.Const) and type(value.value) is int:
+        return value.value
+    if annotation == "bool" and type(value) is bool:
         return value
-    elif annotation.startswith("BufferRef"):
-        if isinstance(value, ex.BufferRef) or (value is None and "None" in annotation):
-            return value
-    elif annotation.startswith("list[") and isinstance(value, list):
+    if annotation == "str" and (isinstance(value, str) or value is None or type(value) is bool):
+        return value if isinstance(value, str) else {None: "none", True: "true", False: "false"}[value]
+    if annotation == "Expr" and isinstance(value, _EXPRS):
+        return value
+    if annotation.startswith("BufferRef") and (isinstance(value, ex.BufferRef) or value is None and "None" in annotation):
+        return value
+    if annotation.startswith("list[") and isinstance(value, list):
         inner = annotation[5:-1]
-        if inner == "str | int":
-            return [v.value if isinstance(v, ex.Const) else v for v in value]
+        if inner == "str | int":   # a tensor dimension: a literal or a symbol
+            return [_coerce(v, "int" if isinstance(v, ex.Const) else "str", line) for v in value]
         return [_coerce(v, inner, line) for v in value]
-    line.fail(f"value {value!r} does not fit a field of type {annotation}")
+    line.fail(f"value {_shown(value)} does not fit a field of type {annotation}")
+
+
+def _shown(value) -> str:
+    return f"[{', '.join(map(_shown, value))}]" if isinstance(value, list) else repr(value) if isinstance(value, str) else str(value)
+
+
+_EXPRS = get_args(ex.Expr)
 
 
 def parse_ir(text: str, name: str = "<ir>") -> list[Op]:
+    """The ops of an IR text; each op's span is its line, so the verifier can point at it."""
     source = Source(text, name)
     stack: list[tuple[Op | None, list[Op]]] = [(None, [])]
     for lineno, raw in enumerate(text.splitlines(), start=1):
@@ -197,12 +202,16 @@ def parse_ir(text: str, name: str = "<ir>") -> list[Op]:
                 line.fail("unbalanced '}'")
             stack.pop()
             continue
-        op, opens = _parse_op(line)
+        try:
+            op, opens = _parse_op(line)
+        except RecursionError:   # a machine-written expression never nests this deep
+            line.fail("expression nested too deeply")
+        op.span = Span(source, lineno, line.tokens[0][2], lineno, len(raw.rstrip()) + 1)
         stack[-1][1].append(op)
         if opens:
             stack.append((op, op.regions()[0]))
     if len(stack) != 1:
-        raise error("E090", "unterminated region at end of IR text", None)
+        raise error("E090", f"'{stack[-1][0].name}' opens a region that is never closed", stack[-1][0].span)
     return stack[0][1]
 
 

@@ -1,41 +1,43 @@
-"""The IR verifier, run after lowering and after every pass.
+"""The IR verifier, run after lowering, after every pass, and on `tmalangc opt`'s input.
 
-A failure here is a compiler bug, not a user error: it names the pass that broke the invariant.
-Structural rules hold at every stage (symbols resolve, variables are defined before use);
-stage rules say what each pass has established (see each pass's docstring).
+Each op checks its own invariants in its hook (verify_ops.VERIFY); the walk here gives the hooks
+their scope and checks what every op's operands share: variables defined before use, launch
+values that exist, tiles, accumulators and row registers that resolve, constant stages within
+their tile. Stage rules, what a pass has established (see each pass's docstring), are in one
+table, `STAGE_RULES`, and apply once their pass has run: the pass order itself lives only in
+passes.PIPELINE.
+
+After a stage a failure is a compiler bug (E999, naming the stage); on opt's input, the input's
+(E432). Either points at the op.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from ..diagnostics import error
+from ..diagnostics import TmalangError, error
 from . import exprs as ex
 from . import ops
+from .verify_ops import VERIFY, Scope
 
-_DONE_AFTER = {
-    "expand_pipelines": "no pipeline, produce or consume remains",
-    "schedule_barriers": "every mbarrier has an arrival count",
-    "plan_tmem": "every tmem tile has a column",
-    "plan_smem": "every buffer and mbarrier has an offset",
-    "dispatch_roles": "the block size is known",
-    "lower_tile_walk": "no for_tiles remains",
-}
-# A string field with one of these names refers to a kernel-level declaration of that kind.
-_REFERENCES = {"tensor": ops.TensorDecl, "box": ops.BoxDecl, "pipeline": ops.PipelineDecl}
+# (stage, ops, what holds of each once the stage has run, the message when it does not)
+STAGE_RULES = [
+    ("expand_pipelines", (ops.PipelineDecl, ops.Produce, ops.Consume), lambda o: False, "none may remain"),
+    ("schedule_barriers", ops.MbarrierDecl, lambda o: o.count >= 1, "no arrival count"),
+    ("plan_tmem", ops.TmemDecl, lambda o: o.column >= 0, "no column"),
+    ("plan_smem", (ops.BufferDecl, ops.MbarrierDecl, ops.TmemAlloc), lambda o: o.offset >= 0, "no smem offset"),
+    ("dispatch_roles", ops.KernelOp, lambda o: o.threads > 0, "no block size"),
+    ("lower_tile_walk", ops.ForTiles, lambda o: False, "none may remain"),
+]
 
 
-class _Verifier:
-    def __init__(self, kernel: ops.KernelOp, stage: str, done: Sequence[str]):
-        self.kernel, self.stage, self.done = kernel, stage, set(done)
-        self.symbols: dict[str, ops.Op] = {}
+class Verifier(Scope):
+    """The walk over one kernel."""
 
-    def fail(self, message: str, o: ops.Op | None = None):
-        raise error("E999", f"internal compiler error: IR invalid after '{self.stage}': {message}",
-                    o.span if o is not None else None, "please report this with the source file")
-
-    def after(self, pass_name: str) -> bool:
-        return pass_name in self.done
+    def __init__(self, kernel: ops.KernelOp, done: Sequence[str], fail: Callable[[str, ops.Op], TmalangError]):
+        super().__init__(kernel, fail)
+        self.done = set(done)
+        self.params = {d for t in kernel.body if isinstance(t, ops.TensorDecl) for d in t.shape if isinstance(d, str)}
 
     def run(self) -> None:
         for o in self.kernel.body:
@@ -44,88 +46,106 @@ class _Verifier:
                 if symbol in self.symbols:
                     self.fail(f"symbol '@{symbol}' declared twice", o)
                 self.symbols[symbol] = o
-        for o in self.kernel.body:
-            self.declaration(o)
-        for o in self.kernel.body:
-            if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.WarpgroupBlock, ops.Fence)):
-                self.region([o], set())
-        if self.after("dispatch_roles") and self.kernel.threads <= 0:
-            self.fail(_DONE_AFTER["dispatch_roles"])
+        self.params |= {s.symbol for s in self.kernel.body if isinstance(s, ops.ScalarDecl)}
+        self.op(self.kernel, set())
 
-    def declaration(self, o: ops.Op) -> None:
-        self.references(o)
-        if isinstance(o, ops.BoxDecl) and o.strides[-1] != 1:
-            self.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
-        if isinstance(o, ops.PipelineDecl) and self.after("expand_pipelines"):
-            self.fail(_DONE_AFTER["expand_pipelines"], o)
-        if isinstance(o, ops.MbarrierDecl) and self.after("schedule_barriers") and o.count < 1:
-            self.fail(f"mbarrier '@{o.symbol}' has no count", o)
-        if isinstance(o, (ops.BufferDecl, ops.MbarrierDecl)) and self.after("plan_smem") and o.offset < 0:
-            self.fail(f"'@{o.symbol}' has no smem offset", o)
-        if isinstance(o, ops.TmemDecl) and self.after("plan_tmem") and o.column < 0:
-            self.fail(f"tmem tile '@{o.symbol}' has no column", o)
-        if isinstance(o, ops.TmemAlloc) and self.after("plan_smem") and o.offset < 0:
-            self.fail("the TMEM base address has no smem slot", o)
-
-    def region(self, region: list[ops.Op], defined: set[str]) -> None:
-        for o in region:
-            if isinstance(o, (ops.Produce, ops.Consume)) and self.after("expand_pipelines"):
-                self.fail(_DONE_AFTER["expand_pipelines"], o)
-            if isinstance(o, ops.ForTiles) and self.after("lower_tile_walk"):
-                self.fail(_DONE_AFTER["lower_tile_walk"], o)
-            self.references(o)
-            if self.kernel.cta_group != 2 and (isinstance(o, (ops.InPairLeader, ops.MbarArriveLeader))
-                                              or isinstance(o, ops.TmaLoad) and o.pair):
-                self.fail(f"{o.name} belongs to CTA pairs, and the kernel has cta_group={self.kernel.cta_group}", o)
-            for value in self.operands(o):
-                self.expr(value, defined, o)
-            if isinstance(o, (ops.Let, ops.Val)):
-                defined.add(o.var)
-            inner = set(defined)
-            if isinstance(o, ops.ForTiles):
-                inner |= set(o.vars) | {o.index}
-            if isinstance(o, ops.ForRange):
-                inner.add(o.var)
-            if isinstance(o, ops.ForStep):
-                inner |= {o.var, o.count}
-            if isinstance(o, (ops.Produce, ops.Consume)):
-                inner.add(o.slot)
-            for r in o.regions():
-                self.region(r, inner)
-
-    def references(self, o: ops.Op) -> None:
-        """Every named declaration an op refers to exists and is of the right kind."""
-        for f in o.operand_fields():
-            kind = _REFERENCES.get(f.name)
-            if kind is not None and f.type == "str" and not isinstance(self.symbols.get(getattr(o, f.name)), kind):
-                self.fail(f"{o.name} {f.name}={getattr(o, f.name)} does not name a {kind.__name__}", o)
-
-    @staticmethod
-    def operands(o: ops.Op):
-        for f in o.operand_fields():
-            value = getattr(o, f.name)
-            if f.type in ("Expr", "BufferRef", "BufferRef | None") and value is not None:
-                yield value
-            elif f.type == "list[Expr]":
-                yield from value
+    def op(self, o: ops.Op, defined: set[str]) -> None:
+        hook = VERIFY.get(type(o))
+        if hook is None:
+            self.fail(f"'{o.name}' has no verify hook", o)
+        hook(self, o)
+        for value in _operands(o):
+            self.expr(value, defined, o)
+        if isinstance(o, (ops.Let, ops.Val)):
+            defined.add(o.var)
+        if isinstance(o, ops.RoleOp):
+            inner_ops = list(ops.walk(o.body))
+            self.role = o
+            self.accs = {a.symbol for a in inner_ops if isinstance(a, ops.AccDecl)}
+            self.rows = {r.symbol for r in inner_ops if isinstance(r, ops.RowDecl)}
+        self.parents.append(o)
+        for region in o.regions():
+            inner = defined | _binds(o)
+            for child in region:
+                self.op(child, inner)
+        self.parents.pop()
+        if isinstance(o, ops.RoleOp):
+            self.role = None
+        for stage, kinds, holds, message in STAGE_RULES:   # after the regions: the kernel's rule comes last
+            if stage in self.done and isinstance(o, kinds) and not holds(o):
+                self.fail(f"{_named(o)}: {message} after {stage}", o)
 
     def expr(self, e: ex.Expr, defined: set[str], o: ops.Op) -> None:
         for node in ex.walk(e):
             if isinstance(node, ex.Var) and node.name not in defined:
                 self.fail(f"%{node.name} is used before it is defined", o)
-            if isinstance(node, ex.Sreg) and node.name not in ex.SREGS:
+            elif isinstance(node, ex.Sreg) and node.name not in ex.SREGS:
                 self.fail(f"sreg({node.name}) is no special register the IR reads", o)
-            if isinstance(node, ex.BufferRef) and not self.resolves(node.name):
-                self.fail(f"@{node.name} does not name a buffer, mbarrier or tmem tile", o)
+            elif isinstance(node, ex.Param) and node.name not in self.params:
+                self.fail(f"${node.name} is neither a tensor dimension nor a scalar parameter", o)
+            elif isinstance(node, ex.BufferRef):
+                self.stage_index(node, o)
+            elif isinstance(node, ex.TmemRef) and self.tile_kind(node.tile.name) != "tmem":
+                self.fail(f"tmem({node.tile}, ..) does not read a tmem tile", o)
+            elif isinstance(node, ex.AccRef) and node.name not in self.accs:
+                self.fail(f"!{node.name} is not an accumulator of the role", o)
+            elif isinstance(node, ex.RowVar) and node.name not in self.rows:
+                self.fail(f"^{node.name} is not a row register of the role", o)
+            elif isinstance(node, ex.Bin) and node.op not in ex.BINARY_OPS:
+                self.fail(f"unknown operator '{node.op}'", o)
+            elif isinstance(node, ex.Call) and ex.ROW_FUNCTIONS.get(node.func) != len(node.args):
+                self.fail(f"{node.func} with {len(node.args)} argument(s) is not a row-math function", o)
 
-    def resolves(self, name: str) -> bool:
-        if isinstance(self.symbols.get(name), (ops.BufferDecl, ops.MbarrierDecl, ops.TmemDecl)):
-            return True
-        pipeline, _, field = name.partition(".")
-        decl = self.symbols.get(pipeline)
-        return isinstance(decl, ops.PipelineDecl) and any(f.split(":")[0] == field for f in decl.fields)
+    def stage_index(self, ref: ex.BufferRef, o: ops.Op) -> None:
+        """The ref names a tile, and a constant stage lies within it."""
+        if self.tile_kind(ref.name) is None:
+            self.fail(f"@{ref.name} does not name a buffer, mbarrier or tmem tile", o)
+        decl = self.symbols.get(ref.name) or self.symbols[ref.name.partition(".")[0]]
+        if isinstance(ref.index, ex.Const) and not 0 <= ref.index.value < decl.stages:
+            self.fail(f"{ref} is outside the {decl.stages} stage(s) of @{ref.name}", o)
+
+
+def _named(o: ops.Op) -> str:
+    return f"{o.name} @{o.symbol}" if getattr(o, "symbol", None) else o.name
+
+
+def _binds(o: ops.Op) -> set[str]:
+    """The variables an op defines for its region."""
+    if isinstance(o, ops.ForTiles):
+        return {*o.vars, o.index}
+    if isinstance(o, ops.ForRange):
+        return {o.var}
+    if isinstance(o, ops.ForStep):
+        return {o.var, o.count}
+    if isinstance(o, (ops.Produce, ops.Consume)):
+        return {o.slot}
+    return set()
+
+
+def _operands(o: ops.Op):
+    for f in o.operand_fields():
+        value = getattr(o, f.name)
+        if f.type in ("Expr", "BufferRef", "BufferRef | None") and value is not None:
+            yield value
+        elif f.type == "list[Expr]":
+            yield from value
+
+
+def _fail_after(stage: str):
+    def make(message: str, o: ops.Op) -> TmalangError:
+        return error("E999", f"internal compiler error: IR invalid after '{stage}': {message}", o.span,
+                     "please report this with the source file")
+    return make
 
 
 def verify(kernel: ops.KernelOp, stage: str, done: Sequence[str]) -> None:
     """Check `kernel` after `stage`; `done` names every stage that has run (its rules now hold)."""
-    _Verifier(kernel, stage, done).run()
+    Verifier(kernel, done, _fail_after(stage)).run()
+
+
+def verify_input(kernel: ops.KernelOp, done: Sequence[str], first: str | None) -> None:
+    """Check IR text given to `tmalangc opt`, taken to stand after the stages `done`, before `first`."""
+    def make(message: str, o: ops.Op) -> TmalangError:
+        notes = [f"'{first}' takes IR on which every pass before it has run"] if first else []
+        return error("E432", f"invalid IR after '{done[-1]}': {message}", o.span, *notes)
+    Verifier(kernel, done, make).run()

@@ -62,6 +62,7 @@ PIPELINE = [
     Pass("lower_tile_walk", lower_tile_walk),        # last: the passes above find the tile loop as for_tiles
 ]
 PASS_NAMES = [p.name for p in PIPELINE]
+PASSES = {p.name: p for p in PIPELINE}
 
 
 @dataclass
@@ -75,17 +76,40 @@ class PassLog:
 
 def run_passes(kernel: ops.KernelOp, target: Target, log: PassLog | None = None) -> ops.KernelOp:
     """Run every pass that applies to `target`, in PIPELINE order, verifying after each."""
+    verify(kernel, "lower", ["lower"])
+    return run_named(kernel, target, applicable(target), log, done=["lower"])
+
+
+def run_named(kernel: ops.KernelOp, target: Target, names: list[str], log: PassLog | None = None,
+              done: list[str] | None = None) -> ops.KernelOp:
+    """Run the passes `names` (from PIPELINE) in that order, verifying the IR after each.
+
+    `done` lists the stages that have already run on `kernel`, whose rules the verifier holds it
+    to; by default lowering and every pass for `target` before the first of `names` in PIPELINE
+    (`tmalangc opt` runs a few passes on IR printed just before them)."""
     log = log or PassLog()
-    done = ["lower"]
-    verify(kernel, "lower", done)
-    for p in PIPELINE:
-        if not p.applies_to(target):
-            continue
+    done = list(done) if done is not None else stages_before(names[0], target) if names else ["lower"]
+    for name in names:
         start = time.perf_counter()
-        p.module.run(kernel, target)
-        done.append(p.name)
-        verify(kernel, p.name, done)
-        log.timings.append((p.name, time.perf_counter() - start))
-        if p.name in log.print_after or "all" in log.print_after:
-            log.snapshots.append((p.name, print_ir(kernel)))
+        PASSES[name].module.run(kernel, target)
+        done.append(name)
+        verify(kernel, name, done)
+        log.timings.append((name, time.perf_counter() - start))
+        if name in log.print_after or "all" in log.print_after:
+            log.snapshots.append((name, print_ir(kernel)))
     return kernel
+
+
+def applicable(target: Target) -> list[str]:
+    """The passes a compilation for `target` runs, in order."""
+    return [p.name for p in PIPELINE if p.applies_to(target)]
+
+
+def stages_before(name: str, target: Target) -> list[str]:
+    """The stages that run before pass `name` in a compilation for `target`."""
+    return ["lower", *(n for n in PASS_NAMES[: PASS_NAMES.index(name)] if n in applicable(target))]
+
+
+def summary(name: str) -> str:
+    """The first line of a pass's docstring: what it does."""
+    return (PASSES[name].module.__doc__ or name).strip().splitlines()[0]

@@ -1,0 +1,375 @@
+"""The verify hooks, one per op class (`VERIFY`): each checks that op's own invariants.
+
+A hook sees the op and its `Scope`: the kernel's declarations, the enclosing ops, the role's
+accumulators and row registers. It checks that the symbols the op names resolve to the right
+kind of declaration, that its fields are in range, and that it stands where it may. What the
+passes establish stage by stage is not an op's own rule: those rules are in verifier.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..diagnostics import TmalangError
+from ..target import tma
+from ..target.dtypes import DTYPES, SCALAR_DTYPES
+from . import exprs as ex
+from . import ops
+from .printer import format_value
+
+# The values of the IR's own enumerated fields (ops.py names them in comments).
+FENCES = ("proxy_async", "mbarrier_init", "tcgen05_before_thread_sync", "tcgen05_after_thread_sync")
+SCOPES = {ops.Elect: ("role", "warpgroup", "block"), ops.Sync: ("role", "block", "cluster")}
+
+
+class Scope:
+    """Where an op stands, as the verifier's walk sees it, and how a hook reports a failure."""
+
+    def __init__(self, kernel: ops.KernelOp, fail: Callable[[str, ops.Op], TmalangError]):
+        self.kernel, self._fail = kernel, fail
+        self.symbols: dict[str, ops.Op] = {}   # the kernel's declarations (and roles) by symbol
+        self.parents: list[ops.Op] = []        # the enclosing ops, innermost last
+        self.role: ops.RoleOp | None = None
+        self.accs: set[str] = set()            # the accumulators and row registers of `role`
+        self.rows: set[str] = set()
+
+    def fail(self, message: str, o: ops.Op):
+        raise self._fail(message, o)
+
+    def decl(self, o: ops.Op, field: str, kind: type[ops.Op]) -> ops.Op:
+        """The declaration `o.field` names, which must be a `kind`."""
+        found = self.symbols.get(getattr(o, field))
+        if not isinstance(found, kind):
+            self.fail(f"{o.name} {field}={getattr(o, field)} does not name a {kind.__name__}", o)
+        return found
+
+    def tile(self, o: ops.Op, field: str, kind: str) -> None:
+        """`o.field` is a stage of a declared tile of `kind`: smem, tmem or mbarrier."""
+        ref = getattr(o, field)
+        if not isinstance(ref, ex.BufferRef) or self.tile_kind(ref.name) != kind:
+            self.fail(f"{o.name} {field}={ref} is not {'an' if kind[0] in 'ms' else 'a'} {kind} tile", o)
+
+    def tile_kind(self, name: str) -> str | None:
+        decl = self.symbols.get(name)
+        kinds = {ops.BufferDecl: "smem", ops.TmemDecl: "tmem", ops.MbarrierDecl: "mbarrier"}
+        if type(decl) in kinds:
+            return kinds[type(decl)]
+        field = self.pipeline_field(name)
+        return None if field is None else "tmem" if field.startswith("tmem:") else "smem"
+
+    def pipeline_field(self, name: str) -> str | None:
+        """What field P.f of a declared pipeline P holds: a box name or `tmem:MxN`."""
+        pipeline, _, field = name.partition(".")
+        decl = self.symbols.get(pipeline)
+        if isinstance(decl, ops.PipelineDecl):
+            return next((f.partition(":")[2] for f in decl.fields if f.partition(":")[0] == field), None)
+        return None
+
+    def check(self, o: ops.Op, field: str, ok: bool, why: str) -> None:
+        if not ok:
+            self.fail(f"{o.name} {field}={format_value(getattr(o, field))}: {why}", o)
+
+    def within(self, o: ops.Op, *parents: type[ops.Op]) -> None:
+        """`o` stands directly in one of `parents` (at the top when none are given)."""
+        parent = self.parents[-1] if self.parents else None
+        if not (isinstance(parent, parents) if parents else parent is None):
+            where = f"inside '{parent.name}'" if parent is not None else "outside a kernel"
+            self.fail(f"{o.name} cannot stand {where}", o)
+
+    def in_role(self, o: ops.Op) -> None:
+        if self.role is None:
+            self.fail(f"{o.name} stands outside every role", o)
+
+    def inside(self, kind: type[ops.Op]) -> bool:
+        return any(isinstance(p, kind) for p in self.parents)
+
+
+# ---- the hooks ------------------------------------------------------------------------------------
+
+
+def _power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _kernel(v: Scope, o: ops.KernelOp) -> None:
+    v.within(o)
+    v.check(o, "grid", o.grid in ("tiles", "persistent"), "not tiles or persistent")
+    v.check(o, "cluster", o.cluster in (1, 2, 4, 8), "not 1, 2, 4 or 8 CTAs")
+    v.check(o, "cta_group", o.cta_group in (1, 2) and o.cluster % o.cta_group == 0, "not 1, or 2 in an even cluster")
+    v.check(o, "threads", o.threads >= 0 and o.threads % 32 == 0, "not whole warps")
+    v.check(o, "smem_bytes", o.smem_bytes >= 0, "negative")
+
+
+def _tensor(v: Scope, o: ops.TensorDecl) -> None:
+    v.within(o, ops.KernelOp)
+    v.check(o, "dtype", o.dtype in DTYPES, "not an element type")
+    v.check(o, "shape", 1 <= len(o.shape) <= tma.MAX_RANK, f"rank not 1..{tma.MAX_RANK}")
+    v.check(o, "shape", all(isinstance(d, str) or d >= 1 for d in o.shape), "a dimension below 1")
+
+
+def _scalar(v: Scope, o: ops.ScalarDecl) -> None:
+    v.within(o, ops.KernelOp)
+    v.check(o, "dtype", o.dtype in SCALAR_DTYPES, "not a scalar parameter type")
+
+
+def _box(v: Scope, o: ops.BoxDecl) -> None:
+    v.within(o, ops.KernelOp)
+    tensor = v.decl(o, "tensor", ops.TensorDecl)
+    v.check(o, "dtype", o.dtype == tensor.dtype, f"not the dtype of tensor @{tensor.symbol}")
+    v.check(o, "shape", len(o.shape) == len(tensor.shape), f"not the rank of tensor @{tensor.symbol}")
+    v.check(o, "shape", all(1 <= n <= tma.MAX_BOX_EXTENT for n in o.shape),
+            f"an extent outside 1..{tma.MAX_BOX_EXTENT}")
+    v.check(o, "strides", 1 <= len(o.strides) == len(o.shape)
+            and all(1 <= s <= tma.MAX_ELEMENT_STRIDE for s in o.strides),
+            f"not one stride in 1..{tma.MAX_ELEMENT_STRIDE} per dimension")
+    v.check(o, "swizzle", o.swizzle in tma.SWIZZLES, "not a TMA swizzle")
+    v.check(o, "oob", o.oob in tma.OOB_FILLS, "not a TMA out-of-bounds fill")
+    v.check(o, "l2", o.l2 in tma.L2_PROMOTIONS, "not a TMA L2 promotion")
+    if o.strides[-1] != 1:
+        v.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
+    v.check(o, "multicast", o.multicast >= 1 and (o.multicast == 1 or not o.pair), "below 1, or on a pair box")
+
+
+def _pipeline(v: Scope, o: ops.PipelineDecl) -> None:
+    v.within(o, ops.KernelOp)
+    v.check(o, "stages", 1 <= o.stages <= 32, "not 1..32")
+    for entry in o.fields:
+        name, _, what = entry.partition(":")
+        tmem = what.startswith("tmem:") and all(n.isdigit() for n in what[5:].split("x"))
+        if not name or not (tmem or isinstance(v.symbols.get(what), ops.BoxDecl)):
+            v.fail(f"pipeline field '{entry}' is not FIELD:BOX or FIELD:tmem:MxN", o)
+
+
+def _buffer(v: Scope, o: ops.BufferDecl) -> None:
+    v.within(o, ops.KernelOp)
+    v.decl(o, "box", ops.BoxDecl)
+    v.check(o, "stages", o.stages >= 1, "no stage")
+    v.check(o, "bytes", o.bytes >= 1, "empty")
+    v.check(o, "align", _power_of_two(o.align) and o.align >= 16, "not a power of two from 16")
+    v.check(o, "offset", o.offset == -1 or o.offset >= 0 and o.offset % o.align == 0, "not a multiple of align")
+
+
+def _mbarrier(v: Scope, o: ops.MbarrierDecl) -> None:
+    v.within(o, ops.KernelOp)
+    v.check(o, "stages", o.stages >= 1, "no stage")
+    v.check(o, "count", o.count == -1 or 1 <= o.count <= 0xFFFFF, "not -1 (unscheduled) or 1..1048575")
+    v.check(o, "tx_bytes", o.tx_bytes >= 0, "negative")
+    v.check(o, "offset", o.offset == -1 or o.offset >= 0 and o.offset % 8 == 0, "not 8-byte aligned")
+
+
+def _tmem(v: Scope, o: ops.TmemDecl) -> None:
+    v.within(o, ops.KernelOp)
+    v.check(o, "stages", o.stages >= 1, "no stage")
+    v.check(o, "shape", len(o.shape) == 2 and o.shape[0] in (64, 128) and 1 <= o.shape[1] <= 256,
+            "not [64 or 128 lanes, 1..256 columns]")
+    v.check(o, "column", o.column == -1 or o.column >= 0 and o.column % ops.TMEM_GRANULE == 0,
+            f"not a multiple of {ops.TMEM_GRANULE}")
+
+
+def _tmem_alloc(v: Scope, o: ops.TmemAlloc) -> None:
+    v.within(o, ops.KernelOp)
+    v.check(o, "columns", _power_of_two(o.columns) and o.columns >= 32, "not a power of two from 32")
+    v.check(o, "offset", o.offset == -1 or o.offset >= 0 and o.offset % 8 == 0, "not 8-byte aligned")
+
+
+def _tmem_dealloc(v: Scope, o: ops.TmemDealloc) -> None:
+    v.within(o, ops.KernelOp)
+    v.check(o, "columns", _power_of_two(o.columns) and o.columns >= 32, "not a power of two from 32")
+
+
+def _role(v: Scope, o: ops.RoleOp) -> None:
+    v.within(o, ops.KernelOp, ops.WarpgroupBlock)
+    v.check(o, "first_warp", 0 <= o.first_warp <= o.last_warp < 32, "not a warp range within 0..31")
+    v.check(o, "regs", o.regs == 0 or 24 <= o.regs <= 256 and o.regs % 8 == 0, "not 0 or a multiple of 8 in 24..256")
+    group = v.parents[-1]
+    if isinstance(group, ops.WarpgroupBlock) and not group.first <= o.first_warp // 4 <= o.last_warp // 4 <= group.last:
+        v.fail(f"role @{o.symbol} has warps outside warpgroups {group.first}..{group.last}", o)
+
+
+def _warpgroups(v: Scope, o: ops.WarpgroupBlock) -> None:
+    v.within(o, ops.KernelOp)
+    v.check(o, "first", 0 <= o.first <= o.last < 8, "not a warpgroup range within 0..7")
+    if not (o.body and isinstance(o.body[0], ops.SetMaxNReg) and all(isinstance(r, ops.RoleOp) for r in o.body[1:])):
+        v.fail("a warpgroups block holds one setmaxnreg, then roles", o)
+
+
+def _setmaxnreg(v: Scope, o: ops.SetMaxNReg) -> None:
+    v.within(o, ops.WarpgroupBlock)
+    v.check(o, "action", o.action in ("inc", "dec"), "not inc or dec")
+    v.check(o, "regs", 24 <= o.regs <= 256 and o.regs % 8 == 0, "not a multiple of 8 in 24..256")
+
+
+def _for_tiles(v: Scope, o: ops.ForTiles) -> None:
+    v.in_role(o)
+    v.decl(o, "tensor", ops.TensorDecl)
+    box = v.decl(o, "box", ops.BoxDecl)
+    v.check(o, "box", box.tensor == o.tensor, f"cuts tensor @{box.tensor}, not @{o.tensor}")
+    v.check(o, "vars", len(o.vars) == len(box.shape), "not one variable per box dimension")
+    v.check(o, "group", o.group >= 0, "negative")
+
+
+def _statement(v: Scope, o: ops.Op) -> None:
+    """Let, val, if, for_range, for_step, wgmma fences and commits, bulk commits: in a role, nothing else."""
+    v.in_role(o)
+
+
+def _pending(v: Scope, o: ops.BulkWait | ops.WgmmaWait) -> None:
+    v.in_role(o)
+    v.check(o, "pending", o.pending >= 0, "negative")
+
+
+def _elect(v: Scope, o: ops.Elect) -> None:
+    v.check(o, "scope", o.scope in SCOPES[ops.Elect], "unknown")
+    v.check(o, "scope", (o.scope == "block") == (v.role is None), "block scope outside roles only")
+    if v.inside(ops.Elect):
+        v.fail("elect inside elect", o)
+
+
+def _sync(v: Scope, o: ops.Sync) -> None:
+    v.check(o, "scope", o.scope in SCOPES[ops.Sync], "unknown")
+    v.check(o, "scope", (o.scope == "role") == (v.role is not None), "role scope inside roles only")
+    v.check(o, "scope", o.scope != "cluster" or v.kernel.cluster > 1, "the kernel has no cluster")
+    if v.inside(ops.Elect):
+        v.fail("sync inside elect: the other threads never reach it", o)
+
+
+def _fence(v: Scope, o: ops.Fence) -> None:
+    v.check(o, "kind", o.kind in FENCES, "unknown")
+
+
+def _pipeline_block(v: Scope, o: ops.Produce | ops.Consume) -> None:
+    v.in_role(o)
+    v.decl(o, "pipeline", ops.PipelineDecl)
+    if v.inside(ops.Elect):
+        v.fail(f"{o.name} inside elect", o)
+
+
+def _in_pair_leader(v: Scope, o: ops.InPairLeader) -> None:
+    v.in_role(o)
+    _pair_kernel(v, o)
+
+
+def _pair_kernel(v: Scope, o: ops.Op) -> None:
+    if v.kernel.cta_group != 2:
+        v.fail(f"{o.name} belongs to CTA pairs, and the kernel has cta_group={v.kernel.cta_group}", o)
+
+
+def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
+    v.in_role(o)
+    box = v.decl(o, "box", ops.BoxDecl)
+    v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
+    v.tile(o, "dest", "smem")
+    if o.barrier is not None:
+        v.tile(o, "barrier", "mbarrier")
+    v.check(o, "multicast", not o.multicast or box.multicast > 1, f"box @{box.symbol} is not multicast")
+    if o.pair:
+        _pair_kernel(v, o)
+
+
+def _tma_store(v: Scope, o: ops.TmaStore) -> None:
+    v.in_role(o)
+    box = v.decl(o, "box", ops.BoxDecl)
+    v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
+    v.tile(o, "source", "smem")
+
+
+def _writes_smem(v: Scope, o: ops.TileAssign | ops.AccStore | ops.TmemEpilogue) -> None:
+    v.in_role(o)
+    v.tile(o, "dest", "smem")
+
+
+def _row_assign(v: Scope, o: ops.RowAssign) -> None:
+    v.in_role(o)
+    if isinstance(o.dest, ex.BufferRef):
+        v.tile(o, "dest", "tmem" if v.tile_kind(o.dest.name) == "tmem" else "smem")
+    elif not isinstance(o.dest, ex.RowVar):
+        v.fail(f"row_assign dest={o.dest} is neither a row register nor a tile", o)
+
+
+def _role_decl(v: Scope, o: ops.AccDecl | ops.RowDecl) -> None:
+    v.within(o, ops.RoleOp)
+    if isinstance(o, ops.RowDecl):
+        v.check(o, "cols", 0 <= o.cols <= 256, "not 0..256")
+    else:
+        v.check(o, "shape", len(o.shape) == 2 and all(n >= 1 for n in o.shape), "not two extents")
+
+
+def _acc_zero(v: Scope, o: ops.AccZero) -> None:
+    v.in_role(o)
+    v.check(o, "acc", o.acc in v.accs, "not an accumulator of the role")
+
+
+def _wgmma(v: Scope, o: ops.Wgmma) -> None:
+    _acc_zero(v, o)
+    v.tile(o, "b", "smem")
+    if isinstance(o.a, ex.BufferRef):
+        v.tile(o, "a", "smem")
+    elif not (isinstance(o.a, ex.Cast) and isinstance(o.a.operand, ex.AccRef)):
+        v.fail(f"wgmma a={o.a} is neither an smem tile nor a converted accumulator", o)
+
+
+def _barrier_op(v: Scope, o: ops.Op) -> None:
+    """mbarrier operations and tcgen05 commits of a role: the barrier is an mbarrier tile."""
+    v.in_role(o)
+    v.tile(o, "barrier", "mbarrier")
+    if isinstance(o, (ops.MbarExpectTx, ops.MbarArriveExpectTx)) and isinstance(o.bytes, ex.Const):
+        v.check(o, "bytes", 0 <= o.bytes.value <= 0xFFFFF, "not 0..1048575")
+
+
+def _cluster_arrive(v: Scope, o: ops.MbarArriveCluster | ops.Tcgen05CommitCluster) -> None:
+    _barrier_op(v, o)
+    if v.kernel.cluster < 2:
+        v.fail(f"{o.name} in a kernel without a cluster", o)
+
+
+def _leader_arrive(v: Scope, o: ops.MbarArriveLeader) -> None:
+    _barrier_op(v, o)
+    _pair_kernel(v, o)
+
+
+def _mbar_init(v: Scope, o: ops.MbarInit) -> None:
+    v.tile(o, "barrier", "mbarrier")
+    v.check(o, "count", 1 <= o.count <= 0xFFFFF, "not 1..1048575")
+    if not v.inside(ops.Elect):
+        v.fail("mbar_init outside elect: every thread would initialise the barrier", o)
+
+
+def _tcgen05_mma(v: Scope, o: ops.Tcgen05Mma) -> None:
+    v.in_role(o)
+    v.tile(o, "d", "tmem")
+    v.tile(o, "a", "smem")
+    v.tile(o, "b", "smem")
+
+
+def _tcgen05_cp(v: Scope, o: ops.Tcgen05Cp) -> None:
+    v.in_role(o)
+    v.tile(o, "d", "tmem")
+    v.check(o, "col", o.col >= 0, "negative")
+    v.tile(o, "source", "smem")
+
+
+def _tmem_zero(v: Scope, o: ops.TmemZero) -> None:
+    v.in_role(o)
+    v.tile(o, "tile", "tmem")
+
+
+VERIFY: dict[type[ops.Op], Callable[[Scope, ops.Op], None]] = {
+    ops.KernelOp: _kernel, ops.TensorDecl: _tensor, ops.ScalarDecl: _scalar, ops.BoxDecl: _box,
+    ops.PipelineDecl: _pipeline, ops.BufferDecl: _buffer, ops.MbarrierDecl: _mbarrier, ops.TmemDecl: _tmem,
+    ops.TmemAlloc: _tmem_alloc, ops.TmemDealloc: _tmem_dealloc,
+    ops.RoleOp: _role, ops.WarpgroupBlock: _warpgroups, ops.SetMaxNReg: _setmaxnreg,
+    ops.ForTiles: _for_tiles, ops.ForRange: _statement, ops.ForStep: _statement, ops.If: _statement,
+    ops.Let: _statement, ops.Val: _statement,
+    ops.Elect: _elect, ops.Sync: _sync, ops.Fence: _fence, ops.InPairLeader: _in_pair_leader,
+    ops.Produce: _pipeline_block, ops.Consume: _pipeline_block,
+    ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.BulkCommit: _statement, ops.BulkWait: _pending,
+    ops.TileAssign: _writes_smem, ops.AccStore: _writes_smem, ops.TmemEpilogue: _writes_smem,
+    ops.RowAssign: _row_assign, ops.RowDecl: _role_decl, ops.AccDecl: _role_decl,
+    ops.AccZero: _acc_zero, ops.Wgmma: _wgmma, ops.WgmmaFence: _statement, ops.WgmmaCommit: _statement,
+    ops.WgmmaWait: _pending,
+    ops.MbarInit: _mbar_init, ops.MbarExpectTx: _barrier_op, ops.MbarArrive: _barrier_op,
+    ops.MbarArriveCluster: _cluster_arrive, ops.MbarArriveLeader: _leader_arrive,
+    ops.MbarArriveExpectTx: _barrier_op, ops.MbarWait: _barrier_op,
+    ops.Tcgen05Mma: _tcgen05_mma, ops.Tcgen05Cp: _tcgen05_cp, ops.TmemZero: _tmem_zero,
+    ops.Tcgen05Commit: _barrier_op, ops.Tcgen05CommitCluster: _cluster_arrive,
+}
