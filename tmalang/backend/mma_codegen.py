@@ -13,7 +13,8 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target import wgmma
+from ..target import tma, wgmma
+from ..target.dtypes import DTYPES
 from .tile_math import STORAGE
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
@@ -144,7 +145,7 @@ def store_pair(g, dest: ex.BufferRef, row: ir.Value, col: ir.Value, values: list
     """Two elements (row, col), (row, col + 1) of smem tile `dest`, already in its storage type,
     written as one 2-element vector at the (swizzled) address the tile's layout gives them."""
     box = g.boxes[g.buffers[dest.name].box]
-    cols, itemsize = box.shape[1], {"f32": 4, "f16": 2, "bf16": 2, "i32": 4}[box.dtype]
+    cols, itemsize = box.shape[1], DTYPES[box.dtype].itemsize
     vector = ir.Constant(ir.VectorType(STORAGE[box.dtype], 2), ir.Undefined)
     for j, value in enumerate(values):
         vector = g.b.insert_element(vector, value, I32(j))
@@ -159,7 +160,7 @@ def _swizzled(g, offset: ir.Value, swizzle: str) -> ir.Value:
     chunk and the 8 rows of a warp's store land in 8 different chunks: no bank conflicts."""
     if swizzle == "none":
         return offset
-    chunks = int(swizzle[:-1]) // 16
+    chunks = tma.SWIZZLES[swizzle].span // 16
     row = g.b.and_(g.b.lshr(offset, I32(7)), I32(chunks - 1))
     return g.b.xor(offset, g.b.shl(row, I32(4)))
 
@@ -175,7 +176,7 @@ def _tile_element(g, ref: ex.BufferRef, at: tuple[ir.Value, ir.Value]) -> ir.Val
     box = g.boxes[g.buffers[ref.name].box]
     row, col = at
     index = col if len(box.shape) == 1 else g.b.add(g.b.mul(row, I32(box.shape[1])), col)
-    itemsize = {"f32": 4, "f16": 2, "bf16": 2}[box.dtype]
+    itemsize = DTYPES[box.dtype].itemsize
     pointer = g.b.inttoptr(g.b.add(g.address(ref), g.b.mul(index, I32(itemsize))), ir.PointerType(addrspace=3))
     value = g.b.load(pointer, typ=STORAGE[box.dtype])
     value.align = itemsize

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..target import dtypes
+from ..target import dtypes, tma
 from .arrays import array_view, is_array_like
 from .manifest import DimParam, Manifest, ScalarArg, TensorArg
 from .errors import (
@@ -28,8 +28,8 @@ MAX_DIM = 2**31          # tensor maps take dims < 2**32, but TMA coordinates an
                          # index math are signed 32-bit: a larger dim's far elements are lost
 MAX_TILES = 2**31        # the kernel's tile index and its stride over the grid are 32-bit
 MAX_STRIDE = 2**40       # tensor-map globalStrides entries are < 2**40
-STRIDE_ALIGN = 16        # ... and multiples of 16 bytes
-ADDRESS_ALIGN = 16       # globalAddress must be 16-byte aligned (without interleave)
+STRIDE_ALIGN = tma.GLOBAL_ALIGNMENT    # ... and multiples of 16 bytes
+ADDRESS_ALIGN = tma.GLOBAL_ALIGNMENT   # globalAddress must be 16-byte aligned (without interleave)
 
 
 @dataclass(frozen=True)
