@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .backend import launch_header, ptxas
 from .compiler import ARCHS, Options, compile_source
-from .diagnostics import TmalangError, error
+from .diagnostics import TmalangError
 from .explain import explain
 from .files import check_outputs, read_source, write_file
 from .ir.printer import print_ir
