@@ -5,8 +5,9 @@ swap two, replace a number by another number, replace a name by another name of 
 and compiles the result up to LLVM IR. Compiling may succeed or raise `TmalangError`; any other
 exception is a compiler bug (a traceback shown to the user instead of a diagnostic).
 
-`KNOWN_CRASHES` keeps minimal inputs that crashed the compiler when this file was written. They
-stay ordinary (failing) tests until the compiler is fixed, so the failures are never hidden.
+`KNOWN_CRASHES` keeps minimal inputs that crashed the compiler when this file was written (the
+comments say where, in the code of that time). All are diagnosed now; they stay as regression
+tests.
 """
 
 from __future__ import annotations
@@ -135,7 +136,7 @@ KNOWN_CRASHES = {
     # the tile index 'm' into a kernel parameter because a role is also named 'm'. Any kernel-level
     # name (tensor, box, pipeline, role) used as a loop variable crashes the same way.
     "loop_var_named_like_role": _COPY.replace("role consumers:", "role m:"),
-    # ValueError: Operands must be the same type, got (float, i32) in codegen._for_tiles: tensor
+    # ValueError: Operands must be the same type, got (float, i32) in codegen's tile walk: tensor
     # dims are not in the symbol table, so dim 'a' silently shares its name with scalar 'a'.
     "dim_named_like_scalar": _SAXPY.replace("out: f32[M, N]", "out: f32[M, a]"),
     # E999 internal compiler error after expand_pipelines: field 'full' of pipeline 'ring' makes a

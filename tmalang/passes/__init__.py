@@ -32,7 +32,6 @@ from . import (
 )
 
 
-
 @dataclass(frozen=True)
 class Pass:
     name: str
