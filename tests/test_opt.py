@@ -215,3 +215,12 @@ def test_an_output_into_a_missing_directory_is_e009(tmp_path, capsys):
     ir = _snapshots(ROOT / "examples" / "tma_copy.tma")
     code, out, err = _opt(tmp_path, capsys, ir["final"], "-o", str(tmp_path / "no" / "out.ir"))
     assert code == 1 and out == "" and "error[E009]: cannot write" in err
+
+
+@pytest.mark.parametrize("example,arch,op", [("gemm_sm100", "sm_90a", "tmem"), ("gemm_sm90", "sm_100a", "accumulator")])
+def test_ir_of_an_instruction_family_the_target_lacks_is_e434(tmp_path, capsys, example, arch, op):
+    ir = _snapshots(ROOT / "examples" / f"{example}.tma")
+    code, out, err = _opt(tmp_path, capsys, ir["expand_pipelines"], "--passes=fence_proxy_writes", f"--arch={arch}")
+    assert code == 1 and out == ""
+    first = err.splitlines()[0]
+    assert re.match(rf"k\.ir:\d+:\d+: error\[E434\]: '{op}' needs a target with \w+, and {arch} has none", first), first

@@ -9,7 +9,9 @@ named pass stands in the pipeline: every pass before that one is taken to have r
 verifier holds the input to their rules (E432). The named passes then run in the order given,
 the IR verified after each, as in a compilation. With no passes the input is only verified.
 `--arch` names the target the passes read (default sm_90a); a pass gated on a feature the
-target lacks (order_wgmma without wgmma, plan_tmem without tcgen05, ...) is refused (E434).
+target lacks (order_wgmma without wgmma, plan_tmem without tcgen05, ...) is refused (E434), and
+so is IR holding an instruction family the target lacks (Tensor Memory and tcgen05 ops without
+tcgen05, wgmma ops without wgmma), at the first such op.
 """
 
 from __future__ import annotations
@@ -87,10 +89,20 @@ def pass_names(spec: str, target: Target) -> list[str]:
     return names
 
 
+# The ops that exist only where the target has an instruction family (sema/available.py refuses
+# the source forms of the same things).
+NEEDS = {
+    "has_tcgen05": (ops.TmemDecl, ops.TmemAlloc, ops.TmemDealloc, ops.Tcgen05Mma, ops.Tcgen05Cp, ops.TmemZero,
+                    ops.Tcgen05Commit, ops.TmemEpilogue),
+    "has_wgmma": (ops.AccDecl, ops.AccZero, ops.Wgmma, ops.WgmmaFence, ops.WgmmaCommit, ops.WgmmaWait, ops.AccStore),
+}
+
+
 def optimize(text: str, path: str, names: list[str], target: Target = DEFAULT, log: PassLog | None = None) -> str:
-    """Parse one kernel's IR (E090, E431), verify it (E432), run the passes for `target` (E433),
-    print the result."""
+    """Parse one kernel's IR (E090, E431), check it against the target (E434), verify it (E432),
+    run the passes for `target` (E433), print the result."""
     kernel = read_kernel(text, path)
+    check_target(kernel, target)
     done = stages_before(names[0], target) if names else ["lower"]
     verify_input(kernel, done, names[0] if names else None)
     log = log or PassLog()
@@ -105,6 +117,17 @@ def optimize(text: str, path: str, names: list[str], target: Target = DEFAULT, l
                     f"the IR holds what the verifier requires after '{previous}', but not everything "
                     f"'{failed}' reads") from None
     return print_ir(kernel)
+
+
+def check_target(kernel: ops.KernelOp, target: Target) -> None:
+    """E434 at the first op of an instruction family `target` lacks."""
+    for feature, kinds in NEEDS.items():
+        if getattr(target, feature):
+            continue
+        found = next((o for o in ops.walk(kernel.body) if isinstance(o, kinds)), None)
+        if found is not None:
+            raise error("E434", f"'{found.name}' needs a target with {feature.removeprefix('has_')}, "
+                        f"and {target.name} has none", found.span, "choose another --arch")
 
 
 def read_kernel(text: str, path: str) -> ops.KernelOp:
