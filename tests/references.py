@@ -138,7 +138,7 @@ CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case,
          "attention": attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
-        "reduce_rows": 1e-6}   # relative Frobenius error against float64; others are exact
+        "reduce_rows": 1e-5}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:
