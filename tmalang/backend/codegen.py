@@ -263,7 +263,7 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
     box = g.boxes[o.box]
     coords = g.element_coords(box, o.coords)
     args = [g.tensor_map(o.box), *coords, g.address(o.source)]
-    g.asm(ptx_asm.tma_store(len(coords)), ",".join(["l"] + ["r"] * len(coords) + ["r"]), args)
+    g.asm(ptx_asm.tma_store(len(coords), o.reduce), ",".join(["l"] + ["r"] * len(coords) + ["r"]), args)
 
 
 def _mbar_wait(g: KernelCodegen, o: ops.MbarWait) -> None:

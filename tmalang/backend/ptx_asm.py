@@ -28,9 +28,14 @@ def tma_load_multicast(rank: int, mask: int) -> str:
             f".multicast::cluster [$0], [$1, {{{coords}}}], [${rank + 2}], {mask};")
 
 
-def tma_store(rank: int) -> str:
+def tma_store(rank: int, reduce: str = "") -> str:
+    """With `reduce`, cp.reduce.async.bulk.tensor: the same operands, each element of the box
+    reduced into global memory with the operation; no type suffix, the tensor map gives it."""
     coords = ", ".join(f"${i + 1}" for i in range(rank))
-    return f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group [$0, {{{coords}}}], [${rank + 1}];"
+    operands = f"[$0, {{{coords}}}], [${rank + 1}];"
+    if reduce:
+        return f"cp.reduce.async.bulk.tensor.{rank}d.global.shared::cta.{reduce}.tile.bulk_group {operands}"
+    return f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group {operands}"
 
 
 PTX = {

@@ -1,7 +1,8 @@
 """Semantics of TMA stores and their bulk async-groups: commit_group, wait_group [read] N.
 
 A store is one agent of the race detector: its reads of the shared source are its epoch 1, its
-writes to global memory (interp/globalmem.py) its epoch 2. Its thread commits stores into groups; `wait_group read N`
+writes to global memory (interp/globalmem.py) its epoch 2. A TMA reduce is a store whose writes
+combine each element with the one in global memory (interp/reduce.py), at the same moment. Its thread commits stores into groups; `wait_group read N`
 orders the source reads of every group but the N newest before the thread, and `wait_group N`
 orders their global writes too. The N newest groups count as in flight whatever this run's
 latency did with them: a race is judged against the protocol, not the timing of one run.
@@ -10,6 +11,7 @@ latency did with them: a race is judged against the protocol, not the timing of 
 from __future__ import annotations
 
 from ..ir import ops
+from . import reduce
 from .state import Blocked, BulkGroup, Transfer
 from .tiles import box_region, write_box
 
@@ -21,7 +23,9 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
     target = m.launch.arrays[box.tensor]
     if w.open_group is None:
         w.open_group = BulkGroup()
-    key, who = m.tile_key(w, o.source), f"the TMA store issued by {m.who(w)}"
+    what = f"TMA reduce '{o.reduce}'" if o.reduce else "TMA store"
+    key, who = m.tile_key(w, o.source), f"the {what} issued by {m.who(w)}"
+    combine = (lambda old, new: reduce.combine(o.reduce, old, new)) if o.reduce else None
     agent = m.races.issue(w.agent)
     region = box_region(target.shape, box, coords)
 
@@ -30,8 +34,8 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
         m.races.tick(agent)     # epoch 2: the global writes, which only a full wait_group acquires
         if region is not None:
             m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, True, o.span,
-                                   f"{who} in CTA {m.cta}")
-        write_box(target, box, coords, source.copy())
+                                   f"{who} in CTA {m.cta}", reduce=bool(o.reduce))
+        write_box(target, box, coords, source.copy(), combine)
 
     transfer = Transfer("store", w.index, o.span, apply, nbytes=source.nbytes, due=m.launch.due(m.step),
                         issued=m.step)

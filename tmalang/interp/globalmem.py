@@ -8,6 +8,10 @@ syncs like any other knowledge. A TMA load reading, or a store writing, elements
 wrote must happen after that write; otherwise it may read stale data, or the two writes may land
 in either order (E421).
 
+A TMA reduce writes too, but each element's read-modify-write is atomic (PTX: element-wise
+atomic, .relaxed.gpu), so two reduces never race, whatever their operations and CTAs; a reduce
+and a plain store, or a reduce and a load, of the same elements do, unless ordered.
+
 Only tensors that some TMA store of the kernel writes are tracked, and within them each access
 is kept under its box's region, found through a grid of the first box's shape. CTAs of
 different clusters share no barrier, so their accesses to the same elements are never ordered.
@@ -30,6 +34,7 @@ class GlobalAccess:
     cluster: int
     span: object
     who: str
+    reduce: bool = False      # a TMA reduce: atomic per element, so it never races another reduce
 
 
 @dataclass
@@ -38,10 +43,11 @@ class GlobalMemory:
     grids: dict = field(default_factory=dict)        # tensor -> cell extents
     cells: dict = field(default_factory=dict)        # (tensor, cell) -> {region}
 
-    def access(self, races, cluster: int, tensor: str, region: tuple, agent, write: bool, span, who: str) -> None:
+    def access(self, races, cluster: int, tensor: str, region: tuple, agent, write: bool, span, who: str,
+               reduce: bool = False) -> None:
         """Check one TMA access of `region` (((start, stop), ...) per dim) against earlier ones."""
         clock = races.clock(agent)
-        current = GlobalAccess(agent, clock[agent], write, cluster, span, who)
+        current = GlobalAccess(agent, clock[agent], write, cluster, span, who, reduce)
         for other in self._near(tensor, region):
             if not overlaps(("region", other), ("region", region)):
                 continue
@@ -49,9 +55,10 @@ class GlobalMemory:
             for old in self.accesses[(tensor, other)]:
                 same = old.cluster == cluster and old.agent == agent   # agents are numbered per cluster
                 ordered = old.cluster == cluster and clock.get(old.agent, 0) >= old.epoch
-                if not ordered and (write or old.write) and not same:
+                atomic = reduce and old.reduce
+                if not ordered and (write or old.write) and not same and not atomic:
                     raise _race(tensor, region, old, current)
-                if not (ordered and write and covers(("region", region), ("region", other))):
+                if not (ordered and _hides(current, old) and covers(("region", region), ("region", other))):
                     kept.append(old)
             self.accesses[(tensor, other)] = kept
         self._add(tensor, region, current)
@@ -77,8 +84,16 @@ class GlobalMemory:
         self.accesses[(tensor, region)].append(access)
 
 
+def _hides(new: GlobalAccess, old: GlobalAccess) -> bool:
+    """Whether `new`, ordered after `old` and covering it, stands for it against later accesses:
+    a plain write conflicts with everything `old` conflicts with; a reduce only with what a
+    reduce `old` conflicts with (a later reduce would not race a reduce, but does race a store)."""
+    return new.write and (not new.reduce or old.reduce)
+
+
 def _race(tensor: str, region: tuple, first: GlobalAccess, second: GlobalAccess) -> ProtocolError:
-    verb = {True: "writes", False: "reads"}
+    def verb(a: GlobalAccess) -> str:
+        return "reduces into" if a.reduce else "writes" if a.write else "reads"
     where = first.span.location() if first.span else "?"
     elements = ", ".join(f"{s}:{e}" for s, e in region)
     why = ("CTAs of different clusters share no barrier: nothing orders their accesses" if first.cluster != second.cluster
@@ -86,6 +101,6 @@ def _race(tensor: str, region: tuple, first: GlobalAccess, second: GlobalAccess)
                 "`read` (`wait_group read` only frees its shared source); whoever accesses the elements next "
                 "must be ordered after that wait (a barrier phase or sync)")
     return ProtocolError(
-        "E421", f"global memory race on {tensor}[{elements}]: {second.who} {verb[second.write]} it, unordered with "
-        f"{first.who}, which {verb[first.write]} it", second.span,
+        "E421", f"global memory race on {tensor}[{elements}]: {second.who} {verb(second)} it, unordered with "
+        f"{first.who}, which {verb(first)} it", second.span,
         [f"the other access is at {where}", why])

@@ -69,9 +69,11 @@ def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]) -> np.ndar
 TMA_NAN_HALFWORD = 0x7FF7
 
 
-def write_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], tile: np.ndarray) -> None:
+def write_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], tile: np.ndarray, combine=None) -> None:
+    """Write the in-bounds part of `tile`; with `combine(old, new)` (a TMA reduce), write what it
+    makes of the tensor's elements and the tile's."""
     dst, src = _window(tensor.shape, box, coords)
-    tensor[dst] = tile[src]
+    tensor[dst] = tile[src] if combine is None else combine(tensor[dst], tile[src])
 
 
 def _split(m, w, o: ops.TileAssign) -> tuple[int, int, int]:

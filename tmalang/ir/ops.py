@@ -418,6 +418,7 @@ class TmaStore(Op):
     box: str
     coords: list[Expr]
     source: BufferRef
+    reduce: str = ""              # a TMA reduce (cp.reduce.async.bulk.tensor) with this operation; "": a store
 
 
 @op("tile_assign")

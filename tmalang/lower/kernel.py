@@ -108,7 +108,7 @@ class _Statements:
 
     def _Store(self, s: ast.Store):
         return ops.TmaStore(self.info.box_for(s.target).name, [self.int_expr(c) for c in s.coords],
-                            self.tile(s.source), span=s.span)
+                            self.tile(s.source), s.reduce, span=s.span)
 
     def _is_tmem(self, ref) -> bool:
         return (isinstance(ref, ast.Ref) and ref.field is not None and ref.name in self.slots

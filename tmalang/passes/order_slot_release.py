@@ -43,7 +43,7 @@ def _pipelined(buffer: str) -> bool:
 def _region(region: list[ops.Op]) -> list[ops.Op]:
     out: list[ops.Op] = []
     stored: set[str] = set()
-    targets: set[str] = set()   # the tiles this region's stores wrote since its last full wait
+    targets: set = set()   # (tile, by a reduce) this region's stores wrote since its last full wait
     touched = None   # "generic" (ordinary smem access), "mma" (wgmma only) or None since the last sync
     for o in region:
         if isinstance(o, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)):
@@ -82,17 +82,18 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
     return out
 
 
-def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: set[str]) -> set[str]:
+def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: set) -> set:
     """A store to a tile that an earlier store of the region wrote waits for that store's writes
-    (`bulk_wait read=false`): two unordered stores to the same elements race (E421)."""
+    (`bulk_wait read=false`): two unordered stores to the same elements race (E421). Reduces
+    are atomic per element, so a reduce after only reduces to the tile needs no wait."""
     for store in stores:
         target = f"{store.box}[{', '.join(map(str, store.coords))}]"
-        if target in targets:
+        if any(t == target and not (reduced and store.reduce) for t, reduced in targets):
             at = o.body.index(store)
             earlier = any(isinstance(x, ops.TmaStore) for x in o.body[:at])
             o.body[at:at] = [ops.BulkCommit(span=store.span)] * earlier + [ops.BulkWait(0, False, span=store.span)]
             targets = set()
-        targets.add(target)
+        targets.add((target, bool(store.reduce)))
     return targets
 
 

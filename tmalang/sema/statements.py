@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import mma, own_pipelines, rows
+from . import mma, own_pipelines, reduce, rows
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -235,12 +235,15 @@ def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     tile = tile_ref(info, s.source, scope, strided_ok=True)
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
-    _check_store_follows_tiles(info, s, scope)
+    if s.reduce:
+        reduce.check(s, box)    # reductions are atomic per element: many tiles may reduce into one
+    else:
+        _check_store_follows_tiles(info, s, scope)
     box.tensor.written = True
     if scope.pipeline is not None and scope.producing:
         raise error("E061", "a produce block cannot store from its slot", s.span)
     if scope.pipeline is None:
-        _require_elected(s, scope, "TMA store")
+        _require_elected(s, scope, "TMA reduce" if s.reduce else "TMA store")
 
 
 def _check_store_follows_tiles(info: KernelInfo, s: ast.Store, scope: Scope) -> None:

@@ -159,6 +159,8 @@ class Store(Node):
     target: Ref
     coords: list[Expr]
     source: Ref
+    reduce: str = ""        # `reduce OP T[c..] <- src`: the TMA reduce operation; "" for a plain store
+    reduce_span: Span | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -242,6 +242,10 @@ class _Builder(Transformer):
         target, coords, source = children
         return ast.Store(self._span(meta), self._ref(target), coords, source)
 
+    def reduce(self, meta, children):
+        op, target, coords, source = children
+        return ast.Store(self._span(meta), self._ref(target), coords, source, str(op), self._tok(op))
+
     def assign(self, meta, children):
         target, value = children
         return ast.Assign(self._span(meta), target, value)

@@ -1,0 +1,41 @@
+"""TMA reduce (`cp.reduce.async.bulk.tensor`): the eight operations and the element types each
+accepts, with the diagnostic code sema raises for a type the operation refuses.
+
+Source: PTX ISA, cp.reduce.async.bulk.tensor, "valid combinations of .redOp and element type".
+The instruction has no type suffix: the element type is the tensor map's data type, so the
+table is keyed by CU_TENSOR_MAP_DATA_TYPE_* (target/dtypes.py `DType.tma`), which is what the
+hardware sees; i16, i8 and the fp8 types travel as unsigned maps and reduce under no operation.
+
+    .add             .u32 .s32 .u64 .f32 .f16 .bf16
+    .min .max        .u32 .s32 .u64 .s64 .f16 .bf16
+    .inc .dec        .u32
+    .and .or .xor    .b32 .b64      (here: the 32- and 64-bit integer maps)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ReduceOp:
+    name: str
+    code: str                 # the diagnostic for an element type outside `types`
+    types: tuple[str, ...]    # tensor-map data types (CU_TENSOR_MAP_DATA_TYPE_ suffixes)
+
+
+_ADD = ("UINT32", "INT32", "UINT64", "FLOAT32", "FLOAT16", "BFLOAT16")
+_MIN_MAX = ("UINT32", "INT32", "UINT64", "INT64", "FLOAT16", "BFLOAT16")
+_BITS = ("UINT32", "INT32", "UINT64", "INT64")
+
+REDUCE_OPS = {o.name: o for o in (
+    ReduceOp("add", "E441", _ADD),
+    ReduceOp("min", "E442", _MIN_MAX),
+    ReduceOp("max", "E442", _MIN_MAX),
+    ReduceOp("inc", "E443", ("UINT32",)),
+    ReduceOp("dec", "E443", ("UINT32",)),
+    ReduceOp("and", "E444", _BITS),
+    ReduceOp("or", "E444", _BITS),
+    ReduceOp("xor", "E444", _BITS),
+)}
+UNKNOWN_OP = "E440"
