@@ -26,6 +26,8 @@ def _hint(op: str, dtype: DType, accepted: list[str]) -> str:
     hint = f"'{op}' reduces {', '.join(accepted)}"
     if op == "add" and dtype.name == "i64":
         hint += "; two's-complement addition is the same on u64, so declare the tensor u64"
+    elif op in ("and", "or", "xor") and dtype.name == "i64":
+        hint += "; the bits are the same on u64, so declare the tensor u64"
     elif dtype.itemsize < 4 and dtype.kind != "float":
         hint += f"; TMA moves {dtype.name} as unsigned {8 * dtype.itemsize}-bit data, which no reduce takes"
     return hint
