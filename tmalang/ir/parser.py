@@ -7,6 +7,7 @@ a recursive-descent reader for values are all it needs.
 from __future__ import annotations
 
 import re
+from dataclasses import MISSING
 from typing import get_args
 
 from ..diagnostics import Source, Span, error
@@ -223,6 +224,7 @@ def _parse_op(line: _Line) -> tuple[Op, bool]:
         line.fail(f"unknown op '{opname}'")
     values = {}
     annotations = {f.name: f.type for f in cls.operand_fields()}
+    optional = {f.name for f in cls.operand_fields() if f.default is not MISSING}   # the printer may omit them
     if line.peek()[0] == "sym" and "symbol" in annotations:
         values["symbol"] = line.take()[1][1:]
     while line.peek()[0] == "word" and line.peek(1)[1] == "=":
@@ -239,6 +241,6 @@ def _parse_op(line: _Line) -> tuple[Op, bool]:
     for fname, annotation in annotations.items():
         if annotation == "list[Op]":
             values[fname] = []
-        elif fname not in values:
+        elif fname not in values and fname not in optional:
             line.fail(f"op '{opname}' needs field '{fname}'")
     return cls(**values), opens

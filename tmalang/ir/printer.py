@@ -2,12 +2,14 @@
 
     mbar_wait barrier=@ring.full[(%ring.it % 4)] parity=((%ring.it / 4) & 1)
 
-An op whose first field is `symbol` prints it positionally as `@name`.
+An op whose first field is `symbol` prints it positionally as `@name`. A field with a default
+(an option added after the text format settled) prints only when it differs from the default.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import MISSING
 
 from .ops import Op
 
@@ -34,6 +36,8 @@ def print_op(o: Op, indent: int = 0) -> list[str]:
         value = getattr(o, f.name)
         if f.type == "list[Op]":
             regions.append(value)
+        elif f.default is not MISSING and value == f.default:
+            continue
         elif f.name == "symbol":
             parts.append(f"@{value}")
         else:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import mma, own_pipelines, rows
+from . import mma, own_pipelines, prefetch, rows
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -359,5 +359,5 @@ _HANDLERS = {
     ast.Store: _store, ast.Assign: _assign, ast.Elect: _elect, ast.ExpectTx: _barrier_stmt,
     ast.Arrive: _barrier_stmt, ast.Wait: _barrier_stmt, ast.Fence: _fence, ast.Sync: _sync,
     ast.CommitGroup: _bulk_group, ast.WaitGroup: _bulk_group,
-    ast.AccumulatorDecl: mma.declare, ast.Mma: mma.check_mma, ast.RowDecl: rows.declare,
+    ast.Prefetch: prefetch.check_prefetch, ast.AccumulatorDecl: mma.declare, ast.Mma: mma.check_mma, ast.RowDecl: rows.declare,
 }
