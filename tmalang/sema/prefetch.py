@@ -23,15 +23,26 @@ def check_prefetch(info: KernelInfo, s: ast.Prefetch, scope: Scope) -> None:
     for c in s.coords:
         int_expr(info, c, scope)
     if scope.pipeline is not None:
-        raise error("E451", "a prefetch inside a produce/consume block", s.span,
-                    "the block's barriers count the bytes that land in its slot, and a prefetch lands none: "
-                    "issue it in `elect { ... }` before the block")
+        _in_block(s)
     if not scope.elected:
         raise error("E450", f"TMA prefetch issued by every thread of role '{scope.role.name}'", s.span,
                     "wrap it in `elect { ... }` so that one thread issues it")
     if box.pair:
         raise error("E452", f"box '{box.name}' is a pair box, whose tensor map covers half of its rows", s.span,
                     "declare a second box over the tensor for the prefetch")
+
+
+def check_block(body: list) -> None:
+    """Before a produce/consume block's own checks (which would call a prefetch a stray statement)."""
+    stmt = next((x for x in ast.statements(body) if isinstance(x, ast.Prefetch)), None)
+    if stmt is not None:
+        _in_block(stmt)
+
+
+def _in_block(s: ast.Prefetch) -> None:
+    raise error("E451", "a prefetch inside a produce/consume block", s.span,
+                "the block's barriers count the bytes that land in its slot, and a prefetch lands none: "
+                "issue it in `elect { ... }` before the block")
 
 
 def check_decl(info: KernelInfo, d: ast.PrefetchDecl) -> None:

@@ -107,6 +107,7 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
     if any(open_pipe is pipe for _, open_pipe, _ in scope.slots):
         raise error("E076", f"a block of pipeline '{pipe.name}' inside another of the same pipeline", s.span,
                     "the inner block would wait for a slot the outer one holds: a hang")
+    prefetch.check_block(s.body)
     users = pipe.producers if producing else pipe.consumers
     if users and users[-1] != scope.role.name:
         raise error("E068", f"pipeline '{pipe.name}' is already {'produced' if producing else 'consumed'} "

@@ -249,7 +249,7 @@ class _Builder(Transformer):
         return ast.Store(self._span(meta), self._ref(target), coords, source)
 
     def prefetch(self, meta, children):
-        box, coords = children
+        box, *coords = children
         return ast.Prefetch(self._span(meta), self._ref(box), coords)
 
     def assign(self, meta, children):
