@@ -134,6 +134,7 @@ def reduce_rows_case(rng, shape):
 
 
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
+         "blocksum_prefetch": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
          "attention": attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case}

@@ -292,3 +292,14 @@ def test_h100_reduce_rows_example_matches_numpy(shape):
     args, want = CASES["reduce_rows"](np.random.default_rng(6), shape)
     k(*args)
     check_example("reduce_rows", args[-1], want)
+
+
+@pytest.mark.parametrize("op,dtype", [("add", "f32"), ("xor", "u64"), ("min", "bf16")])
+def test_a_reduce_through_a_box_with_a_cache_policy_assembles(op, dtype):
+    """The two TMA store modifiers meet: cp.reduce...bulk_group.L2::cache_hint, the policy last."""
+    source = FOLD.format(dt=dtype, op=op, grid="tiles").replace("box Out = out[64, 32]",
+                                                                 "box Out = out[64, 32] cache evict_first")
+    c = compile_source(source, "fold.tma", Options(arch="sm_90a"))
+    assert f".{op}.tile.bulk_group.L2::cache_hint" in c.ptx and "createpolicy.fractional.L2::evict_first" in c.ptx
+    cubin, _ = ptxas.assemble(c.ptx, "sm_90a")
+    assert cubin[:4] == b"\x7fELF"

@@ -24,7 +24,19 @@ def explain(kernel: ops.KernelOp, target: Target) -> str:
     lines += [""] + _table(["barrier", "stages", "count", "tx bytes", "waits (parity)", "arrives"], _barriers(kernel))
     lines += ["", "smem map (offset +bytes name):", *("  " + row for row in smem_map(kernel))]
     lines += _tmem_map(kernel, target)
+    lines += _l2(kernel)
     return "\n".join(lines) + "\n"
+
+
+def _l2(kernel: ops.KernelOp) -> list[str]:
+    """Prefetches and cache policies, where the kernel has any: they change no barrier or smem."""
+    maps = [o.box for o in ops.walk(kernel.body) if isinstance(o, ops.TensorMapPrefetch)]
+    boxes = [o.box for o in ops.walk(kernel.body) if isinstance(o, ops.TmaPrefetch)]
+    hints = [f"{b.symbol} {b.cache}" for b in ops.decls(kernel, ops.BoxDecl).values() if b.cache != "none"]
+    rows = [f"  tensor maps prefetched at kernel start: {', '.join(maps)}"] if maps else []
+    rows += [f"  boxes prefetched into L2: {', '.join(dict.fromkeys(boxes))}"] if boxes else []
+    rows += [f"  L2 cache policies: {', '.join(hints)}"] if hints else []
+    return ["", "L2:", *rows] if rows else []
 
 
 def _tmem_map(kernel: ops.KernelOp, target: Target) -> list[str]:

@@ -256,6 +256,8 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
     else:
         template = ptx_asm.tma_load(rank, o.pair)
         barrier = pair_codegen.leader_address(g, barrier) if o.pair else barrier
+    last = ".multicast::cluster" if o.multicast else ".cta_group::2" if o.pair else "::bytes"   # hint goes after
+    template = ptx_asm.cache_hint(template, last, box.cache)
     g.asm(template, constraints, [dest, g.tensor_map(o.box), *coords, barrier])
 
 
@@ -263,7 +265,15 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
     box = g.boxes[o.box]
     coords = g.element_coords(box, o.coords)
     args = [g.tensor_map(o.box), *coords, g.address(o.source)]
-    g.asm(ptx_asm.tma_store(len(coords), o.reduce), ",".join(["l"] + ["r"] * len(coords) + ["r"]), args)
+    template = ptx_asm.cache_hint(ptx_asm.tma_store(len(coords), o.reduce), ".bulk_group", box.cache)
+    g.asm(template, ",".join(["l"] + ["r"] * len(coords) + ["r"]), args)
+
+
+def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
+    box = g.boxes[o.box]
+    coords = g.element_coords(box, o.coords)
+    template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords)), ".tile", box.cache)
+    g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *coords])
 
 
 def _mbar_wait(g: KernelCodegen, o: ops.MbarWait) -> None:
@@ -321,6 +331,8 @@ EMITTERS = {
     ops.If: _if,
     ops.TmaLoad: _tma_load,
     ops.TmaStore: _tma_store,
+    ops.TmaPrefetch: _tma_prefetch,
+    ops.TensorMapPrefetch: lambda g, o: g.asm(ptx_asm.PTX["tensormap_prefetch"], "l", [g.tensor_map(o.box)]),
     ops.TileAssign: lambda g, o: emit_tile_assign(g, o),
     ops.MbarWait: _mbar_wait,
     ops.Sync: _sync,

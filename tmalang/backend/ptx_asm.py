@@ -38,7 +38,25 @@ def tma_store(rank: int, reduce: str = "") -> str:
     return f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group {operands}"
 
 
+def cache_hint(template: str, qualifier_after: str, policy: str) -> str:
+    """`template` with an L2 eviction policy: a createpolicy into a scoped register, the
+    .L2::cache_hint qualifier after `qualifier_after`, and the policy as the last operand."""
+    if policy == "none":
+        return template
+    hinted = template.replace(qualifier_after, qualifier_after + ".L2::cache_hint", 1)
+    return (f"{{ .reg .b64 l2p; createpolicy.fractional.L2::{policy}.b64 l2p, 1.0; "
+            f"{hinted[:-1]}, l2p; }}")
+
+
+def tma_prefetch(rank: int) -> str:
+    """A box into L2 only: the tensor map and the element coordinates, innermost first."""
+    coords = ", ".join(f"${i + 1}" for i in range(rank))
+    return f"cp.async.bulk.prefetch.tensor.{rank}d.L2.global.tile [$0, {{{coords}}}];"
+
+
 PTX = {
+    # the descriptor at a generic address (of a __grid_constant__ parameter) into the cache
+    "tensormap_prefetch": "prefetch.tensormap [$0];",
     "bulk_commit": "cp.async.bulk.commit_group;",
     "bulk_wait": "cp.async.bulk.wait_group $0;",
     "bulk_wait_read": "cp.async.bulk.wait_group.read $0;",

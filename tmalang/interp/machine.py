@@ -17,7 +17,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import bulk, mma, pairs, rows, tcgen05
+from . import bulk, mma, pairs, prefetch, rows, tcgen05
 from .meet import barrier, settle
 from .races import RaceDetector
 from .shares import rows as row_share
@@ -458,4 +458,5 @@ SEMANTICS = {
     **tcgen05.SEMANTICS,
     **pairs.SEMANTICS,
     **rows.SEMANTICS,
+    **prefetch.SEMANTICS,
 }

@@ -87,6 +87,7 @@ class BoxDecl(Op):
     l2: str
     multicast: int                  # >1: each CTA's tensor map covers 1/multicast of dim 0
     pair: bool                      # a CTA pair's box: each CTA of the pair loads and holds half of dim 0
+    cache: str = "none"             # L2 eviction policy (tma.CACHE_POLICIES) of every copy through the box
 
     def slices(self) -> int:
         """Into how many parts along dim 0 the CTAs split the box: each tensor map covers one."""
@@ -419,6 +420,25 @@ class TmaStore(Op):
     coords: list[Expr]
     source: BufferRef
     reduce: str = ""              # a TMA reduce (cp.reduce.async.bulk.tensor) with this operation; "": a store
+
+
+@op("tma_prefetch")
+@dataclass
+class TmaPrefetch(Op):
+    """Box `box` at tile coordinates `coords` into L2 (cp.async.bulk.prefetch.tensor), issued by
+    one thread: no shared memory, no barrier, no effect on any value; what lies outside the
+    tensor is skipped."""
+
+    box: str
+    coords: list[Expr]            # tile indices, outermost first
+
+
+@op("tensormap_prefetch")
+@dataclass
+class TensorMapPrefetch(Op):
+    """The tensor-map descriptor of `box` into the cache (prefetch.tensormap), issued by one thread."""
+
+    box: str
 
 
 @op("tile_assign")

@@ -126,6 +126,7 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     v.check(o, "swizzle", o.swizzle in tma.SWIZZLES, "not a TMA swizzle")
     v.check(o, "oob", o.oob in tma.OOB_FILLS, "not a TMA out-of-bounds fill")
     v.check(o, "l2", o.l2 in tma.L2_PROMOTIONS, "not a TMA L2 promotion")
+    v.check(o, "cache", o.cache in tma.CACHE_POLICIES, "not an L2 cache policy")
     if o.strides[-1] != 1:
         v.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
     v.check(o, "multicast", o.multicast >= 1 and (o.multicast == 1 or not o.pair), "below 1, or on a pair box")
@@ -278,6 +279,24 @@ def _tma_store(v: Scope, o: ops.TmaStore) -> None:
                 f"does not reduce box @{box.symbol}'s {box.dtype} elements")
 
 
+def _tma_prefetch(v: Scope, o: ops.TmaPrefetch) -> None:
+    v.in_role(o)
+    box = v.decl(o, "box", ops.BoxDecl)
+    v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
+    v.check(o, "box", box.slices() == 1, "a sliced box (multicast or pair): its tensor map covers part of it")
+    _one_thread(v, o)
+
+
+def _tensormap_prefetch(v: Scope, o: ops.TensorMapPrefetch) -> None:
+    v.decl(o, "box", ops.BoxDecl)
+    _one_thread(v, o)
+
+
+def _one_thread(v: Scope, o: ops.Op) -> None:
+    if not v.inside(ops.Elect):
+        v.fail(f"{o.name} outside elect: every thread would issue it", o)
+
+
 def _writes_smem(v: Scope, o: ops.TileAssign | ops.AccStore | ops.TmemEpilogue) -> None:
     v.in_role(o)
     v.tile(o, "dest", "smem")
@@ -367,7 +386,8 @@ VERIFY: dict[type[ops.Op], Callable[[Scope, ops.Op], None]] = {
     ops.Let: _statement, ops.Val: _statement,
     ops.Elect: _elect, ops.Sync: _sync, ops.Fence: _fence, ops.InPairLeader: _in_pair_leader,
     ops.Produce: _pipeline_block, ops.Consume: _pipeline_block,
-    ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.BulkCommit: _statement, ops.BulkWait: _pending,
+    ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.TmaPrefetch: _tma_prefetch,
+    ops.TensorMapPrefetch: _tensormap_prefetch, ops.BulkCommit: _statement, ops.BulkWait: _pending,
     ops.TileAssign: _writes_smem, ops.AccStore: _writes_smem, ops.TmemEpilogue: _writes_smem,
     ops.RowAssign: _row_assign, ops.RowDecl: _role_decl, ops.AccDecl: _role_decl,
     ops.AccZero: _acc_zero, ops.Wgmma: _wgmma, ops.WgmmaFence: _statement, ops.WgmmaCommit: _statement,

@@ -27,6 +27,10 @@ def lower_kernel(info: KernelInfo) -> ops.KernelOp:
         decl = _declaration(sym, info.cluster if info.multicast_boxes.get(getattr(sym, "name", "")) else 1)
         if decl is not None:
             body.append(decl)
+    if info.prefetch_maps is not None:   # one thread, before anything else: the maps are in cache for every role
+        maps = [ops.TensorMapPrefetch(b.name, span=info.prefetch_maps.span)
+                for b in info.symbols.values() if isinstance(b, Box)]
+        body.append(ops.Elect("block", maps, span=info.prefetch_maps.span))
     lowerer = _Statements(info)
     for role in info.roles:
         lowerer.accs = {name for (owner, name) in info.accumulators if owner == role.name}
@@ -45,7 +49,7 @@ def _param(sym) -> ops.Op:
 def _declaration(sym, multicast: int) -> ops.Op | None:
     if isinstance(sym, Box):
         return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
-                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, span=sym.span)
+                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, span=sym.span)
     if isinstance(sym, Pipeline):
         fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
         fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]
@@ -109,6 +113,9 @@ class _Statements:
     def _Store(self, s: ast.Store):
         return ops.TmaStore(self.info.box_for(s.target).name, [self.int_expr(c) for c in s.coords],
                             self.tile(s.source), s.reduce, span=s.span)
+
+    def _Prefetch(self, s: ast.Prefetch):
+        return ops.TmaPrefetch(self.info.box_for(s.box).name, [self.int_expr(c) for c in s.coords], span=s.span)
 
     def _is_tmem(self, ref) -> bool:
         return (isinstance(ref, ast.Ref) and ref.field is not None and ref.name in self.slots

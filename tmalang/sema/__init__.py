@@ -6,14 +6,14 @@ from ..diagnostics import error
 from ..syntax import ast
 from ..target.arch import Target
 from . import declarations as d
-from . import pairs
+from . import pairs, prefetch
 from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 
 _DECLS = {
     ast.GridDecl: d.check_grid, ast.ClusterDecl: d.check_cluster, ast.BoxDecl: d.check_box, ast.PipelineDecl: d.check_pipeline,
     ast.SmemDecl: d.check_smem, ast.MbarrierDecl: d.check_mbarrier, ast.TmemDecl: d.check_tmem,
-    ast.CtaGroupDecl: pairs.check_cta_group,
+    ast.CtaGroupDecl: pairs.check_cta_group, ast.PrefetchDecl: prefetch.check_decl,
 }
 
 # The kernel's name is its PTX entry name, which the launcher looks up, so it is never mangled.
@@ -49,6 +49,7 @@ def check_kernel(kernel: ast.Kernel, target: Target) -> KernelInfo:
     for role in info.roles:
         check_role_body(info, role)
     _check_pipelines_used(info)
+    prefetch.check_kernel(info)
     _check_smem_owned(info)
     pairs.check_kernel(info)
     if info.cluster > 1 and info.grid != "persistent":

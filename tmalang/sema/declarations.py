@@ -51,6 +51,7 @@ class Box:
     span: Span
     pair: bool = False               # each CTA of a tcgen05 pair loads and holds half of the rows
     pair_span: Span | None = None
+    cache: str = "none"              # L2 eviction policy of every copy through the box (sema/prefetch.py)
 
     @property
     def dtype(self) -> DType:
@@ -145,6 +146,7 @@ class KernelInfo:
     accumulators: dict = field(default_factory=dict)   # (role, name) -> sema.operands.Accumulator
     tmem_sites: list[Span] = field(default_factory=list)    # Tensor Memory declarations (sema/available.py)
     wgmma_sites: list[Span] = field(default_factory=list)   # mma on register accumulators
+    prefetch_maps: ast.PrefetchDecl | None = None          # `prefetch tensormaps` (sema/prefetch.py)
 
     def lookup(self, ref: ast.Ref, *kinds: type, what: str):
         """The declaration `ref` names, which must be one of `kinds`."""
@@ -249,11 +251,18 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
                     f"use at most {span // tensor.dtype.itemsize} {tensor.dtype.name} elements innermost, or a wider swizzle")
     _check_static_strides(tensor, d)
     tensor_box = Box(d.name, tensor, list(d.shape), strides, d.swizzle, d.oob, d.l2, d.span, d.pair,
-                     d.option_spans.get("pair"))
+                     d.option_spans.get("pair"), _cache_policy(d))
     if d.oob == "nan" and tensor.dtype.kind not in ("float",):
         raise error("E024", f"oob nan needs a floating-point tensor; '{tensor.name}' is {tensor.dtype.name}",
                     d.option_spans["oob"])
     declare(info, d.name, tensor_box, d.span)
+
+
+def _cache_policy(d: ast.BoxDecl) -> str:
+    if d.cache not in tma.CACHE_POLICIES:
+        raise error("E454", f"unknown L2 cache policy '{d.cache}'", d.option_spans.get("cache", d.span),
+                    f"expected one of: {', '.join(tma.CACHE_POLICIES[1:])}")
+    return d.cache
 
 
 def _check_option(d: ast.BoxDecl, key: str, allowed) -> None:

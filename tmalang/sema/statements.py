@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import mma, own_pipelines, reduce, rows
+from . import mma, own_pipelines, prefetch, reduce, rows
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -107,6 +107,7 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
     if any(open_pipe is pipe for _, open_pipe, _ in scope.slots):
         raise error("E076", f"a block of pipeline '{pipe.name}' inside another of the same pipeline", s.span,
                     "the inner block would wait for a slot the outer one holds: a hang")
+    prefetch.check_block(s.body)
     users = pipe.producers if producing else pipe.consumers
     if users and users[-1] != scope.role.name:
         raise error("E068", f"pipeline '{pipe.name}' is already {'produced' if producing else 'consumed'} "
@@ -362,5 +363,5 @@ _HANDLERS = {
     ast.Store: _store, ast.Assign: _assign, ast.Elect: _elect, ast.ExpectTx: _barrier_stmt,
     ast.Arrive: _barrier_stmt, ast.Wait: _barrier_stmt, ast.Fence: _fence, ast.Sync: _sync,
     ast.CommitGroup: _bulk_group, ast.WaitGroup: _bulk_group,
-    ast.AccumulatorDecl: mma.declare, ast.Mma: mma.check_mma, ast.RowDecl: rows.declare,
+    ast.Prefetch: prefetch.check_prefetch, ast.AccumulatorDecl: mma.declare, ast.Mma: mma.check_mma, ast.RowDecl: rows.declare,
 }

@@ -164,6 +164,15 @@ class Store(Node):
 
 
 @dataclass
+class Prefetch(Node):
+    """`prefetch T[c..]`: bring box T at tile coordinates c into L2 (cp.async.bulk.prefetch.tensor).
+    No shared memory, no barrier; a box partly or wholly outside the tensor is fine."""
+
+    box: Ref
+    coords: list[Expr]
+
+
+@dataclass
 class Assign(Node):
     """`dst = expr`: elementwise tile math written into shared memory, or row math (sema sets
     `row_math`, so lowering follows its decision instead of repeating the rule), or a copy into
@@ -228,7 +237,7 @@ def statements(body: list) -> list:
 
 
 Stmt = ForTiles | ForSteps | AccumulatorDecl | RowDecl | Mma | Produce | Consume | Load | Store | Assign | Elect | ExpectTx | Arrive | Wait
-Stmt = Stmt | Fence | Sync | CommitGroup | WaitGroup
+Stmt = Stmt | Fence | Sync | CommitGroup | WaitGroup | Prefetch
 
 
 # ---- declarations --------------------------------------------------------------------------
@@ -275,6 +284,7 @@ class BoxDecl(Node):
     strides: list[int] | None = None
     l2: str = "none"
     pair: bool = False           # a CTA pair's box: each CTA of the pair loads and holds half its rows
+    cache: str = "none"          # `cache evict_last`: the L2 eviction policy of every copy through the box
     option_spans: dict[str, Span] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -317,6 +327,13 @@ class TmemDecl(Node):
 
 
 @dataclass
+class PrefetchDecl(Node):
+    """`prefetch tensormaps`: one thread prefetches every tensor map of the kernel at its start."""
+
+    what: Ref
+
+
+@dataclass
 class RoleDecl(Node):
     name: str
     first_warp: int
@@ -327,7 +344,7 @@ class RoleDecl(Node):
     regs_span: Span | None = field(repr=False, compare=False, default=None)
 
 
-Decl = GridDecl | ClusterDecl | BoxDecl | PipelineDecl | SmemDecl | MbarrierDecl | RoleDecl
+Decl = GridDecl | ClusterDecl | BoxDecl | PipelineDecl | SmemDecl | MbarrierDecl | RoleDecl | PrefetchDecl
 
 
 @dataclass

@@ -157,6 +157,12 @@ class _Builder(Transformer):
     def pair_option(self, meta, children):
         return ("pair", True, self._span(meta))
 
+    def cache_option(self, meta, children):
+        return ("cache", str(children[0]), self._span(meta))
+
+    def prefetch_decl(self, meta, children):
+        return ast.PrefetchDecl(self._span(meta), self._ref(children[0]))
+
     def pipeline_decl(self, meta, children):
         name, stages, *fields = children
         return ast.PipelineDecl(self._span(meta), str(name), int(stages), fields)
@@ -245,6 +251,10 @@ class _Builder(Transformer):
     def reduce(self, meta, children):
         op, target, coords, source = children
         return ast.Store(self._span(meta), self._ref(target), coords, source, str(op), self._tok(op))
+
+    def prefetch(self, meta, children):
+        box, *coords = children
+        return ast.Prefetch(self._span(meta), self._ref(box), coords)
 
     def assign(self, meta, children):
         target, value = children

@@ -35,6 +35,10 @@ L2_PROMOTIONS = {
     "128B": "CU_TENSOR_MAP_L2_PROMOTION_L2_128B", "256B": "CU_TENSOR_MAP_L2_PROMOTION_L2_256B",
 }
 DATA_TYPE_PREFIX = "CU_TENSOR_MAP_DATA_TYPE_"
+# L2 eviction priorities a copy may carry (PTX ISA createpolicy: .L2::evict_last / evict_normal /
+# evict_first, applied to the copy through the .L2::cache_hint qualifier); "none": no hint.
+CACHE_POLICIES = ("none", "evict_first", "evict_normal", "evict_last")
+TMA_COORDINATE_RANGE = (-(1 << 31), (1 << 31) - 1)   # tensor coordinates are signed 32-bit
 
 GLOBAL_ALIGNMENT = 16      # bytes: a tensor's base address and every outer stride
 MAX_BOX_EXTENT = 256       # elements per box dimension

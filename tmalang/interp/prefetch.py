@@ -1,0 +1,40 @@
+"""Semantics of prefetches: a tensor box into L2, a tensor-map descriptor into the cache.
+
+Neither changes any value a program can observe: no shared memory, no barrier, no global write.
+The interpreter still evaluates a box prefetch's coordinates as the hardware would (tile index
+× box extent, which must fit the signed 32-bit coordinates TMA takes; a box outside the tensor is
+fine, the hardware skips it), so an IR that would fault is caught here, and the trace shows the
+prefetch on the TMA engine's track with the bytes that lie inside the tensor. L2 cache policies
+(the box's `cache`) are hints only and have no semantics at all.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from ..ir import ops
+from ..target import tma
+from ..target.dtypes import DTYPES
+from .state import ProtocolError
+from .tiles import box_region
+
+
+def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
+    box = m.boxes[o.box]
+    coords = [m.value(w, c) for c in o.coords]
+    low, high = tma.TMA_COORDINATE_RANGE
+    for c, extent in zip(coords, box.shape):
+        if not low <= c * extent <= high:
+            raise ProtocolError("E456", f"prefetch of box '{box.symbol}' at tile {c}: element coordinate "
+                                f"{c * extent} is outside the signed 32-bit range TMA takes", o.span, [m.who(w)])
+    if m.trace is not None:
+        region = box_region(m.launch.arrays[box.tensor].shape, box, coords)
+        inside = 0 if region is None else prod(-(-(stop - start) // s) for (start, stop), s in zip(region, box.strides))
+        m.trace.transfer(m.cta, "prefetch", m.step, m.step + 1, inside * DTYPES[box.dtype].itemsize,
+                         o.span.location() if o.span else "")
+
+
+SEMANTICS = {
+    ops.TmaPrefetch: tma_prefetch,
+    ops.TensorMapPrefetch: lambda m, w, o: None,   # the descriptor is read-only; caching it changes nothing
+}
