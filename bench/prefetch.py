@@ -29,11 +29,13 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse
 import datetime
 import json
-import statistics
 
 import torch
 
 import tmalang
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
+from gemm import timed_in_turns  # noqa: E402  (as bench/gemm_sweep.py does)
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCKSUM = (ROOT / "examples" / "blocksum.tma").read_text()
@@ -83,27 +85,6 @@ GEMM_VARIANTS = {
     "+ tensormaps, A/B evict_last, C evict_first": gemm_variant(True, True, False),
     "+ tensormaps, policies, A prefetched 8 slices ahead": gemm_variant(True, True, True),
 }
-
-
-def timed_in_turns(contenders: dict, rounds: int, batch: int) -> dict[str, float]:
-    """Median per-launch milliseconds of each `fn(i)` (i picks the input set), timed in turns so
-    clock drift falls on all contenders alike."""
-    for fn in contenders.values():
-        for _ in range(3):
-            fn(0)
-    torch.cuda.synchronize()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for r in range(rounds):
-        for name, fn in contenders.items():
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            fn(1)
-            start.record()
-            for i in range(batch):
-                fn((r * batch + i) % 2)
-            stop.record()
-            stop.synchronize()
-            times[name].append(start.elapsed_time(stop) / batch)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def blocksum_rows(rounds: int) -> list[dict]:
