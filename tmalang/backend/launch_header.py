@@ -23,6 +23,8 @@ import re
 import jinja2
 
 from ..contract.manifest import DimParam, Manifest, ScalarParam, TensorArg, TensorMapParam
+from ..diagnostics import error
+from ..ir import ops
 from ..target import tma
 from ..target.dtypes import DTYPES
 
@@ -59,6 +61,15 @@ def comment_text(text: str) -> str:
     """`text` as one line of a `//` comment: a JSON string, so a newline or a trailing backslash in
     a file name cannot end the comment or continue it onto the next line."""
     return json.dumps(text)
+
+
+def check_supported(kernel: ops.KernelOp) -> None:
+    """E476 for a kernel with bulk boxes: the header encodes tensor maps and dims only, and does
+    not pass the tensor addresses and strides that bulk copies take (v0)."""
+    box = next((b for b in ops.decls(kernel, ops.BoxDecl).values() if b.bulk), None)
+    if box is not None:
+        raise error("E476", f"--emit header does not support bulk box '{box.symbol}' (v0)", box.span,
+                    "launch the kernel from Python (tmalang.compile), or copy through a tensor box")
 
 
 def render(manifest: Manifest, source: str) -> str:

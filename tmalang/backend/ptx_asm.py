@@ -57,6 +57,9 @@ def tma_prefetch(rank: int) -> str:
 PTX = {
     # the descriptor at a generic address (of a __grid_constant__ parameter) into the cache
     "tensormap_prefetch": "prefetch.tensormap [$0];",
+    # bulk copies without a tensor map: $size bytes between a global address and shared memory
+    "bulk_load": "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];",
+    "bulk_store": "cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;",
     "bulk_commit": "cp.async.bulk.commit_group;",
     "bulk_wait": "cp.async.bulk.wait_group $0;",
     "bulk_wait_read": "cp.async.bulk.wait_group.read $0;",
