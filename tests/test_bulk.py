@@ -65,7 +65,66 @@ kernel bulk_explicit(src: f32[M, N], dst: f32[M, N]) {
 }
 """
 
-NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "u8": np.uint8, "i64": np.int64}
+NUMPY = {"f32": np.float32, "f16": np.float16, "bf16": ml_dtypes.bfloat16, "u8": np.uint8, "i64": np.int64,
+         "f64": np.float64, "i32": np.int32, "u32": np.uint32, "u64": np.uint64}
+
+# Bulk reduce: rows of x fold into row k % R of out, so several CTAs reduce into one chunk
+FOLD = """
+kernel bulk_fold(x: {dt}[K, N], out: {dt}[R, N]) {{
+    grid tiles
+    bulk In  = x[{chunk}]
+    bulk Out = out[{chunk}]
+    pipeline ring[2] {{ t: In }}
+    role producer: warp 0 {{
+        for tile (k, n) in tiles(x, In) {{ produce ring as s {{ load In[k, n] -> s.t }} }}
+    }}
+    role consumer: warp 1 {{
+        for tile (k, n) in tiles(x, In) {{ consume ring as s {{ reduce {op} Out[k % {rows}, n] <- s.t }} }}
+    }}
+}}
+"""
+REDUCE_PAIRS = ([("add", d) for d in ("u32", "i32", "u64", "f32", "f64", "f16", "bf16")]
+                + [(op, d) for op in ("min", "max") for d in ("u32", "i32", "u64", "i64", "f16", "bf16")]
+                + [(op, "u32") for op in ("inc", "dec")]
+                + [(op, d) for op in ("and", "or", "xor") for d in ("i32", "u32", "i64", "u64")])
+FOLD_K, FOLD_N = 11, 3 * 32      # 11 rows into R = 3 (or 11 for inc/dec), 3 chunks of 32 per row
+
+
+def fold_kernel(op, dtype):
+    rows = FOLD_K if op in ("inc", "dec") else 3   # inc/dec of different operands do not commute
+    return tmalang.compile(FOLD.format(dt=dtype, chunk=32, op=op, rows=rows), name=f"bulk_fold_{op}_{dtype}.tma"), rows
+
+
+def fold_case(rng, op, dtype, rows):
+    if dtype[0] == "f":
+        x, out = rng.standard_normal((FOLD_K, FOLD_N)), rng.standard_normal((rows, FOLD_N))
+    else:
+        high = 40 if op in ("inc", "dec") else 1 << 30
+        x, out = rng.integers(0, high, (FOLD_K, FOLD_N)), rng.integers(0, high, (rows, FOLD_N))
+    x, out = x.astype(NUMPY[dtype]), out.astype(NUMPY[dtype])
+    expected = out.astype(np.float64) if dtype[0] == "f" and op == "add" else out.copy()
+    for k in range(FOLD_K):
+        r, v = k % rows, x[k]
+        if op == "add":
+            expected[r] = expected[r] + (v.astype(np.float64) if dtype[0] == "f" else v)
+        elif op in ("min", "max"):
+            expected[r] = (np.minimum if op == "min" else np.maximum)(expected[r], v)
+        elif op == "inc":
+            expected[r] = np.where(expected[r] >= v, 0, expected[r] + 1)
+        elif op == "dec":
+            expected[r] = np.where((expected[r] == 0) | (expected[r] > v), v, expected[r] - 1)
+        else:
+            expected[r] = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[op](expected[r], v)
+    return x, out, expected
+
+
+def check_fold(dtype, op, out, expected):
+    if dtype[0] == "f" and op == "add":
+        tolerance = {"f64": 1e-12, "f32": 1e-5, "f16": 2e-2, "bf16": 1e-1}[dtype]
+        np.testing.assert_allclose(out.astype(np.float64), expected, rtol=tolerance, atol=tolerance)
+    else:
+        np.testing.assert_array_equal(out.astype(np.float64) if dtype in ("f16", "bf16") else out,
+                                      expected.astype(np.float64) if dtype in ("f16", "bf16") else expected)
 
 
 def ring(dtype="f32", chunk=64, rank=2, grid="persistent", stages=3):
@@ -106,6 +165,21 @@ def test_ring_copy_matches_numpy(dtype, chunk, rank, grid, shape, pad):
     k.interpret(src, dst, seed=2, explore=2)
     np.testing.assert_array_equal(dst.view(np.uint8) if dtype == "bf16" else dst,
                                   expected.view(np.uint8) if dtype == "bf16" else expected)
+
+
+@pytest.mark.parametrize("op,dtype", REDUCE_PAIRS, ids=[f"{op}-{d}" for op, d in REDUCE_PAIRS])
+def test_bulk_reduce_matches_numpy(op, dtype):
+    k, rows = fold_kernel(op, dtype)
+    x, out, expected = fold_case(np.random.default_rng(len(op) + len(dtype)), op, dtype, rows)
+    k.interpret(x, out, seed=4, explore=1)
+    check_fold(dtype, op, out, expected)
+
+
+@pytest.mark.parametrize("op,dtype", REDUCE_PAIRS, ids=[f"{op}-{d}" for op, d in REDUCE_PAIRS])
+def test_ptxas_accepts_every_bulk_reduce(op, dtype):
+    k, _ = fold_kernel(op, dtype)
+    assert f"cp.reduce.async.bulk.global.shared::cta.bulk_group.{op}." in k.ptx
+    assert ptxas.assemble(k.ptx, "sm_90a")[0][:4] == b"\x7fELF"
 
 
 def test_explicit_layer_copy_matches_numpy():
@@ -199,6 +273,21 @@ def test_gpu_bulk_copy_equals_numpy_and_the_interpreter(dtype, chunk, rank, grid
     bits = lambda a: np.ascontiguousarray(a).view(np.uint8)   # noqa: E731
     np.testing.assert_array_equal(bits(gpu_dst), bits(src))
     np.testing.assert_array_equal(bits(gpu_dst), bits(interp_dst))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op,dtype", REDUCE_PAIRS, ids=[f"{op}-{d}" for op, d in REDUCE_PAIRS])
+def test_gpu_bulk_reduce_equals_numpy_and_the_interpreter(op, dtype):
+    """Bit for bit against the interpreter wherever the order of the reduces cannot matter
+    (everything but float add of several rows into one)."""
+    k, rows = fold_kernel(op, dtype)
+    x, out, expected = fold_case(np.random.default_rng(9), op, dtype, rows)
+    gpu_out, interp_out = out.copy(), out.copy()
+    k(x, gpu_out)
+    k.interpret(x, interp_out, seed=1)
+    check_fold(dtype, op, gpu_out, expected)
+    if not (dtype[0] == "f" and op == "add"):
+        np.testing.assert_array_equal(gpu_out.view(np.uint8), interp_out.view(np.uint8))
 
 
 @pytest.mark.gpu

@@ -14,6 +14,7 @@ from ..ir import exprs as ex
 from ..ir import ops
 from ..passes.dispatch_roles import register_limit
 from ..target import dtypes
+from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
 from . import pair_codegen, ptx_asm, tcgen05_codegen
 from .mma_codegen import MMA_EMITTERS
@@ -296,7 +297,8 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
 def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
     box = g.boxes[o.box]
     if box.bulk:
-        g.asm(ptx_asm.PTX["bulk_store"], "l,r,r", [g.bulk_address(box, o.coords), g.address(o.source), _bulk_size(box)])
+        template = ptx_asm.bulk_store(o.reduce and BULK_REDUCE_TYPES[o.reduce][box.dtype], o.reduce)
+        g.asm(template, "l,r,r", [g.bulk_address(box, o.coords), g.address(o.source), _bulk_size(box)])
         return
     coords = g.element_coords(box, o.coords)
     args = [g.tensor_map(o.box), *coords, g.address(o.source)]

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from ..diagnostics import TmalangError
 from ..target import tma
 from ..target.dtypes import DTYPES, SCALAR_DTYPES
-from ..target.reduce import REDUCE_OPS
+from ..target.reduce import BULK_REDUCE_TYPES, REDUCE_OPS
 from . import exprs as ex
 from . import ops
 from .printer import format_value
@@ -281,8 +281,10 @@ def _tma_store(v: Scope, o: ops.TmaStore) -> None:
     box = v.decl(o, "box", ops.BoxDecl)
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.tile(o, "source", "smem")
-    v.check(o, "reduce", not (box.bulk and o.reduce), f"bulk box @{box.symbol} has no reduce form (v0)")
-    if o.reduce:
+    if o.reduce and box.bulk:
+        v.check(o, "reduce", box.dtype in BULK_REDUCE_TYPES.get(o.reduce, {}),
+                f"not a bulk reduce of box @{box.symbol}'s {box.dtype} elements")
+    elif o.reduce:
         v.check(o, "reduce", o.reduce in REDUCE_OPS, f"not one of {', '.join(REDUCE_OPS)}")
         v.check(o, "reduce", box.dtype not in DTYPES or DTYPES[box.dtype].tma in REDUCE_OPS[o.reduce].types,
                 f"does not reduce box @{box.symbol}'s {box.dtype} elements")

@@ -6,13 +6,14 @@ other box. What the hardware adds (PTX ISA, cp.async.bulk): the size and both ad
 multiples of 16 bytes, and a bulk copy fills nothing out of bounds, so the innermost dim must
 be a whole number of chunks: checked here when the dim is a literal, at launch (E206) when it
 is symbolic. A bulk copy has no tensor map, so no multicast, no tensor prefetch, no pair
-slicing, no swizzle and no reduce through it (v0)."""
+slicing and no swizzle; a reduce through it names its element type (check_reduce)."""
 
 from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
 from ..target import tma
+from ..target.reduce import BULK_DTYPE, BULK_REDUCE_TYPES, UNKNOWN_OP
 from .declarations import MAX_TX_BYTES, Box, KernelInfo, Tensor, check_static_strides, declare
 
 
@@ -45,10 +46,19 @@ def check_load(s: ast.Load, box: Box) -> None:
                     "cp.async.bulk writes one CTA's shared memory; use a tensor box for multicast")
 
 
-def check_store(s: ast.Store, box: Box) -> None:
-    if box.bulk and s.reduce:
-        raise error("E474", f"reduce through bulk box '{box.name}' is not in v0", s.span,
-                    "declare a tensor box over the tensor and reduce through it")
+def check_reduce(s: ast.Store, box: Box) -> None:
+    """A bulk reduce names its element type (no tensor map gives it): target/reduce.py's
+    BULK_REDUCE_TYPES, which differ from the tensor reduce's (f64 add, i64 bitwise)."""
+    types = BULK_REDUCE_TYPES.get(s.reduce)
+    if types is None:
+        raise error(UNKNOWN_OP, f"unknown reduce operation '{s.reduce}'", s.reduce_span,
+                    f"TMA reduces with one of: {', '.join(BULK_REDUCE_TYPES)}")
+    if box.dtype.name not in types:
+        hint = f"'{s.reduce}' reduces {', '.join(types)}"
+        if s.reduce == "add" and box.dtype.name == "i64":
+            hint += "; two's-complement addition is the same on u64, so declare the tensor u64"
+        raise error(BULK_DTYPE, f"bulk reduce '{s.reduce}' does not take {box.dtype.name} elements "
+                    f"(tensor '{box.tensor.name}')", s.span, hint)
 
 
 def check_prefetch(s: ast.Prefetch, box: Box) -> None:
