@@ -197,6 +197,25 @@ def test_a_dim_that_is_not_whole_chunks_is_refused_at_launch():
     assert e.value.code == "E206" and "chunk (64 elements)" in e.value.message
 
 
+OUTSIDE = RING.replace("load In[{vars}] -> s.r", "load In[m, n + 1] -> s.r")
+
+
+@pytest.mark.parametrize("what", ["load", "store"])
+def test_a_chunk_outside_the_tensor_is_an_interpreter_error_and_a_gpu_trap(what):
+    """A bulk copy at computed coordinates may leave the tensor, which TMA would clip and a bulk
+    copy cannot: the interpreter reports E477 at the statement, the PTX traps before the copy."""
+    source = RING if what == "store" else OUTSIDE
+    if what == "store":
+        source = source.replace("store Out[{vars}] <- s.r", "store Out[m + 1, n] <- s.r")
+    k = tmalang.compile(source.format(dt="f32", dims="M, N", chunk=32, grid="persistent", stages=2, vars="m, n"),
+                        name="outside.tma")
+    with pytest.raises(TmalangError) as e:
+        k.interpret(np.zeros((3, 64), np.float32), np.zeros((3, 64), np.float32))
+    assert e.value.code == "E477" and f"bulk {what} through box" in e.value.message
+    assert e.value.span is not None and e.value.span.line == (11 if what == "store" else 8)
+    assert "trap;" in k.ptx
+
+
 def test_only_bulk_kernels_get_address_and_stride_parameters():
     params = ring(chunk=64, rank=3).manifest.ptx_params
     assert not any(isinstance(p, TensorMapParam) for p in params)

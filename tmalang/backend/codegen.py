@@ -168,6 +168,18 @@ class KernelCodegen:
             address = self.b.add(address, self.b.mul(c, self.args[f"{box.symbol}.stride{axis}"]))
         return address
 
+    def bulk_guard(self, box: ops.BoxDecl, coords: list[ex.Expr]) -> None:
+        """Trap unless the chunk at `coords` lies wholly inside the tensor: a bulk copy has no
+        out-of-bounds handling, so the kernel stops rather than reach past the tensor. The
+        binding makes the innermost dim whole chunks, so each bound is dim / extent exactly."""
+        tensor = ops.decls(self.kernel, ops.TensorDecl)[box.tensor]
+        outside = I1(0)
+        for c, extent, dim in zip(coords, box.shape, tensor.shape):
+            size = self.args[dim] if isinstance(dim, str) else I32(dim)
+            bound = self.b.udiv(size, I32(extent)) if extent > 1 else size
+            outside = self.b.or_(outside, self.b.icmp_unsigned(">=", self.expr(c), bound))
+        self.if_then(outside, lambda: self.asm(ptx_asm.PTX["trap"], "", []))
+
     def element_coords(self, box: ops.BoxDecl, coords: list[ex.Expr]) -> list[ir.Value]:
         """Tile indices (outermost first) → element coordinates, innermost first as TMA wants."""
         values = [self.b.mul(self.expr(c), I32(extent)) for c, extent in zip(coords, box.shape)]
@@ -272,6 +284,7 @@ def _bulk_size(box: ops.BoxDecl) -> ir.Value:
 def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
     box = g.boxes[o.box]
     if box.bulk:   # sema and the verifier allow no multicast or pair form
+        g.bulk_guard(box, o.coords)
         g.asm(ptx_asm.PTX["bulk_load"], "r,l,r,r",
               [g.address(o.dest), g.bulk_address(box, o.coords), _bulk_size(box), g.address(o.barrier)])
         return
@@ -297,6 +310,7 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
 def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
     box = g.boxes[o.box]
     if box.bulk:
+        g.bulk_guard(box, o.coords)
         template = ptx_asm.bulk_store(o.reduce and BULK_REDUCE_TYPES[o.reduce][box.dtype], o.reduce)
         g.asm(template, "l,r,r", [g.bulk_address(box, o.coords), g.address(o.source), _bulk_size(box)])
         return
