@@ -92,11 +92,10 @@ def _check_bulk_chunks(manifest: Manifest, views: Mapping[str, ArrayView]) -> No
     """E206 when a bulk box's chunk does not divide its tensor's innermost dim: a bulk copy has no
     out-of-bounds fill or clipping, so a partial last chunk would read or write past the tensor."""
     for p in manifest.ptx_params:
-        inner = views[p.tensor].shape[-1] if isinstance(p, BulkParam) else 0
-        if inner % (p.chunk if isinstance(p, BulkParam) else 1):
+        if isinstance(p, BulkParam) and views[p.tensor].shape[-1] % p.chunk:
             raise LaunchError(
                 DIM_RANGE,
-                f"argument '{p.tensor}': innermost dim is {inner}, not a multiple of bulk box "
+                f"argument '{p.tensor}': innermost dim is {views[p.tensor].shape[-1]}, not a multiple of bulk box "
                 f"'{p.box}'s chunk ({p.chunk} elements)",
                 "a bulk copy cannot clip at the tensor's edge: pad the dim to a multiple of the chunk",
             )

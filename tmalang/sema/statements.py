@@ -237,8 +237,8 @@ def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     tile = tile_ref(info, s.source, scope, strided_ok=True)
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
-    if s.reduce:   # bulk reduces name their type, tensor reduces take the tensor map's
-        (bulk.check_reduce if box.bulk else reduce.check)(s, box)    # reductions are atomic per element: many tiles may reduce into one
+    if s.reduce:   # atomic per element: many tiles may reduce into one (a bulk reduce names its type)
+        (bulk.check_reduce if box.bulk else reduce.check)(s, box)
     else:
         _check_store_follows_tiles(info, s, scope)
     box.tensor.written = True
