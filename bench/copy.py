@@ -1,4 +1,6 @@
-"""TMA copy bandwidth: examples/tma_copy.tma against torch `copy_` on 1 GiB of f32, same run.
+"""TMA copy bandwidth: examples/tma_copy.tma and the bulk copy examples/bulk_copy_sm90.tma (one
+cp.async.bulk per 16 KiB row chunk, no tensor map) against torch `copy_` on 1 GiB of f32, same
+run; then the same three at 64 MiB (results labelled "@ 64 MiB").
 
 Bandwidth counts bytes read plus bytes written. Each sample times a batch of back-to-back
 launches between two CUDA events (so host-side launch work overlaps the GPU, as in real use);
@@ -28,6 +30,12 @@ import tmalang
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = (ROOT / "examples" / "tma_copy.tma").read_text()
+BULK_EXAMPLE = (ROOT / "examples" / "bulk_copy_sm90.tma").read_text()
+BULK_VARIANTS = {  # (chunk f32 elements, stages); the chunk must divide the 16384 columns
+    "bulk example 4096 f32, 6 stages": None,
+    "bulk 2048 chunks, 8 stages": (2048, 8),
+    "bulk 8192 chunks, 3 stages": (8192, 3),
+}
 VARIANTS = {  # (box rows, box cols, stages)
     "example 64x128 f32, 4 stages": None,
     "32x128, 6 stages": (32, 128, 6),
@@ -42,6 +50,21 @@ VARIANTS = {  # (box rows, box cols, stages)
 def variant_source(rows: int, cols: int, stages: int) -> str:
     src = EXAMPLE.replace("[64, 128]", f"[{rows}, {cols}]")
     return src.replace("ring[4]", f"ring[{stages}]")
+
+
+def bulk_variant_source(chunk: int, stages: int) -> str:
+    src = BULK_EXAMPLE.replace("[4096]", f"[{chunk}]")
+    return src.replace("ring[6]", f"ring[{stages}]")
+
+
+def measure(label: str, kernel, src, dst, t_torch: float, moved: int, args) -> dict:
+    """One kernel's median time after checking that it copies `src` exactly."""
+    dst.fill_(float("nan"))
+    kernel(src, dst)
+    torch.cuda.synchronize()
+    assert torch.equal(dst, src), f"{label}: wrong result"
+    t = median_ms(lambda: kernel(src, dst), args.samples, args.batch)
+    return {"ms": t, "TB/s": moved / t / 1e9, "ratio_vs_torch": t_torch / t}
 
 
 def median_ms(fn, samples: int, batch: int, warmup: int = 5) -> float:
@@ -77,14 +100,19 @@ def main() -> None:
     results["torch copy_"] = {"ms": t_torch, "TB/s": moved / t_torch / 1e9}
     for label, shape in VARIANTS.items():
         kernel = tmalang.compile(EXAMPLE if shape is None else variant_source(*shape))
-        dst.fill_(float("nan"))
-        kernel(src, dst)
-        torch.cuda.synchronize()
-        assert torch.equal(dst, src), f"{label}: wrong result"
-        t = median_ms(lambda: kernel(src, dst), args.samples, args.batch)
-        results[label] = {"ms": t, "TB/s": moved / t / 1e9, "ratio_vs_torch": t_torch / t}
+        results[label] = measure(label, kernel, src, dst, t_torch, moved, args)
+    for label, shape in BULK_VARIANTS.items():
+        kernel = tmalang.compile(BULK_EXAMPLE if shape is None else bulk_variant_source(*shape))
+        results[label] = measure(label, kernel, src, dst, t_torch, moved, args)
     t_torch_again = median_ms(lambda: dst.copy_(src), args.samples, args.batch)
     results["torch copy_ (again, spread check)"] = {"ms": t_torch_again, "TB/s": moved / t_torch_again / 1e9}
+
+    small_src, small_dst = src[:1024], dst[:1024]   # 1024 x 16384 f32 = 64 MiB
+    small_moved = 2 * small_src.numel() * small_src.element_size()
+    t_small = median_ms(lambda: small_dst.copy_(small_src), args.samples, args.batch)
+    results["torch copy_ @ 64 MiB"] = {"ms": t_small, "TB/s": small_moved / t_small / 1e9}
+    for label, source in (("tma_copy example @ 64 MiB", EXAMPLE), ("bulk example @ 64 MiB", BULK_EXAMPLE)):
+        results[label] = measure(label, tmalang.compile(source), small_src, small_dst, t_small, small_moved, args)
 
     report = {
         "benchmark": "tma_copy 1 GiB f32 vs torch copy_",

@@ -39,6 +39,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 
 import argparse
 import collections
+import math
 import multiprocessing
 import multiprocessing.connection
 import random
@@ -235,6 +236,21 @@ def _interpret(kernel, text, original, seed):
     return "interp_clean", f"dims {dims}"
 
 
+def _whole_bulk_chunks(manifest, dims: dict[str, int]) -> None:
+    """Round each bulk box's symbolic innermost dim up to whole chunks (the launch refuses a
+    partial chunk, E206, which says nothing about the compiler)."""
+    from tmalang.contract.manifest import BulkParam, TensorArg
+
+    shapes = {a.name: a.shape for a in manifest.args if isinstance(a, TensorArg)}
+    chunks: dict[str, int] = {}   # symbol -> lcm of the chunks it must hold whole
+    for p in manifest.ptx_params:
+        d = shapes[p.tensor][-1] if isinstance(p, BulkParam) else None
+        if isinstance(d, str):
+            chunks[d] = math.lcm(chunks.get(d, 1), p.chunk)
+    for d, unit in chunks.items():
+        dims[d] = -(-dims[d] // unit) * unit
+
+
 def _small_dims(manifest, rng: random.Random) -> dict[str, int] | None:
     """Small random dims: at most about three tiles along each tiled dim; None if too large."""
     from tmalang.contract.manifest import TensorArg
@@ -248,6 +264,7 @@ def _small_dims(manifest, rng: random.Random) -> dict[str, int] | None:
                     box = boxes.get(d, 64)
                     dims[d] = rng.choice([1, box - 1, box, box + 3, 2 * box + 5, rng.randint(1, 200)])
                     dims[d] = max(1, dims[d])
+    _whole_bulk_chunks(manifest, dims)
     for arg in manifest.args:
         if isinstance(arg, TensorArg):
             n = 1

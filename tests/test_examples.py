@@ -47,6 +47,11 @@ def test_ir_text_round_trips(path):
 def test_ptx_has_the_async_machinery(path):
     c, _ = _compile(path)
     assert f".target {example_arch(path)}" in c.ptx
+    if path.stem.startswith("bulk_"):   # copies without tensor maps: plain cp.async.bulk, no maps
+        assert "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes" in c.ptx
+        assert "cp.async.bulk.global.shared::cta.bulk_group" in c.ptx
+        assert ".param .align 64 .b8" not in c.ptx and "mbarrier.try_wait.parity.shared::cta.b64" in c.ptx
+        return
     assert "cp.async.bulk.tensor.2d.shared::cluster.global" in c.ptx
     assert re.search(r"cp(\.reduce)?\.async\.bulk\.tensor\.2d\.global\.shared::cta", c.ptx)   # a store or a reduce
     assert "mbarrier.try_wait.parity.shared::cta.b64" in c.ptx

@@ -88,7 +88,7 @@ def make_llir(c: Compilation) -> None:
     gen = codegen.KernelCodegen(c.ir, params, module)
     gen.fn.calling_convention = "ptx_kernel"
     for arg, p in zip(gen.fn.args, params):
-        arg.name = f"tm.{p.box}" if isinstance(p, codegen.TensorMapParam) else getattr(p, "symbol", None) or p.name
+        arg.name = codegen.param_name(p)
     gen.emit()
     budgeted = any(r.regs for r in ops.roles(c.ir))
     c.llvm_ir = llvm_to_ptx.finish_kernel_text(

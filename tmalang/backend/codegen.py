@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..contract.manifest import DimParam, ScalarParam, TensorMapParam
+from ..contract.manifest import BulkParam, BulkStrideParam, DimParam, ScalarParam, TensorMapParam
 from ..ir import exprs as ex
 from ..ir import ops
 from ..passes.dispatch_roles import register_limit
+from ..target import dtypes
+from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
 from . import pair_codegen, ptx_asm, tcgen05_codegen
 from .mma_codegen import MMA_EMITTERS
@@ -51,10 +53,12 @@ class KernelCodegen:
 
     @staticmethod
     def _param_key(p) -> str:
-        return p.box if isinstance(p, TensorMapParam) else (p.symbol if isinstance(p, DimParam) else p.name)
+        return param_name(p).removeprefix("tm.")
 
     @staticmethod
     def _scalar_type(p) -> ir.Type:
+        if isinstance(p, (BulkParam, BulkStrideParam)):
+            return I64
         return I32 if isinstance(p, DimParam) else SCALAR_TYPES[p.dtype]
 
     # ---- entry point
@@ -154,6 +158,28 @@ class KernelCodegen:
     def tensor_map(self, box: str) -> ir.Value:
         return self.b.ptrtoint(self.args[box], I64)
 
+    def bulk_address(self, box: ops.BoxDecl, coords: list[ex.Expr]) -> ir.Value:
+        """The global address of a bulk box's chunk at tile coordinates `coords` (outermost first):
+        the tensor's address plus coordinate x byte stride per outer dim, plus chunk x chunk bytes."""
+        *outer, inner = [self.b.zext(self.expr(c), I64) for c in coords]
+        address = self.b.add(self.args[f"{box.symbol}.addr"],
+                             self.b.mul(inner, I64(box.shape[-1] * dtypes.itemsize(box.dtype))))
+        for axis, c in enumerate(outer):
+            address = self.b.add(address, self.b.mul(c, self.args[f"{box.symbol}.stride{axis}"]))
+        return address
+
+    def bulk_guard(self, box: ops.BoxDecl, coords: list[ex.Expr]) -> None:
+        """Trap unless the chunk at `coords` lies wholly inside the tensor: a bulk copy has no
+        out-of-bounds handling, so the kernel stops rather than reach past the tensor. The
+        binding makes the innermost dim whole chunks, so each bound is dim / extent exactly."""
+        tensor = ops.decls(self.kernel, ops.TensorDecl)[box.tensor]
+        outside = I1(0)
+        for c, extent, dim in zip(coords, box.shape, tensor.shape):
+            size = self.args[dim] if isinstance(dim, str) else I32(dim)
+            bound = self.b.udiv(size, I32(extent)) if extent > 1 else size
+            outside = self.b.or_(outside, self.b.icmp_unsigned(">=", self.expr(c), bound))
+        self.if_then(outside, lambda: self.asm(ptx_asm.PTX["trap"], "", []))
+
     def element_coords(self, box: ops.BoxDecl, coords: list[ex.Expr]) -> list[ir.Value]:
         """Tile indices (outermost first) → element coordinates, innermost first as TMA wants."""
         values = [self.b.mul(self.expr(c), I32(extent)) for c, extent in zip(coords, box.shape)]
@@ -240,8 +266,28 @@ def _if(g: KernelCodegen, o: ops.If) -> None:
     g.if_then(g.b.icmp_signed("!=", g.expr(o.cond), I32(0)), lambda: g.region(o.body))
 
 
+def param_name(p) -> str:
+    """The LLVM name of a kernel parameter (and the key codegen finds its value by)."""
+    if isinstance(p, TensorMapParam):
+        return f"tm.{p.box}"
+    if isinstance(p, BulkParam):
+        return f"{p.box}.addr"
+    if isinstance(p, BulkStrideParam):
+        return f"{p.box}.stride{p.axis}"
+    return p.symbol if isinstance(p, DimParam) else p.name
+
+
+def _bulk_size(box: ops.BoxDecl) -> ir.Value:
+    return I32(box.shape[-1] * dtypes.itemsize(box.dtype))
+
+
 def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
     box = g.boxes[o.box]
+    if box.bulk:   # sema and the verifier allow no multicast or pair form
+        g.bulk_guard(box, o.coords)
+        g.asm(ptx_asm.PTX["bulk_load"], "r,l,r,r",
+              [g.address(o.dest), g.bulk_address(box, o.coords), _bulk_size(box), g.address(o.barrier)])
+        return
     coords = g.element_coords(box, o.coords)
     rank, dest, barrier = len(coords), g.address(o.dest), g.address(o.barrier)
     constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"])
@@ -263,6 +309,11 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
 
 def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
     box = g.boxes[o.box]
+    if box.bulk:
+        g.bulk_guard(box, o.coords)
+        template = ptx_asm.bulk_store(o.reduce and BULK_REDUCE_TYPES[o.reduce][box.dtype], o.reduce)
+        g.asm(template, "l,r,r", [g.bulk_address(box, o.coords), g.address(o.source), _bulk_size(box)])
+        return
     coords = g.element_coords(box, o.coords)
     args = [g.tensor_map(o.box), *coords, g.address(o.source)]
     template = ptx_asm.cache_hint(ptx_asm.tma_store(len(coords), o.reduce), ".bulk_group", box.cache)
@@ -359,14 +410,19 @@ EMITTERS = {
 
 
 def ptx_params(kernel: ops.KernelOp) -> list:
-    """Kernel parameters in PTX order: tensor maps, then symbolic dims, then scalars."""
+    """Kernel parameters in PTX order: tensor maps, then symbolic dims, then scalars, then (only in
+    kernels with bulk boxes) each bulk box's tensor address and outer byte strides."""
     tensors = ops.decls(kernel, ops.TensorDecl)
+    boxes = ops.decls(kernel, ops.BoxDecl).values()
     params: list = []
-    for box in ops.decls(kernel, ops.BoxDecl).values():
+    for box in (b for b in boxes if not b.bulk):
         shape = (box.shape[0] // box.slices(), *box.shape[1:])   # a CTA's map covers its slice of a split box
         params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, tuple(box.strides),
                                      box.swizzle, box.oob, box.l2))
     symbols = dict.fromkeys(d for t in tensors.values() for d in t.shape if isinstance(d, str))
     params += [DimParam(s) for s in symbols]
     params += [ScalarParam(s.symbol, s.dtype) for s in ops.decls(kernel, ops.ScalarDecl).values()]
+    for box in (b for b in boxes if b.bulk):
+        params.append(BulkParam(box.symbol, box.tensor, box.dtype, box.shape[-1]))
+        params += [BulkStrideParam(box.symbol, box.tensor, axis) for axis in range(len(box.shape) - 1)]
     return params

@@ -38,6 +38,14 @@ def tma_store(rank: int, reduce: str = "") -> str:
     return f"cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group {operands}"
 
 
+def bulk_store(type_suffix: str = "", reduce: str = "") -> str:
+    """A bulk store of $2 bytes from smem $1 to global $0; with `reduce`, cp.reduce.async.bulk,
+    which (having no tensor map) names the element type: `type_suffix`, e.g. `s32`, `noftz.f16`."""
+    if reduce:
+        return f"cp.reduce.async.bulk.global.shared::cta.bulk_group.{reduce}.{type_suffix} [$0], [$1], $2;"
+    return "cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;"
+
+
 def cache_hint(template: str, qualifier_after: str, policy: str) -> str:
     """`template` with an L2 eviction policy: a createpolicy into a scoped register, the
     .L2::cache_hint qualifier after `qualifier_after`, and the policy as the last operand."""
@@ -57,7 +65,10 @@ def tma_prefetch(rank: int) -> str:
 PTX = {
     # the descriptor at a generic address (of a __grid_constant__ parameter) into the cache
     "tensormap_prefetch": "prefetch.tensormap [$0];",
+    # bulk copies without a tensor map: $size bytes between a global address and shared memory
+    "bulk_load": "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];",
     "bulk_commit": "cp.async.bulk.commit_group;",
+    "trap": "trap;",   # a bulk copy outside its tensor (codegen.bulk_guard)
     "bulk_wait": "cp.async.bulk.wait_group $0;",
     "bulk_wait_read": "cp.async.bulk.wait_group.read $0;",
     "mbar_init": "mbarrier.init.shared::cta.b64 [$0], $1;",

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..target import dtypes, tma
 from .arrays import array_view, is_array_like
-from .manifest import DimParam, Manifest, ScalarArg, TensorArg
+from .manifest import BulkParam, DimParam, Manifest, ScalarArg, TensorArg
 from .errors import (
     ALIGNMENT, ARG_COUNT, ARG_KIND, DEVICE, DIM_MISMATCH, DIM_RANGE, DTYPE, LAUNCH_OPTION, LAYOUT,
     MANIFEST, OVERLAP, RANK, SCALAR_VALUE, LaunchError,
@@ -69,6 +69,7 @@ def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None)
             scalars[spec.name] = _bind_scalar(spec, value)
     symbols.check_complete()
     _check_tile_count(manifest, symbols.values)
+    _check_bulk_chunks(manifest, views)
     common_device({name: v.device for name, v in views.items() if v.device is not None})
     return Binding(manifest, symbols.values, views, scalars)
 
@@ -85,6 +86,19 @@ def _check_tile_count(manifest: Manifest, symbols: Mapping[str, int]) -> None:
             f"integers, so there must be fewer than 2**31",
             "launch the kernel on parts of the tensors",
         )
+
+
+def _check_bulk_chunks(manifest: Manifest, views: Mapping[str, ArrayView]) -> None:
+    """E206 when a bulk box's chunk does not divide its tensor's innermost dim: a bulk copy has no
+    out-of-bounds fill or clipping, so a partial last chunk would read or write past the tensor."""
+    for p in manifest.ptx_params:
+        if isinstance(p, BulkParam) and views[p.tensor].shape[-1] % p.chunk:
+            raise LaunchError(
+                DIM_RANGE,
+                f"argument '{p.tensor}': innermost dim is {views[p.tensor].shape[-1]}, not a multiple of bulk box "
+                f"'{p.box}'s chunk ({p.chunk} elements)",
+                "a bulk copy cannot clip at the tensor's edge: pad the dim to a multiple of the chunk",
+            )
 
 
 def _check_count(manifest: Manifest, args: tuple) -> None:

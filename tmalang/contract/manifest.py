@@ -61,6 +61,28 @@ class ScalarParam:
 
 
 @dataclass(frozen=True)
+class BulkParam:
+    """The global address of a bulk box's tensor, a .u64 parameter (only kernels with bulk boxes).
+
+    A bulk copy moves `chunk` contiguous elements of the innermost dim and cannot clip, so the
+    binding refuses a tensor whose innermost dim is not a multiple of `chunk`."""
+
+    box: str
+    tensor: str
+    dtype: str
+    chunk: int
+
+
+@dataclass(frozen=True)
+class BulkStrideParam:
+    """The byte stride of dim `axis` (not the innermost) of a bulk box's tensor, a .u64 parameter."""
+
+    box: str
+    tensor: str
+    axis: int
+
+
+@dataclass(frozen=True)
 class GridSpec:
     """How many CTAs to launch.
 
@@ -78,7 +100,7 @@ class Manifest:
     kernel: str                     # entry name in the PTX
     arch: str                       # e.g. "sm_90a"
     args: tuple[TensorArg | ScalarArg, ...]
-    ptx_params: tuple[TensorMapParam | DimParam | ScalarParam, ...]
+    ptx_params: tuple[TensorMapParam | DimParam | ScalarParam | BulkParam | BulkStrideParam, ...]
     block_threads: int
     smem_bytes: int                 # dynamic shared memory, including alignment slack
     grid: GridSpec
@@ -95,7 +117,8 @@ class Manifest:
 
     @staticmethod
     def from_json(data: dict) -> "Manifest":
-        kinds = {c.__name__: c for c in (TensorArg, ScalarArg, TensorMapParam, DimParam, ScalarParam)}
+        kinds = {c.__name__: c for c in (TensorArg, ScalarArg, TensorMapParam, DimParam, ScalarParam, BulkParam,
+                                          BulkStrideParam)}
 
         def build(entry: dict):
             entry = dict(entry)

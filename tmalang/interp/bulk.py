@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..ir import ops
 from . import reduce
 from .state import Blocked, BulkGroup, Transfer
-from .tiles import box_region, write_box
+from .tiles import box_region, check_bulk_inside, write_box
 
 
 def tma_store(m, w, o: ops.TmaStore) -> None:
@@ -21,6 +21,8 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
     coords = [m.value(w, c) for c in o.coords]
     source = m.tile(w, o.source)
     target = m.launch.arrays[box.tensor]
+    if box.bulk:
+        check_bulk_inside(target.shape, box, coords, o, m.who(w))
     if w.open_group is None:
         w.open_group = BulkGroup()
     what = f"TMA reduce '{o.reduce}'" if o.reduce else "TMA store"

@@ -22,7 +22,7 @@ from .meet import barrier, settle
 from .races import RaceDetector
 from .shares import rows as row_share
 from .state import Blocked, BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
-from .tiles import box_region, box_tile_bytes, math_share, read_box, tile_math_share
+from .tiles import box_region, box_tile_bytes, check_bulk_inside, math_share, read_box, tile_math_share
 
 
 @dataclass
@@ -402,6 +402,8 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
     if parts > 1:   # rows [part, part + 1) * extent / parts of the box, as a box of its own
         box = replace(box, shape=[box.shape[0] // parts, *box.shape[1:]], pair=False)
         coords = [coords[0] * parts + part, *coords[1:]]
+    if box.bulk:
+        check_bulk_inside(m.launch.arrays[box.tensor].shape, box, coords, o, m.who(w))
     data = read_box(m.launch.arrays[box.tensor], box, coords)
     agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
     share = row_share(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else None

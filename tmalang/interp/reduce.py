@@ -5,7 +5,7 @@ elements, `src` the box's, both of the tensor's dtype (sema admits only the type
 target/reduce.py). The reduction is applied when the reduce's transfer writes global memory,
 in one step per transfer (interp/bulk.py): each element's read-modify-write is atomic.
 
-- add: integers wrap (two's complement); f32, f16 and bf16 round to nearest even once, in the
+- add: integers wrap (two's complement); f64 (bulk reduces) adds in f64; f32, f16 and bf16 round to nearest even once, in the
   destination type (computed in f32, which is exact enough for f16/bf16 that one rounding to
   them is the correctly rounded sum), subnormals kept;
 - min, max: integers by value; f16/bf16 as PTX `min`/`max`: a NaN operand is ignored (the
@@ -28,7 +28,8 @@ def combine(op: str, old: np.ndarray, src: np.ndarray) -> np.ndarray:
 def _add(old, src):
     if old.dtype.kind in "iu":
         return old + src                       # NumPy integer arrays wrap
-    return (old.astype(np.float32) + src.astype(np.float32)).astype(old.dtype)
+    wide = np.float64 if old.dtype == np.float64 else np.float32   # f64: bulk reduces only
+    return (old.astype(wide) + src.astype(wide)).astype(old.dtype)
 
 
 def _extremum(smaller: bool):

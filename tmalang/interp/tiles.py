@@ -16,6 +16,7 @@ from ..ir import ops
 from ..target import tma
 from ..target.dtypes import DTYPES
 from . import shares
+from .state import ProtocolError
 
 
 def box_tile_bytes(box: ops.BoxDecl) -> tuple[tuple[int, ...], int]:
@@ -52,6 +53,18 @@ def box_region(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int
     if any(s.start >= s.stop for s in tensor_index):
         return None
     return tuple((s.start, s.stop - s.step + 1) for s in tensor_index)
+
+
+def check_bulk_inside(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int], o: ops.Op,
+                      who: str) -> None:
+    """E477 when a bulk box's chunk at `coords` is not wholly inside the tensor: a bulk copy has
+    no out-of-bounds handling, so on the GPU it would reach past the tensor (the backend traps)."""
+    if all(0 <= c * n and c * n + n <= dim for c, n, dim in zip(coords, box.shape, tensor_shape)):
+        return
+    what = "reduce" if getattr(o, "reduce", "") else "load" if isinstance(o, ops.TmaLoad) else "store"
+    raise ProtocolError("E477", f"bulk {what} through box '{box.symbol}' at tile {list(coords)} lies outside "
+                        f"tensor '{box.tensor}' of shape {list(tensor_shape)}", o.span,
+                        [who, "a bulk copy has no out-of-bounds fill or clipping; on the GPU the kernel traps"])
 
 
 def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]) -> np.ndarray:

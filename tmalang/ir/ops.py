@@ -88,6 +88,7 @@ class BoxDecl(Op):
     multicast: int                  # >1: each CTA's tensor map covers 1/multicast of dim 0
     pair: bool                      # a CTA pair's box: each CTA of the pair loads and holds half of dim 0
     cache: str = "none"             # L2 eviction policy (tma.CACHE_POLICIES) of every copy through the box
+    bulk: bool = False              # no tensor map: each copy is one cp.async.bulk of the innermost chunk
 
     def slices(self) -> int:
         """Into how many parts along dim 0 the CTAs split the box: each tensor map covers one."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from ..diagnostics import TmalangError
 from ..target import tma
 from ..target.dtypes import DTYPES, SCALAR_DTYPES
-from ..target.reduce import REDUCE_OPS
+from ..target.reduce import BULK_REDUCE_TYPES, REDUCE_OPS
 from . import exprs as ex
 from . import ops
 from .printer import format_value
@@ -118,8 +118,15 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     tensor = v.decl(o, "tensor", ops.TensorDecl)
     v.check(o, "dtype", o.dtype == tensor.dtype, f"not the dtype of tensor @{tensor.symbol}")
     v.check(o, "shape", len(o.shape) == len(tensor.shape), f"not the rank of tensor @{tensor.symbol}")
-    v.check(o, "shape", all(1 <= n <= tma.MAX_BOX_EXTENT for n in o.shape),
-            f"an extent outside 1..{tma.MAX_BOX_EXTENT}")
+    if o.bulk:   # one row chunk: [1, ..., 1, CHUNK], a multiple of 16 bytes, plain and whole
+        v.check(o, "shape", all(n == 1 for n in o.shape[:-1]) and o.shape[-1] >= 1
+                and (o.dtype not in DTYPES or o.shape[-1] * DTYPES[o.dtype].itemsize % tma.BULK_ALIGNMENT == 0),
+                f"not [1, .., 1, CHUNK] with CHUNK a multiple of {tma.BULK_ALIGNMENT} bytes")
+        v.check(o, "swizzle", o.swizzle == "none" and o.cache == "none" and o.multicast == 1 and not o.pair,
+                "a bulk box has no tensor map: no swizzle, cache policy, multicast or pair")
+    else:
+        v.check(o, "shape", all(1 <= n <= tma.MAX_BOX_EXTENT for n in o.shape),
+                f"an extent outside 1..{tma.MAX_BOX_EXTENT}")
     v.check(o, "strides", 1 <= len(o.strides) == len(o.shape)
             and all(1 <= s <= tma.MAX_ELEMENT_STRIDE for s in o.strides),
             f"not one stride in 1..{tma.MAX_ELEMENT_STRIDE} per dimension")
@@ -264,6 +271,7 @@ def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
     if o.barrier is not None:
         v.tile(o, "barrier", "mbarrier")
     v.check(o, "multicast", not o.multicast or box.multicast > 1, f"box @{box.symbol} is not multicast")
+    v.check(o, "pair", not (box.bulk and o.pair), f"bulk box @{box.symbol} has no pair form")
     if o.pair:
         _pair_kernel(v, o)
 
@@ -273,7 +281,10 @@ def _tma_store(v: Scope, o: ops.TmaStore) -> None:
     box = v.decl(o, "box", ops.BoxDecl)
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.tile(o, "source", "smem")
-    if o.reduce:
+    if o.reduce and box.bulk:
+        v.check(o, "reduce", box.dtype in BULK_REDUCE_TYPES.get(o.reduce, {}),
+                f"not a bulk reduce of box @{box.symbol}'s {box.dtype} elements")
+    elif o.reduce:
         v.check(o, "reduce", o.reduce in REDUCE_OPS, f"not one of {', '.join(REDUCE_OPS)}")
         v.check(o, "reduce", box.dtype not in DTYPES or DTYPES[box.dtype].tma in REDUCE_OPS[o.reduce].types,
                 f"does not reduce box @{box.symbol}'s {box.dtype} elements")
@@ -284,11 +295,13 @@ def _tma_prefetch(v: Scope, o: ops.TmaPrefetch) -> None:
     box = v.decl(o, "box", ops.BoxDecl)
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.check(o, "box", box.slices() == 1, "a sliced box (multicast or pair): its tensor map covers part of it")
+    v.check(o, "box", not box.bulk, "a bulk box: no tensor map to prefetch through")
     _one_thread(v, o)
 
 
 def _tensormap_prefetch(v: Scope, o: ops.TensorMapPrefetch) -> None:
-    v.decl(o, "box", ops.BoxDecl)
+    box = v.decl(o, "box", ops.BoxDecl)
+    v.check(o, "box", not box.bulk, "a bulk box: it has no tensor map")
     _one_thread(v, o)
 
 

@@ -29,7 +29,7 @@ def lower_kernel(info: KernelInfo) -> ops.KernelOp:
             body.append(decl)
     if info.prefetch_maps is not None:   # one thread, before anything else: the maps are in cache for every role
         maps = [ops.TensorMapPrefetch(b.name, span=info.prefetch_maps.span)
-                for b in info.symbols.values() if isinstance(b, Box)]
+                for b in info.symbols.values() if isinstance(b, Box) and not b.bulk]
         body.append(ops.Elect("block", maps, span=info.prefetch_maps.span))
     lowerer = _Statements(info)
     for role in info.roles:
@@ -49,7 +49,7 @@ def _param(sym) -> ops.Op:
 def _declaration(sym, multicast: int) -> ops.Op | None:
     if isinstance(sym, Box):
         return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
-                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, span=sym.span)
+                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, sym.bulk, span=sym.span)
     if isinstance(sym, Pipeline):
         fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
         fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]

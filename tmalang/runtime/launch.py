@@ -83,7 +83,7 @@ class Launcher:
                 view = binding.views[param.tensor]
                 return encode_tensor_map(param, view, staging.device_ptr(param.tensor))
 
-            params = pack_params(binding, tensor_map)
+            params = pack_params(binding, tensor_map, staging.device_ptr)
             driver.launch(loaded.function, config, params.address)
             staging.finish()
         if signature is not None:

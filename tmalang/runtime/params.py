@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ..contract.binding import Binding
 from ..contract.errors import MANIFEST, LaunchError
-from ..contract.manifest import DimParam, ScalarParam, TensorMapParam
+from ..contract.manifest import BulkParam, BulkStrideParam, DimParam, ScalarParam, TensorMapParam
 
 TENSOR_MAP_ALIGN = 64
 
@@ -55,15 +55,21 @@ class KernelParams:
 
 
 def pack_params(
-    binding: Binding, tensor_map: Callable[[TensorMapParam], bytes]
+    binding: Binding, tensor_map: Callable[[TensorMapParam], bytes],
+    device_ptr: Callable[[str], int] | None = None,
 ) -> KernelParams:
-    """The parameters of `binding.manifest.ptx_params`, tensor maps made by `tensor_map`."""
-    return KernelParams([_param_value(p, binding, tensor_map) for p in binding.manifest.ptx_params])
+    """The parameters of `binding.manifest.ptx_params`, tensor maps made by `tensor_map`, a bulk
+    box's tensor address by `device_ptr` (tensor name -> address; needed only with bulk boxes)."""
+    return KernelParams([_param_value(p, binding, tensor_map, device_ptr) for p in binding.manifest.ptx_params])
 
 
-def _param_value(param, binding: Binding, tensor_map) -> tuple[bytes, int]:
+def _param_value(param, binding: Binding, tensor_map, device_ptr) -> tuple[bytes, int]:
     if isinstance(param, TensorMapParam):
         return tensor_map(param), TENSOR_MAP_ALIGN
+    if isinstance(param, BulkParam):
+        return struct.pack("<Q", device_ptr(param.tensor)), 8
+    if isinstance(param, BulkStrideParam):
+        return struct.pack("<Q", binding.views[param.tensor].strides[param.axis]), 8
     if isinstance(param, DimParam):
         return struct.pack("<I", binding.symbols[param.symbol]), 4
     if isinstance(param, ScalarParam):

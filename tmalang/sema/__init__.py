@@ -6,12 +6,12 @@ from ..diagnostics import error
 from ..syntax import ast
 from ..target.arch import Target
 from . import declarations as d
-from . import pairs, prefetch
+from . import bulk, pairs, prefetch
 from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 
 _DECLS = {
-    ast.GridDecl: d.check_grid, ast.ClusterDecl: d.check_cluster, ast.BoxDecl: d.check_box, ast.PipelineDecl: d.check_pipeline,
+    ast.GridDecl: d.check_grid, ast.ClusterDecl: d.check_cluster, ast.BoxDecl: lambda info, x: (bulk.check_decl if x.bulk else d.check_box)(info, x), ast.PipelineDecl: d.check_pipeline,
     ast.SmemDecl: d.check_smem, ast.MbarrierDecl: d.check_mbarrier, ast.TmemDecl: d.check_tmem,
     ast.CtaGroupDecl: pairs.check_cta_group, ast.PrefetchDecl: prefetch.check_decl,
 }

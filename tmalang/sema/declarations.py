@@ -52,6 +52,7 @@ class Box:
     pair: bool = False               # each CTA of a tcgen05 pair loads and holds half of the rows
     pair_span: Span | None = None
     cache: str = "none"              # L2 eviction policy of every copy through the box (sema/prefetch.py)
+    bulk: bool = False               # no tensor map: copies are cp.async.bulk of one row chunk (sema/bulk.py)
 
     @property
     def dtype(self) -> DType:
@@ -249,7 +250,7 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
         raise error("E023", f"inner box extent is {inner_bytes} bytes, more than the {d.swizzle} swizzle span",
                     d.option_spans["swizzle"],
                     f"use at most {span // tensor.dtype.itemsize} {tensor.dtype.name} elements innermost, or a wider swizzle")
-    _check_static_strides(tensor, d)
+    check_static_strides(tensor, d)
     tensor_box = Box(d.name, tensor, list(d.shape), strides, d.swizzle, d.oob, d.l2, d.span, d.pair,
                      d.option_spans.get("pair"), _cache_policy(d))
     if d.oob == "nan" and tensor.dtype.kind not in ("float",):
@@ -272,7 +273,7 @@ def _check_option(d: ast.BoxDecl, key: str, allowed) -> None:
                     f"expected one of: {', '.join(allowed)}")
 
 
-def _check_static_strides(tensor: Tensor, d: ast.BoxDecl) -> None:
+def check_static_strides(tensor: Tensor, d: ast.BoxDecl) -> None:
     """Row strides of a dense tensor with literal inner dims must be multiples of 16 bytes."""
     stride = tensor.dtype.itemsize
     for dim in reversed(tensor.shape[1:]):

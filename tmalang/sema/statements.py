@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import mma, own_pipelines, prefetch, reduce, rows
+from . import bulk, mma, own_pipelines, prefetch, reduce, rows
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -175,6 +175,7 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
     box.tensor.read = True
+    bulk.check_load(s, box)
     _check_multicast(info, s, box, scope)
     if scope.pipeline is not None:
         if not scope.producing:
@@ -236,8 +237,8 @@ def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     tile = tile_ref(info, s.source, scope, strided_ok=True)
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
-    if s.reduce:
-        reduce.check(s, box)    # reductions are atomic per element: many tiles may reduce into one
+    if s.reduce:   # atomic per element: many tiles may reduce into one (a bulk reduce names its type)
+        (bulk.check_reduce if box.bulk else reduce.check)(s, box)
     else:
         _check_store_follows_tiles(info, s, scope)
     box.tensor.written = True

@@ -142,6 +142,10 @@ class _Builder(Transformer):
             box.option_spans[key] = span
         return box
 
+    def bulk_decl(self, meta, children):
+        name, tensor, chunk = children
+        return ast.BoxDecl(self._span(meta), str(name), self._ref(tensor), [int(chunk)], bulk=True)
+
     def swizzle_option(self, meta, children):
         return ("swizzle", str(children[0]), self._span(meta))
 

@@ -44,3 +44,19 @@ REDUCE_OPS = {o.name: o for o in (
     ReduceOp("xor", "E444", _BITS),
 )}
 UNKNOWN_OP = "E440"
+
+
+# Bulk reduce (`cp.reduce.async.bulk.global.shared::cta.bulk_group.OP.TYPE`, a reduce through a
+# bulk box): no tensor map, so the instruction names the element type. Per operation, the
+# tmalang dtypes it takes and their PTX suffix; what ptxas -arch=sm_90a accepts (PTX ISA,
+# cp.reduce.async.bulk): add also f64, and f16/bf16 only as `.add.noftz`; min/max take s64;
+# the bitwise operations take .b32/.b64, so every 32- and 64-bit integer.
+_BULK_ADD = {"u32": "u32", "i32": "s32", "u64": "u64", "f32": "f32", "f64": "f64",
+             "f16": "noftz.f16", "bf16": "noftz.bf16"}
+_BULK_MIN_MAX = {"u32": "u32", "i32": "s32", "u64": "u64", "i64": "s64", "f16": "f16", "bf16": "bf16"}
+_BULK_BITS = {"u32": "b32", "i32": "b32", "u64": "b64", "i64": "b64"}
+BULK_REDUCE_TYPES = {
+    "add": _BULK_ADD, "min": _BULK_MIN_MAX, "max": _BULK_MIN_MAX, "inc": {"u32": "u32"}, "dec": {"u32": "u32"},
+    "and": _BULK_BITS, "or": _BULK_BITS, "xor": _BULK_BITS,
+}
+BULK_DTYPE = "E474"

@@ -41,6 +41,7 @@ CACHE_POLICIES = ("none", "evict_first", "evict_normal", "evict_last")
 TMA_COORDINATE_RANGE = (-(1 << 31), (1 << 31) - 1)   # tensor coordinates are signed 32-bit
 
 GLOBAL_ALIGNMENT = 16      # bytes: a tensor's base address and every outer stride
+BULK_ALIGNMENT = 16        # bytes: cp.async.bulk's size and both addresses (PTX ISA)
 MAX_BOX_EXTENT = 256       # elements per box dimension
 MAX_ELEMENT_STRIDE = 8
 MAX_RANK = 5
