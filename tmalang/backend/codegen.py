@@ -154,9 +154,13 @@ class KernelCodegen:
     def tensor_map(self, box: str) -> ir.Value:
         return self.b.ptrtoint(self.args[box], I64)
 
-    def element_coords(self, box: ops.BoxDecl, coords: list[ex.Expr]) -> list[ir.Value]:
-        """Tile indices (outermost first) → element coordinates, innermost first as TMA wants."""
-        values = [self.b.mul(self.expr(c), I32(extent)) for c, extent in zip(coords, box.shape)]
+    def element_coords(self, box: ops.BoxDecl, coords: list[ex.Expr], elements: bool = False) -> list[ir.Value]:
+        """Tile indices (outermost first) → element coordinates, innermost first as TMA wants;
+        element coordinates (`T@[r, c]`) go as they are."""
+        if elements:
+            values = [self.expr(c) for c in coords]
+        else:
+            values = [self.b.mul(self.expr(c), I32(extent)) for c, extent in zip(coords, box.shape)]
         return values[::-1]
 
 
@@ -242,7 +246,7 @@ def _if(g: KernelCodegen, o: ops.If) -> None:
 
 def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
     box = g.boxes[o.box]
-    coords = g.element_coords(box, o.coords)
+    coords = g.element_coords(box, o.coords, o.elements)
     rank, dest, barrier = len(coords), g.address(o.dest), g.address(o.barrier)
     constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"])
     parts = box.slices() if o.multicast or box.pair else 1
@@ -263,7 +267,7 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
 
 def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
     box = g.boxes[o.box]
-    coords = g.element_coords(box, o.coords)
+    coords = g.element_coords(box, o.coords, o.elements)
     args = [g.tensor_map(o.box), *coords, g.address(o.source)]
     template = ptx_asm.cache_hint(ptx_asm.tma_store(len(coords), o.reduce), ".bulk_group", box.cache)
     g.asm(template, ",".join(["l"] + ["r"] * len(coords) + ["r"]), args)
@@ -271,7 +275,7 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
 
 def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
     box = g.boxes[o.box]
-    coords = g.element_coords(box, o.coords)
+    coords = g.element_coords(box, o.coords, o.elements)
     template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords)), ".tile", box.cache)
     g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *coords])
 

@@ -402,10 +402,10 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
     if parts > 1:   # rows [part, part + 1) * extent / parts of the box, as a box of its own
         box = replace(box, shape=[box.shape[0] // parts, *box.shape[1:]], pair=False)
         coords = [coords[0] * parts + part, *coords[1:]]
-    data = read_box(m.launch.arrays[box.tensor], box, coords)
+    data = read_box(m.launch.arrays[box.tensor], box, coords, o.elements)
     agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
     share = row_share(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else None
-    region = box_region(m.launch.arrays[box.tensor].shape, box, coords)
+    region = box_region(m.launch.arrays[box.tensor].shape, box, coords, o.elements)
     deliveries = []
     for c in m.cluster.ctas if o.multicast else [m]:
         signalled = pairs.leader(m) if o.pair else c

@@ -264,6 +264,8 @@ def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
     if o.barrier is not None:
         v.tile(o, "barrier", "mbarrier")
     v.check(o, "multicast", not o.multicast or box.multicast > 1, f"box @{box.symbol} is not multicast")
+    v.check(o, "elements", not o.elements or box.slices() == 1,
+            "element coordinates on a sliced box (multicast or pair), whose slices are placed by tile")
     if o.pair:
         _pair_kernel(v, o)
 
