@@ -1,5 +1,6 @@
 """Element coordinates: `load T@[r, c]`, `store T@[r, c]`, `reduce OP T@[r, c]`, `prefetch T@[r, c]`
-(docs §13c). The coordinates are signed 32-bit element indices, and the box may sit anywhere:
+(docs §13c). The coordinates are signed 32-bit element indices (integer literals beyond that
+range are E028, as everywhere), and the box may sit anywhere:
 across the tensor's edge or before its start (a load fills what lies outside with the box's
 `oob` value, a store skips it), overlapping other boxes.
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target.tma import TMA_COORDINATE_RANGE
 from .declarations import Box, KernelInfo
 from .scope import Scope
 
@@ -24,7 +24,6 @@ from .scope import Scope
 def check_load(box: Box, s: ast.Load) -> None:
     if not s.elements:
         return
-    _literals(s.coords)
     if s.multicast or box.pair:
         what = "a multicast load" if s.multicast else f"pair box '{box.name}'"
         raise error("E460", f"{what} takes tile coordinates, not element coordinates", s.span,
@@ -36,7 +35,6 @@ def check_store(info: KernelInfo, box: Box, s: ast.Store, scope: Scope) -> None:
     """A plain store at element coordinates inside a tile loop stays inside its own tile (E461)."""
     if not s.elements:
         return
-    _literals(s.coords)
     if box.pair:
         raise error("E460", f"pair box '{box.name}' takes tile coordinates, not element coordinates", s.span)
     if s.reduce or not scope.tile_vars:
@@ -52,11 +50,6 @@ def check_store(info: KernelInfo, box: Box, s: ast.Store, scope: Scope) -> None:
         _own_tile(coord, var, extent, size)
 
 
-def check_prefetch(s: ast.Prefetch) -> None:
-    if s.elements:
-        _literals(s.coords)
-
-
 def _own_tile(coord, var: str, extent: int, size: int) -> None:
     form = _linear(coord)
     hint = (f"write `{var}*{extent} + c` with 0 <= c <= {extent - size}, so that each tile's box stays inside "
@@ -66,8 +59,9 @@ def _own_tile(coord, var: str, extent: int, size: int) -> None:
                     "cannot tell that tiles store disjoint elements", coord.span, hint)
     c = form[1]
     if not 0 <= c <= extent - size:
-        raise error("E461", f"this store's box ({size} elements from {var}*{extent} + {c}) leaves its own tile "
-                    f"of {extent} elements, into the next tile's", coord.span, hint)
+        where = f"{var}*{extent} {'-' if c < 0 else '+'} {abs(c)}"
+        raise error("E461", f"this store's box ({size} elements from {where}) leaves its own tile of {extent} "
+                    f"elements, into the {'previous' if c < 0 else 'next'} tile's", coord.span, hint)
 
 
 def _linear(e) -> tuple[dict, int] | None:
@@ -97,27 +91,6 @@ def _linear(e) -> tuple[dict, int] | None:
 
 def _scale(form: tuple[dict, int], k: int) -> tuple[dict, int]:
     return {n: c * k for n, c in form[0].items() if c * k}, form[1] * k
-
-
-def _literals(coords: list) -> None:
-    """An integer literal in an element coordinate must fit the signed 32-bit range TMA takes."""
-    low, high = TMA_COORDINATE_RANGE
-    for e in _numbers(coords):
-        if isinstance(e.value, int) and not low <= e.value <= high:
-            raise error("E462", f"element coordinate literal {e.value} is outside the signed 32-bit range "
-                        "TMA coordinates take", e.span)
-
-
-def _numbers(exprs: list):
-    for e in exprs:
-        if isinstance(e, ast.Number):
-            yield e
-        elif isinstance(e, ast.BinOp):
-            yield from _numbers([e.lhs, e.rhs])
-        elif isinstance(e, ast.Neg):
-            yield from _numbers([e.operand])
-        elif isinstance(e, ast.Call):
-            yield from _numbers(e.args)
 
 
 def _text(e) -> str:
