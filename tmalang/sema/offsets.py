@@ -51,6 +51,10 @@ def check_store(info: KernelInfo, box: Box, s: ast.Store, scope: Scope) -> None:
 
 
 def _own_tile(coord, var: str, extent: int, size: int) -> None:
+    if size > extent:
+        raise error("E461", f"this store's box ({size} elements) is larger than a tile ({extent} elements along "
+                    f"'{var}'): neighbouring tiles' boxes overlap", coord.span,
+                    "store a box no larger than the tile loop's, or reduce (atomic per element)")
     form = _linear(coord)
     hint = (f"write `{var}*{extent} + c` with 0 <= c <= {extent - size}, so that each tile's box stays inside "
             f"its own {extent} elements; overlapping stores of different tiles race (a reduce may overlap)")
