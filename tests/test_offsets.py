@@ -15,7 +15,8 @@ from references import CASES, padded, padded_copy
 from tmalang.backend import ptxas
 from tmalang.compiler import Options, compile_source
 from tmalang.diagnostics import TmalangError
-from tmalang.interp.tiles import TMA_NAN_HALFWORD
+from tmalang.interp.tiles import TMA_NAN_HALFWORD, box_tile_bytes, read_box, write_box
+from tmalang.ir import ops
 from tmalang.ir.parser import parse_ir
 from tmalang.ir.printer import print_ir
 from tmalang.ir.verifier import verify
@@ -305,3 +306,31 @@ def test_h100_stores_inside_their_own_tile_match_the_interpreter():
     kernel(x, gpu)
     kernel.interpret(x, interp)
     np.testing.assert_array_equal(bits(gpu), bits(interp))
+
+
+@pytest.fixture(scope="module")
+def probe():
+    pytest.importorskip("torch")
+    from tma_probe import Probe
+
+    return Probe()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("box,strides,at", [((64, 64), (1, 1), (-3, -5)), ((64, 64), (1, 1), (247, 250)),
+                                            ((16, 64), (3, 1), (-7, 100)), ((8, 16), (2, 1), (-64, -16))])
+def test_h100_element_offsets_land_and_store_as_the_interpreter_says(probe, box, strides, at):
+    """Hand-written PTX (tests/tma_probe.py) at negative and over-the-edge element coordinates:
+    the whole box's bytes complete the barrier, smem holds what interp.tiles reads (zeros outside),
+    and a store writes what it writes (the inside part only)."""
+    r, c = np.meshgrid(np.arange(250), np.arange(256), indexing="ij")
+    tensor = (((r << 16) | c) + 0x01000000).astype(np.uint32)
+    decl = ops.BoxDecl("B", "t", "u32", list(box), list(strides), "none", "zero", "none", 1, False)
+    shape, size = box_tile_bytes(decl)
+    landed, smem = probe.landed_bytes(tensor, box, strides, at)
+    assert landed == size
+    np.testing.assert_array_equal(smem.reshape(shape), read_box(tensor, decl, list(at), elements=True))
+    pattern = np.arange(1, 1 + int(np.prod(shape)), dtype=np.uint32).reshape(shape)
+    expected = np.zeros_like(tensor)
+    write_box(expected, decl, list(at), pattern, elements=True)
+    np.testing.assert_array_equal(probe.store_box(pattern, np.zeros_like(tensor), box, strides, at), expected)
