@@ -3,9 +3,7 @@
 Requires: expanded pipelines, fenced proxy writes.
 Guarantees, before a store to a tile that an earlier store of the same region (a loop body, a
 block) wrote with the same coordinates: the elected thread waits `bulk_wait read=false
-pending=0`, so the two stores' writes to global memory are ordered. A store at element
-coordinates (`elements`) may overlap a store of the same tensor at other coordinates, so it
-waits for, and makes wait, every earlier store of that tensor in the region.
+pending=0`, so the two stores' writes to global memory are ordered.
 Before tile math, an epilogue or row math rewrites a slot that a TMA store of the
 role issued since the last release read from: the elected thread waits `bulk_wait read=false
 pending=0` and the role syncs, so the store has read the slot before any thread overwrites it,
@@ -32,9 +30,8 @@ from ..target.arch import Target
 
 
 def run(kernel: ops.KernelOp, target: Target) -> None:
-    tensors = {name: box.tensor for name, box in ops.decls(kernel, ops.BoxDecl).items()}
     for role in ops.roles(kernel):
-        role.body = _region(role.body, tensors)
+        role.body = _region(role.body)
         if any(isinstance(o, ops.TmaStore) and _pipelined(o.source.name) for o in ops.walk(role.body)):
             role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
 
@@ -43,7 +40,7 @@ def _pipelined(buffer: str) -> bool:
     return "." in buffer  # buffers made by expand_pipelines are named PIPELINE.FIELD
 
 
-def _region(region: list[ops.Op], tensors: dict) -> list[ops.Op]:
+def _region(region: list[ops.Op]) -> list[ops.Op]:
     out: list[ops.Op] = []
     stored: set[str] = set()
     targets: set = set()   # (tile, by a reduce) this region's stores wrote since its last full wait
@@ -63,7 +60,7 @@ def _region(region: list[ops.Op], tensors: dict) -> list[ops.Op]:
             touched = None
         elif isinstance(o, ops.Elect):
             stores = [s for s in o.body if isinstance(s, ops.TmaStore) and _pipelined(s.source.name)]
-            targets = _order_repeated_stores(o, stores, targets, tensors)
+            targets = _order_repeated_stores(o, stores, targets)
             if stores:
                 last = o.body.index(stores[-1])
                 o.body.insert(last + 1, ops.BulkCommit(span=stores[-1].span))
@@ -80,33 +77,24 @@ def _region(region: list[ops.Op], tensors: dict) -> list[ops.Op]:
                 stored = {b for b in stored if not b.startswith(pipeline + ".")}
         else:
             for r in o.regions():
-                r[:] = _region(r, tensors)
+                r[:] = _region(r)
         out.append(o)
     return out
 
 
-def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: set, tensors: dict) -> set:
+def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: set) -> set:
     """A store to a tile that an earlier store of the region wrote waits for that store's writes
     (`bulk_wait read=false`): two unordered stores to the same elements race (E421). Reduces
-    are atomic per element, so a reduce after only reduces to the tile needs no wait. Where
-    either store is at element coordinates, the same tensor counts as the same tile: their
-    boxes may overlap whatever their coordinates say."""
+    are atomic per element, so a reduce after only reduces to the tile needs no wait."""
     for store in stores:
-        target = (f"{store.box}[{', '.join(map(str, store.coords))}]", tensors.get(store.box), store.elements)
-        if any(_same_elements(t, target) and not (reduced and store.reduce) for t, reduced in targets):
+        target = f"{store.box}[{', '.join(map(str, store.coords))}]"
+        if any(t == target and not (reduced and store.reduce) for t, reduced in targets):
             at = o.body.index(store)
             earlier = any(isinstance(x, ops.TmaStore) for x in o.body[:at])
             o.body[at:at] = [ops.BulkCommit(span=store.span)] * earlier + [ops.BulkWait(0, False, span=store.span)]
             targets = set()
         targets.add((target, bool(store.reduce)))
     return targets
-
-
-def _same_elements(earlier: tuple, later: tuple) -> bool:
-    """Whether two stores (tile text, tensor, at element coordinates) may write the same elements."""
-    if earlier[2] or later[2]:
-        return earlier[1] == later[1]
-    return earlier[0] == later[0]
 
 
 def _written(o: ops.Op) -> str | None:

@@ -240,26 +240,25 @@ class _Builder(Transformer):
         pipeline, slot, body = children
         return ast.Consume(self._span(meta), self._ref(pipeline), str(slot), body)
 
-    def coords(self, meta, children):
-        at, *exprs = children
-        return at is not None, exprs          # (element coordinates?, the coordinates)
+    def coords(self, meta, exprs):
+        return exprs
 
     def load(self, meta, children):
-        source, (elements, coords), dest, barrier, multicast = children
+        source, coords, dest, barrier, multicast = children
         barrier = self._ref(barrier) if barrier is not None else None
-        return ast.Load(self._span(meta), self._ref(source), coords, dest, barrier, multicast is not None, elements)
+        return ast.Load(self._span(meta), self._ref(source), coords, dest, barrier, multicast is not None)
 
     def store(self, meta, children):
-        target, (elements, coords), source = children
-        return ast.Store(self._span(meta), self._ref(target), coords, source, elements=elements)
+        target, coords, source = children
+        return ast.Store(self._span(meta), self._ref(target), coords, source)
 
     def reduce(self, meta, children):
-        op, target, (elements, coords), source = children
-        return ast.Store(self._span(meta), self._ref(target), coords, source, str(op), self._tok(op), elements)
+        op, target, coords, source = children
+        return ast.Store(self._span(meta), self._ref(target), coords, source, str(op), self._tok(op))
 
     def prefetch(self, meta, children):
-        box, at, *coords = children
-        return ast.Prefetch(self._span(meta), self._ref(box), coords, at is not None)
+        box, *coords = children
+        return ast.Prefetch(self._span(meta), self._ref(box), coords)
 
     def assign(self, meta, children):
         target, value = children
