@@ -1,9 +1,11 @@
 """order_slot_release: a pipeline slot is released only when nothing can still read it.
 
 Requires: expanded pipelines, fenced proxy writes.
-Guarantees, before a store to a tile that an earlier store of the same region (a loop body, a
-block) wrote with the same coordinates: the elected thread waits `bulk_wait read=false
-pending=0`, so the two stores' writes to global memory are ordered.
+Guarantees, before a store that may write elements an earlier store of the same region (a loop
+body, a block) wrote: the same tensor through a box of the same shape and strides at the same
+coordinates, or through a box of another shape or strides at any coordinates (not compared, so
+taken to overlap): the elected thread waits `bulk_wait read=false pending=0`, so the two
+stores' writes to global memory are ordered.
 Before tile math, an epilogue or row math rewrites a slot that a TMA store of the
 role issued since the last release read from: the elected thread waits `bulk_wait read=false
 pending=0` and the role syncs, so the store has read the slot before any thread overwrites it,
@@ -30,8 +32,9 @@ from ..target.arch import Target
 
 
 def run(kernel: ops.KernelOp, target: Target) -> None:
+    boxes = ops.decls(kernel, ops.BoxDecl)
     for role in ops.roles(kernel):
-        role.body = _region(role.body)
+        role.body = _region(role.body, boxes)
         if any(isinstance(o, ops.TmaStore) and _pipelined(o.source.name) for o in ops.walk(role.body)):
             role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
 
@@ -40,7 +43,7 @@ def _pipelined(buffer: str) -> bool:
     return "." in buffer  # buffers made by expand_pipelines are named PIPELINE.FIELD
 
 
-def _region(region: list[ops.Op]) -> list[ops.Op]:
+def _region(region: list[ops.Op], boxes: dict) -> list[ops.Op]:
     out: list[ops.Op] = []
     stored: set[str] = set()
     targets: set = set()   # (tile, by a reduce) this region's stores wrote since its last full wait
@@ -60,7 +63,7 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
             touched = None
         elif isinstance(o, ops.Elect):
             stores = [s for s in o.body if isinstance(s, ops.TmaStore) and _pipelined(s.source.name)]
-            targets = _order_repeated_stores(o, stores, targets)
+            targets = _order_repeated_stores(o, stores, targets, boxes)
             if stores:
                 last = o.body.index(stores[-1])
                 o.body.insert(last + 1, ops.BulkCommit(span=stores[-1].span))
@@ -77,24 +80,37 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
                 stored = {b for b in stored if not b.startswith(pipeline + ".")}
         else:
             for r in o.regions():
-                r[:] = _region(r)
+                r[:] = _region(r, boxes)
         out.append(o)
     return out
 
 
-def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: set) -> set:
-    """A store to a tile that an earlier store of the region wrote waits for that store's writes
-    (`bulk_wait read=false`): two unordered stores to the same elements race (E421). Reduces
-    are atomic per element, so a reduce after only reduces to the tile needs no wait."""
+def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: set, boxes: dict) -> set:
+    """A store that may write what an earlier store of the region wrote waits for that store's
+    writes (`bulk_wait read=false`): two unordered stores to the same elements race (E421), also
+    through two boxes of one tensor. Reduces are atomic per element, so a reduce after only
+    reduces to the tile needs no wait."""
     for store in stores:
-        target = f"{store.box}[{', '.join(map(str, store.coords))}]"
-        if any(t == target and not (reduced and store.reduce) for t, reduced in targets):
+        target = _target(store, boxes)
+        if any(_may_overlap(t, target) and not (reduced and store.reduce) for t, reduced in targets):
             at = o.body.index(store)
             earlier = any(isinstance(x, ops.TmaStore) for x in o.body[:at])
             o.body[at:at] = [ops.BulkCommit(span=store.span)] * earlier + [ops.BulkWait(0, False, span=store.span)]
             targets = set()
         targets.add((target, bool(store.reduce)))
     return targets
+
+
+def _target(store: ops.TmaStore, boxes: dict) -> tuple:
+    """What a store writes, as far as this pass compares it: tensor, box geometry, coordinates."""
+    box = boxes[store.box]
+    return box.tensor, tuple(box.shape), tuple(box.strides), tuple(map(str, store.coords))
+
+
+def _may_overlap(a: tuple, b: tuple) -> bool:
+    """Same tensor, and the same geometry at the same coordinates or another geometry (whose
+    regions this pass does not intersect, so it takes them to overlap)."""
+    return a[0] == b[0] and (a[1:3] != b[1:3] or a[3] == b[3])
 
 
 def _written(o: ops.Op) -> str | None:
