@@ -13,7 +13,8 @@ from __future__ import annotations
 from ..diagnostics import error
 from ..syntax import ast
 from ..target import tma
-from ..target.reduce import BULK_DTYPE, BULK_REDUCE_TYPES, UNKNOWN_OP
+from ..target.reduce import BULK_DTYPE, BULK_REDUCE_TYPES
+from . import reduce
 from .declarations import MAX_TX_BYTES, Box, KernelInfo, Tensor, check_static_strides, declare
 
 
@@ -49,16 +50,12 @@ def check_load(s: ast.Load, box: Box) -> None:
 def check_reduce(s: ast.Store, box: Box) -> None:
     """A bulk reduce names its element type (no tensor map gives it): target/reduce.py's
     BULK_REDUCE_TYPES, which differ from the tensor reduce's (f64 add, i64 bitwise)."""
-    types = BULK_REDUCE_TYPES.get(s.reduce)
-    if types is None:
-        raise error(UNKNOWN_OP, f"unknown reduce operation '{s.reduce}'", s.reduce_span,
-                    f"TMA reduces with one of: {', '.join(BULK_REDUCE_TYPES)}")
+    reduce.check_operation(s)
+    types = BULK_REDUCE_TYPES[s.reduce]
     if box.dtype.name not in types:
-        hint = f"'{s.reduce}' reduces {', '.join(types)}"
-        if s.reduce == "add" and box.dtype.name == "i64":
-            hint += "; two's-complement addition is the same on u64, so declare the tensor u64"
         raise error(BULK_DTYPE, f"bulk reduce '{s.reduce}' does not take {box.dtype.name} elements "
-                    f"(tensor '{box.tensor.name}')", s.span, hint)
+                    f"(tensor '{box.tensor.name}')", s.span,
+                    reduce.hint(s.reduce, box.dtype, list(types), tensor_map=False))
 
 
 def check_prefetch(s: ast.Prefetch, box: Box) -> None:
