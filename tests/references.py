@@ -141,12 +141,23 @@ def reduce_rows_case(rng, shape):
     return [x, out], out.astype(np.float64) + slabs.reshape(-1, 64, n).sum(axis=0)[:50]
 
 
+def stencil_case(rng, shape):
+    """examples/stencil_sm90.tma: x is 0 outside the grid; f32, one rounding per operation, in the
+    kernel's order: c*x + d*(((up + down) + left) + right)."""
+    c, d = np.float32(rng.standard_normal()), np.float32(rng.standard_normal())
+    x = padded(rng, shape)
+    p = np.zeros((shape[0] + 2, shape[1] + 2), dtype=np.float32)
+    p[1:-1, 1:-1] = x
+    up, down, left, right = p[:-2, 1:-1], p[2:, 1:-1], p[1:-1, :-2], p[1:-1, 2:]
+    return [c, d, x, padded(rng, shape, np.nan)], c * x + d * (((up + down) + left) + right)
+
+
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
          "blocksum_prefetch": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
          "attention": attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
-         "bulk_copy": bulk_copy_case}
+         "bulk_copy": bulk_copy_case, "stencil": stencil_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
         "reduce_rows": 1e-5}   # relative Frobenius error against float64; others are exact
 

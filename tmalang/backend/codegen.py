@@ -180,9 +180,13 @@ class KernelCodegen:
             outside = self.b.or_(outside, self.b.icmp_unsigned(">=", self.expr(c), bound))
         self.if_then(outside, lambda: self.asm(ptx_asm.PTX["trap"], "", []))
 
-    def element_coords(self, box: ops.BoxDecl, coords: list[ex.Expr]) -> list[ir.Value]:
-        """Tile indices (outermost first) → element coordinates, innermost first as TMA wants."""
-        values = [self.b.mul(self.expr(c), I32(extent)) for c, extent in zip(coords, box.shape)]
+    def element_coords(self, box: ops.BoxDecl, coords: list[ex.Expr], elements: bool = False) -> list[ir.Value]:
+        """Tile indices (outermost first) → element coordinates, innermost first as TMA wants;
+        element coordinates (`T@[r, c]`) go as they are."""
+        if elements:
+            values = [self.expr(c) for c in coords]
+        else:
+            values = [self.b.mul(self.expr(c), I32(extent)) for c, extent in zip(coords, box.shape)]
         return values[::-1]
 
 
@@ -288,7 +292,7 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
         g.asm(ptx_asm.PTX["bulk_load"], "r,l,r,r",
               [g.address(o.dest), g.bulk_address(box, o.coords), _bulk_size(box), g.address(o.barrier)])
         return
-    coords = g.element_coords(box, o.coords)
+    coords = g.element_coords(box, o.coords, o.elements)
     rank, dest, barrier = len(coords), g.address(o.dest), g.address(o.barrier)
     constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"])
     parts = box.slices() if o.multicast or box.pair else 1
@@ -314,7 +318,7 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
         template = ptx_asm.bulk_store(o.reduce and BULK_REDUCE_TYPES[o.reduce][box.dtype], o.reduce)
         g.asm(template, "l,r,r", [g.bulk_address(box, o.coords), g.address(o.source), _bulk_size(box)])
         return
-    coords = g.element_coords(box, o.coords)
+    coords = g.element_coords(box, o.coords, o.elements)
     args = [g.tensor_map(o.box), *coords, g.address(o.source)]
     template = ptx_asm.cache_hint(ptx_asm.tma_store(len(coords), o.reduce), ".bulk_group", box.cache)
     g.asm(template, ",".join(["l"] + ["r"] * len(coords) + ["r"]), args)
@@ -322,7 +326,7 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
 
 def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
     box = g.boxes[o.box]
-    coords = g.element_coords(box, o.coords)
+    coords = g.element_coords(box, o.coords, o.elements)
     template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords)), ".tile", box.cache)
     g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *coords])
 

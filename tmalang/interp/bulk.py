@@ -29,7 +29,7 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
     key, who = m.tile_key(w, o.source), f"the {what} issued by {m.who(w)}"
     combine = (lambda old, new: reduce.combine(o.reduce, old, new)) if o.reduce else None
     agent = m.races.issue(w.agent)
-    region = box_region(target.shape, box, coords)
+    region = box_region(target.shape, box, coords, o.elements)
 
     def apply():
         m.races.access(key, agent, False, None, o.span, who)
@@ -37,7 +37,7 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
         if region is not None:
             m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, True, o.span,
                                    f"{who} in CTA {m.cta}", reduce=bool(o.reduce))
-        write_box(target, box, coords, source.copy(), combine)
+        write_box(target, box, coords, source.copy(), combine, o.elements)
 
     transfer = Transfer("store", w.index, o.span, apply, nbytes=source.nbytes, due=m.launch.due(m.step),
                         issued=m.step)

@@ -404,10 +404,10 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         coords = [coords[0] * parts + part, *coords[1:]]
     if box.bulk:
         check_bulk_inside(m.launch.arrays[box.tensor].shape, box, coords, o, m.who(w))
-    data = read_box(m.launch.arrays[box.tensor], box, coords)
+    data = read_box(m.launch.arrays[box.tensor], box, coords, o.elements)
     agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
     share = row_share(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else None
-    region = box_region(m.launch.arrays[box.tensor].shape, box, coords)
+    region = box_region(m.launch.arrays[box.tensor].shape, box, coords, o.elements)
     deliveries = []
     for c in m.cluster.ctas if o.multicast else [m]:
         signalled = pairs.leader(m) if o.pair else c

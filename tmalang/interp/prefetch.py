@@ -24,11 +24,13 @@ def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
     coords = [m.value(w, c) for c in o.coords]
     low, high = tma.TMA_COORDINATE_RANGE
     for c, extent in zip(coords, box.shape):
-        if not low <= c * extent <= high:
-            raise ProtocolError("E456", f"prefetch of box '{box.symbol}' at tile {c}: element coordinate "
-                                f"{c * extent} is outside the signed 32-bit range TMA takes", o.span, [m.who(w)])
+        element = c if o.elements else c * extent
+        if not low <= element <= high:
+            raise ProtocolError("E456", f"prefetch of box '{box.symbol}' at {'element' if o.elements else 'tile'} "
+                                f"{c}: element coordinate {element} is outside the signed 32-bit range TMA takes",
+                                o.span, [m.who(w)])
     if m.trace is not None:
-        region = box_region(m.launch.arrays[box.tensor].shape, box, coords)
+        region = box_region(m.launch.arrays[box.tensor].shape, box, coords, o.elements)
         inside = 0 if region is None else prod(-(-(stop - start) // s) for (start, stop), s in zip(region, box.strides))
         m.trace.transfer(m.cta, "prefetch", m.step, m.step + 1, inside * DTYPES[box.dtype].itemsize,
                          o.span.location() if o.span else "")

@@ -1,7 +1,7 @@
 """What a TMA box and a tile-math statement do to the data, in NumPy.
 
 A box at tile coordinates c covers, along each dim, elements c*extent + j*stride for
-j < ceil(extent / stride). Loads fill the part outside the tensor with zeros (or TMA's NaN
+j < ceil(extent / stride); at element coordinates (`T@[r, c]`, `elements=True`), elements c + j*stride. Loads fill the part outside the tensor with zeros (or TMA's NaN
 with `oob nan`); stores write only the part inside. Tile math follows the backend exactly: the
 role's threads split the tile into 16-byte vectors round-robin, floats compute in f32 with
 one rounding per operation (no FMA), i32 in i32.
@@ -35,21 +35,22 @@ def _inside(dim: int, start: int, count: int, stride: int) -> tuple[int, int]:
     return first, last
 
 
-def _window(shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int]):
+def _window(shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int], elements: bool = False):
     """(tensor index, tile index) slices of the part of the box inside the tensor, per dim."""
     tensor_index, tile_index = [], []
     for dim, c, extent, stride in zip(shape, coords, box.shape, box.strides):
-        start = c * extent
+        start = c if elements else c * extent
         first, last = _inside(dim, start, -(-extent // stride), stride)
         tensor_index.append(slice(start + first * stride, start + last * stride, stride))
         tile_index.append(slice(first, last))
     return tuple(tensor_index), tuple(tile_index)
 
 
-def box_region(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int]) -> tuple | None:
+def box_region(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int],
+               elements: bool = False) -> tuple | None:
     """The elements of the tensor a box at `coords` touches, as ((start, stop) per dim), or None
     when none is in bounds: the global memory a TMA load reads or a TMA store writes."""
-    tensor_index, _ = _window(tensor_shape, box, coords)
+    tensor_index, _ = _window(tensor_shape, box, coords, elements)
     if any(s.start >= s.stop for s in tensor_index):
         return None
     return tuple((s.start, s.stop - s.step + 1) for s in tensor_index)
@@ -67,12 +68,12 @@ def check_bulk_inside(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: l
                         [who, "a bulk copy has no out-of-bounds fill or clipping; on the GPU the kernel traps"])
 
 
-def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]) -> np.ndarray:
+def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], elements: bool = False) -> np.ndarray:
     shape, _ = box_tile_bytes(box)
     tile = np.zeros(shape, dtype=tensor.dtype)
     if box.oob == "nan":
         tile.view(np.uint16)[...] = TMA_NAN_HALFWORD
-    src, dst = _window(tensor.shape, box, coords)
+    src, dst = _window(tensor.shape, box, coords, elements)
     tile[dst] = tensor[src]
     return tile
 
@@ -82,10 +83,11 @@ def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int]) -> np.ndar
 TMA_NAN_HALFWORD = 0x7FF7
 
 
-def write_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], tile: np.ndarray, combine=None) -> None:
+def write_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], tile: np.ndarray, combine=None,
+              elements: bool = False) -> None:
     """Write the in-bounds part of `tile`; with `combine(old, new)` (a TMA reduce), write what it
     makes of the tensor's elements and the tile's."""
-    dst, src = _window(tensor.shape, box, coords)
+    dst, src = _window(tensor.shape, box, coords, elements)
     tensor[dst] = tile[src] if combine is None else combine(tensor[dst], tile[src])
 
 

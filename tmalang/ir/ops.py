@@ -412,6 +412,7 @@ class TmaLoad(Op):
     barrier: BufferRef | None
     multicast: bool               # this CTA's slice of the box, written into every CTA of the cluster
     pair: bool                    # completes its bytes on the barrier of the CTA pair's leader (cta_group 2)
+    elements: bool = False        # coords are element indices (innermost last), not tile indices
 
 
 @op("tma_store")
@@ -421,6 +422,7 @@ class TmaStore(Op):
     coords: list[Expr]
     source: BufferRef
     reduce: str = ""              # a TMA reduce (cp.reduce.async.bulk.tensor) with this operation; "": a store
+    elements: bool = False        # coords are element indices, not tile indices
 
 
 @op("tma_prefetch")
@@ -432,6 +434,7 @@ class TmaPrefetch(Op):
 
     box: str
     coords: list[Expr]            # tile indices, outermost first
+    elements: bool = False        # coords are element indices, not tile indices
 
 
 @op("tensormap_prefetch")

@@ -272,6 +272,9 @@ def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
         v.tile(o, "barrier", "mbarrier")
     v.check(o, "multicast", not o.multicast or box.multicast > 1, f"box @{box.symbol} is not multicast")
     v.check(o, "pair", not (box.bulk and o.pair), f"bulk box @{box.symbol} has no pair form")
+    v.check(o, "elements", not o.elements or box.slices() == 1,
+            "element coordinates on a sliced box (multicast or pair), whose slices are placed by tile")
+    v.check(o, "elements", not (o.elements and box.bulk), "element coordinates on a bulk box (whole chunks)")
     if o.pair:
         _pair_kernel(v, o)
 
@@ -281,6 +284,7 @@ def _tma_store(v: Scope, o: ops.TmaStore) -> None:
     box = v.decl(o, "box", ops.BoxDecl)
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.tile(o, "source", "smem")
+    v.check(o, "elements", not (o.elements and box.bulk), "element coordinates on a bulk box (whole chunks)")
     if o.reduce and box.bulk:
         v.check(o, "reduce", box.dtype in BULK_REDUCE_TYPES.get(o.reduce, {}),
                 f"not a bulk reduce of box @{box.symbol}'s {box.dtype} elements")

@@ -108,14 +108,15 @@ class _Statements:
     def _Load(self, s: ast.Load):
         barrier = ex.BufferRef(s.barrier.name, ex.Const(0)) if s.barrier else None
         return ops.TmaLoad(self.info.box_for(s.source).name, [self.int_expr(c) for c in s.coords],
-                           self.tile(s.dest), barrier, s.multicast, False, span=s.span)
+                           self.tile(s.dest), barrier, s.multicast, False, s.elements, span=s.span)
 
     def _Store(self, s: ast.Store):
         return ops.TmaStore(self.info.box_for(s.target).name, [self.int_expr(c) for c in s.coords],
-                            self.tile(s.source), s.reduce, span=s.span)
+                            self.tile(s.source), s.reduce, s.elements, span=s.span)
 
     def _Prefetch(self, s: ast.Prefetch):
-        return ops.TmaPrefetch(self.info.box_for(s.box).name, [self.int_expr(c) for c in s.coords], span=s.span)
+        return ops.TmaPrefetch(self.info.box_for(s.box).name, [self.int_expr(c) for c in s.coords], s.elements,
+                               span=s.span)
 
     def _is_tmem(self, ref) -> bool:
         return (isinstance(ref, ast.Ref) and ref.field is not None and ref.name in self.slots

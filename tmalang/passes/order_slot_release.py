@@ -5,7 +5,8 @@ Guarantees, before a store that may write elements an earlier store of the same 
 body, a block) wrote: the same tensor through a box of the same shape and strides at the same
 coordinates, or through a box of another shape or strides at any coordinates (not compared, so
 taken to overlap): the elected thread waits `bulk_wait read=false pending=0`, so the two
-stores' writes to global memory are ordered.
+stores' writes to global memory are ordered. A store at element coordinates (`elements`) may
+overlap any store of its tensor, so it waits for, and makes wait, every earlier one in the region.
 Before tile math, an epilogue or row math rewrites a slot that a TMA store of the
 role issued since the last release read from: the elected thread waits `bulk_wait read=false
 pending=0` and the role syncs, so the store has read the slot before any thread overwrites it,
@@ -104,13 +105,14 @@ def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: se
 def _target(store: ops.TmaStore, boxes: dict) -> tuple:
     """What a store writes, as far as this pass compares it: tensor, box geometry, coordinates."""
     box = boxes[store.box]
-    return box.tensor, tuple(box.shape), tuple(box.strides), tuple(map(str, store.coords))
+    return box.tensor, tuple(box.shape), tuple(box.strides), tuple(map(str, store.coords)), store.elements
 
 
 def _may_overlap(a: tuple, b: tuple) -> bool:
-    """Same tensor, and the same geometry at the same coordinates or another geometry (whose
-    regions this pass does not intersect, so it takes them to overlap)."""
-    return a[0] == b[0] and (a[1:3] != b[1:3] or a[3] == b[3])
+    """Same tensor, and: either at element coordinates (any two boxes of the tensor may then
+    overlap), another geometry (whose regions this pass does not intersect, so it takes them to
+    overlap), or the same geometry at the same coordinates."""
+    return a[0] == b[0] and (a[4] or b[4] or a[1:3] != b[1:3] or a[3] == b[3])
 
 
 def _written(o: ops.Op) -> str | None:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk, mma, own_pipelines, prefetch, reduce, rows
+from . import bulk, mma, offsets, own_pipelines, prefetch, reduce, rows
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -174,6 +174,7 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
     tile = tile_ref(info, s.dest, scope, pair_ok=scope.pipeline is not None, strided_ok=True)
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
+    offsets.check_load(box, s)
     box.tensor.read = True
     bulk.check_load(s, box)
     _check_multicast(info, s, box, scope)
@@ -237,9 +238,10 @@ def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     tile = tile_ref(info, s.source, scope, strided_ok=True)
     _same_tile(box, tile, s.span)
     _coords(info, box, s.coords, s.span, scope)
+    offsets.check_store(info, box, s, scope)    # element coordinates: each tile's box in its own tile
     if s.reduce:   # atomic per element: many tiles may reduce into one (a bulk reduce names its type)
         (bulk.check_reduce if box.bulk else reduce.check)(s, box)
-    else:
+    elif not s.elements:
         _check_store_follows_tiles(info, s, scope)
     box.tensor.written = True
     if scope.pipeline is not None and scope.producing:

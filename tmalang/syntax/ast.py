@@ -150,6 +150,7 @@ class Load(Node):
     dest: Ref
     barrier: Ref | None
     multicast: bool = False      # each CTA of the cluster loads a slice into every CTA's smem
+    elements: bool = False       # `T@[r, c]`: coordinates are element indices, not tile indices
 
 
 @dataclass
@@ -161,6 +162,7 @@ class Store(Node):
     source: Ref
     reduce: str = ""        # `reduce OP T[c..] <- src`: the TMA reduce operation; "" for a plain store
     reduce_span: Span | None = field(default=None, repr=False, compare=False)
+    elements: bool = False  # `T@[r, c]`: coordinates are element indices, not tile indices
 
 
 @dataclass
@@ -170,6 +172,7 @@ class Prefetch(Node):
 
     box: Ref
     coords: list[Expr]
+    elements: bool = False  # `prefetch T@[r, c]`: element coordinates
 
 
 @dataclass

@@ -240,25 +240,26 @@ class _Builder(Transformer):
         pipeline, slot, body = children
         return ast.Consume(self._span(meta), self._ref(pipeline), str(slot), body)
 
-    def coords(self, meta, exprs):
-        return exprs
+    def coords(self, meta, children):
+        at, *exprs = children
+        return at is not None, exprs          # (element coordinates?, the coordinates)
 
     def load(self, meta, children):
-        source, coords, dest, barrier, multicast = children
+        source, (elements, coords), dest, barrier, multicast = children
         barrier = self._ref(barrier) if barrier is not None else None
-        return ast.Load(self._span(meta), self._ref(source), coords, dest, barrier, multicast is not None)
+        return ast.Load(self._span(meta), self._ref(source), coords, dest, barrier, multicast is not None, elements)
 
     def store(self, meta, children):
-        target, coords, source = children
-        return ast.Store(self._span(meta), self._ref(target), coords, source)
+        target, (elements, coords), source = children
+        return ast.Store(self._span(meta), self._ref(target), coords, source, elements=elements)
 
     def reduce(self, meta, children):
-        op, target, coords, source = children
-        return ast.Store(self._span(meta), self._ref(target), coords, source, str(op), self._tok(op))
+        op, target, (elements, coords), source = children
+        return ast.Store(self._span(meta), self._ref(target), coords, source, str(op), self._tok(op), elements)
 
     def prefetch(self, meta, children):
-        box, *coords = children
-        return ast.Prefetch(self._span(meta), self._ref(box), coords)
+        box, at, *coords = children
+        return ast.Prefetch(self._span(meta), self._ref(box), coords, at is not None)
 
     def assign(self, meta, children):
         target, value = children

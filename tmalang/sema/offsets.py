@@ -1,0 +1,117 @@
+"""Element coordinates: `load T@[r, c]`, `store T@[r, c]`, `reduce OP T@[r, c]`, `prefetch T@[r, c]`
+(docs §13c). The coordinates are signed 32-bit element indices (integer literals beyond that
+range are E028, as everywhere), and the box may sit anywhere:
+across the tensor's edge or before its start (a load fills what lies outside with the box's
+`oob` value, a store skips it), overlapping other boxes.
+
+Loads, reduces and prefetches at element coordinates need no more than their tile-index forms:
+reading overlapping boxes is harmless and reduces are atomic per element. A plain store is
+different: two tiles storing overlapping boxes race (E421 in the interpreter), and the compiler
+must not accept a program that races. So a store at element coordinates inside a tile loop must
+keep its box inside its own tile, in a form sema can check (E461): along each tile index v with
+tile extent E (more than one tile), the coordinate is `v*E + c` with 0 <= c and c + B <= E, B
+the box's extent. Tiles then own disjoint elements, as with tile coordinates (E105).
+"""
+
+from __future__ import annotations
+
+from ..diagnostics import error
+from ..syntax import ast
+from .declarations import Box, KernelInfo
+from .scope import Scope
+
+
+def _whole_chunks(box: Box, s) -> None:
+    if box.bulk:
+        raise error("E460", f"bulk box '{box.name}' takes chunk coordinates, not element coordinates", s.span,
+                    f"a bulk copy moves whole chunks of the innermost dimension: write `{box.name}[...]`")
+
+
+def check_load(box: Box, s: ast.Load) -> None:
+    if not s.elements:
+        return
+    _whole_chunks(box, s)
+    if s.multicast or box.pair:
+        what = "a multicast load" if s.multicast else f"pair box '{box.name}'"
+        raise error("E460", f"{what} takes tile coordinates, not element coordinates", s.span,
+                    "each CTA loads its slice of the box at a tile-derived row; write `"
+                    f"{box.name}[...]`, or declare a plain box for the element-offset load")
+
+
+def check_store(info: KernelInfo, box: Box, s: ast.Store, scope: Scope) -> None:
+    """A plain store at element coordinates inside a tile loop stays inside its own tile (E461)."""
+    if not s.elements:
+        return
+    _whole_chunks(box, s)
+    if box.pair:
+        raise error("E460", f"pair box '{box.name}' takes tile coordinates, not element coordinates", s.span)
+    if s.reduce or not scope.tile_vars:
+        return     # reduces are atomic per element; outside a tile loop, as for tile coordinates
+    shape, extents = info.tile_space[0], info.tile_space[1]
+    if len(s.coords) != len(scope.tile_vars):
+        raise error("E461", f"this store has {len(s.coords)} element coordinates but the tile loop has "
+                    f"{len(scope.tile_vars)} indices, so sema cannot tell that tiles store disjoint elements",
+                    s.span, "store a box of the tile loop's rank, each coordinate `index*extent + c`")
+    for coord, var, dim, extent, size in zip(s.coords, scope.tile_vars, shape, extents, box.shape):
+        if isinstance(dim, int) and dim <= extent:
+            continue     # one tile along this index: the others keep the tiles apart
+        _own_tile(coord, var, extent, size)
+
+
+def _own_tile(coord, var: str, extent: int, size: int) -> None:
+    if size > extent:
+        raise error("E461", f"this store's box ({size} elements) is larger than a tile ({extent} elements along "
+                    f"'{var}'): neighbouring tiles' boxes overlap", coord.span,
+                    "store a box no larger than the tile loop's, or reduce (atomic per element)")
+    form = _linear(coord)
+    hint = (f"write `{var}*{extent} + c` with 0 <= c <= {extent - size}, so that each tile's box stays inside "
+            f"its own {extent} elements; overlapping stores of different tiles race (a reduce may overlap)")
+    if form is None or set(form[0]) != {var} or form[0][var] != extent:
+        raise error("E461", f"element coordinate `{_text(coord)}` of this store is not `{var}*{extent} + c`: sema "
+                    "cannot tell that tiles store disjoint elements", coord.span, hint)
+    c = form[1]
+    if not 0 <= c <= extent - size:
+        where = f"{var}*{extent} {'-' if c < 0 else '+'} {abs(c)}"
+        raise error("E461", f"this store's box ({size} elements from {where}) leaves its own tile of {extent} "
+                    f"elements, into the {'previous' if c < 0 else 'next'} tile's", coord.span, hint)
+
+
+def _linear(e) -> tuple[dict, int] | None:
+    """`e` as ({name: coefficient}, constant) over integer literals and plain names, or None."""
+    if isinstance(e, ast.Number):
+        return ({}, e.value) if isinstance(e.value, int) else None
+    if isinstance(e, ast.Ref):
+        return ({e.name: 1}, 0) if e.field is None and e.block is None else None
+    if isinstance(e, ast.Neg):
+        inner = _linear(e.operand)
+        return None if inner is None else _scale(inner, -1)
+    if not isinstance(e, ast.BinOp) or e.op not in "+-*":
+        return None
+    lhs, rhs = _linear(e.lhs), _linear(e.rhs)
+    if lhs is None or rhs is None:
+        return None
+    if e.op == "*":
+        if lhs[0] and rhs[0]:
+            return None
+        return _scale(rhs, lhs[1]) if not lhs[0] else _scale(lhs, rhs[1])
+    sign = 1 if e.op == "+" else -1
+    names = dict(lhs[0])
+    for name, k in rhs[0].items():
+        names[name] = names.get(name, 0) + sign * k
+    return {n: k for n, k in names.items() if k}, lhs[1] + sign * rhs[1]
+
+
+def _scale(form: tuple[dict, int], k: int) -> tuple[dict, int]:
+    return {n: c * k for n, c in form[0].items() if c * k}, form[1] * k
+
+
+def _text(e) -> str:
+    if isinstance(e, ast.Number):
+        return str(e.value)
+    if isinstance(e, ast.Ref):
+        return e.text()
+    if isinstance(e, ast.Neg):
+        return f"-{_text(e.operand)}"
+    if isinstance(e, ast.BinOp):
+        return f"{_text(e.lhs)} {e.op} {_text(e.rhs)}"
+    return "..."
