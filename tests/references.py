@@ -142,14 +142,15 @@ def reduce_rows_case(rng, shape):
 
 
 def stencil_case(rng, shape):
-    """examples/stencil_sm90.tma: x is 0 outside the grid; f32, one rounding per operation, in the
-    kernel's order: c*x + d*(((up + down) + left) + right)."""
+    """examples/stencil_sm90.tma over a grid of `shape` 4-component points: x is 0 outside the
+    grid; f32, one rounding per operation, in the kernel's order: c*x + d*(((up + down) + left) + right)."""
     c, d = np.float32(rng.standard_normal()), np.float32(rng.standard_normal())
-    x = padded(rng, shape)
-    p = np.zeros((shape[0] + 2, shape[1] + 2), dtype=np.float32)
+    shape = (*shape[:2], 4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    p = np.zeros((shape[0] + 2, shape[1] + 2, 4), dtype=np.float32)
     p[1:-1, 1:-1] = x
     up, down, left, right = p[:-2, 1:-1], p[2:, 1:-1], p[1:-1, :-2], p[1:-1, 2:]
-    return [c, d, x, padded(rng, shape, np.nan)], c * x + d * (((up + down) + left) + right)
+    return [c, d, x, np.full(shape, np.nan, np.float32)], c * x + d * (((up + down) + left) + right)
 
 
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,

@@ -52,8 +52,8 @@ def test_ptx_has_the_async_machinery(path):
         assert "cp.async.bulk.global.shared::cta.bulk_group" in c.ptx
         assert ".param .align 64 .b8" not in c.ptx and "mbarrier.try_wait.parity.shared::cta.b64" in c.ptx
         return
-    assert "cp.async.bulk.tensor.2d.shared::cluster.global" in c.ptx
-    assert re.search(r"cp(\.reduce)?\.async\.bulk\.tensor\.2d\.global\.shared::cta", c.ptx)   # a store or a reduce
+    assert re.search(r"cp\.async\.bulk\.tensor\.[2-5]d\.shared::cluster\.global", c.ptx)
+    assert re.search(r"cp(\.reduce)?\.async\.bulk\.tensor\.[2-5]d\.global\.shared::cta", c.ptx)   # a store or a reduce
     assert "mbarrier.try_wait.parity.shared::cta.b64" in c.ptx
     assert "fence.mbarrier_init" in c.ptx
     assert ".param .align 64 .b8" in c.ptx  # tensor maps as grid-constant params

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..ir import ops
 from . import reduce
 from .state import Blocked, BulkGroup, Transfer
-from .tiles import box_region, check_bulk_inside, write_box
+from .tiles import box_region, check_bulk_inside, check_element_start, write_box
 
 
 def tma_store(m, w, o: ops.TmaStore) -> None:
@@ -23,6 +23,8 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
     target = m.launch.arrays[box.tensor]
     if box.bulk:
         check_bulk_inside(target.shape, box, coords, o, m.who(w))
+    if o.elements:
+        check_element_start(box, coords, o, m.who(w))
     if w.open_group is None:
         w.open_group = BulkGroup()
     what = f"TMA reduce '{o.reduce}'" if o.reduce else "TMA store"

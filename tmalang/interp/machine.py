@@ -22,7 +22,8 @@ from .meet import barrier, settle
 from .races import RaceDetector
 from .shares import rows as row_share
 from .state import Blocked, BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
-from .tiles import box_region, box_tile_bytes, check_bulk_inside, math_share, read_box, tile_math_share
+from .tiles import (box_region, box_tile_bytes, check_bulk_inside, check_element_start, math_share, read_box,
+                    tile_math_share)
 
 
 @dataclass
@@ -404,6 +405,8 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         coords = [coords[0] * parts + part, *coords[1:]]
     if box.bulk:
         check_bulk_inside(m.launch.arrays[box.tensor].shape, box, coords, o, m.who(w))
+    if o.elements:
+        check_element_start(box, coords, o, m.who(w))
     data = read_box(m.launch.arrays[box.tensor], box, coords, o.elements)
     agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
     share = row_share(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else None

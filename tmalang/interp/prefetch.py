@@ -16,7 +16,7 @@ from ..ir import ops
 from ..target import tma
 from ..target.dtypes import DTYPES
 from .state import ProtocolError
-from .tiles import box_region
+from .tiles import box_region, check_element_start
 
 
 def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
@@ -29,6 +29,8 @@ def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
             raise ProtocolError("E456", f"prefetch of box '{box.symbol}' at {'element' if o.elements else 'tile'} "
                                 f"{c}: element coordinate {element} is outside the signed 32-bit range TMA takes",
                                 o.span, [m.who(w)])
+    if o.elements:
+        check_element_start(box, coords, o, m.who(w))
     if m.trace is not None:
         region = box_region(m.launch.arrays[box.tensor].shape, box, coords, o.elements)
         inside = 0 if region is None else prod(-(-(stop - start) // s) for (start, stop), s in zip(region, box.strides))

@@ -68,6 +68,21 @@ def check_bulk_inside(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: l
                         [who, "a bulk copy has no out-of-bounds fill or clipping; on the GPU the kernel traps"])
 
 
+def check_element_start(box: ops.BoxDecl, coords: list[int], o: ops.Op, who: str) -> None:
+    """What the H100 faults on at element coordinates (target/tma.py INNER_START_ALIGNMENT): an
+    innermost start that is not a multiple of 16 bytes (E476), and a store or reduce at a negative
+    coordinate (E461). Sema refuses both where it can see them; this is the definition."""
+    step = max(1, tma.INNER_START_ALIGNMENT // DTYPES[box.dtype].itemsize)
+    if coords[-1] % step:
+        raise ProtocolError("E476", f"copy through box '{box.symbol}' at element {list(coords)}: the innermost "
+                            f"start {coords[-1]} is not a multiple of {step} {box.dtype} elements (16 bytes)",
+                            o.span, [who, "on the H100 the copy faults (illegal instruction)"])
+    if isinstance(o, ops.TmaStore) and min(coords) < 0:
+        what = f"TMA reduce '{o.reduce}'" if o.reduce else "TMA store"
+        raise ProtocolError("E461", f"{what} through box '{box.symbol}' at negative element coordinates "
+                            f"{list(coords)}", o.span, [who, "on the H100 the store faults (illegal instruction)"])
+
+
 def read_box(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], elements: bool = False) -> np.ndarray:
     shape, _ = box_tile_bytes(box)
     tile = np.zeros(shape, dtype=tensor.dtype)

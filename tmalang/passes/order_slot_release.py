@@ -103,16 +103,18 @@ def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: se
 
 
 def _target(store: ops.TmaStore, boxes: dict) -> tuple:
-    """What a store writes, as far as this pass compares it: tensor, box geometry, coordinates."""
+    """What a store writes, as far as this pass compares it: tensor, box geometry, coordinates
+    (None for a store at element coordinates: its box may lie anywhere in the tensor)."""
     box = boxes[store.box]
-    return box.tensor, tuple(box.shape), tuple(box.strides), tuple(map(str, store.coords)), store.elements
+    coords = None if store.elements else tuple(map(str, store.coords))
+    return box.tensor, tuple(box.shape), tuple(box.strides), coords
 
 
 def _may_overlap(a: tuple, b: tuple) -> bool:
-    """Same tensor, and: either at element coordinates (any two boxes of the tensor may then
-    overlap), another geometry (whose regions this pass does not intersect, so it takes them to
-    overlap), or the same geometry at the same coordinates."""
-    return a[0] == b[0] and (a[4] or b[4] or a[1:3] != b[1:3] or a[3] == b[3])
+    """Same tensor, and the same geometry at the same coordinates or another geometry (whose
+    regions this pass does not intersect, so it takes them to overlap). A store at element
+    coordinates may overlap any store to the tensor."""
+    return a[0] == b[0] and (a[3] is None or b[3] is None or a[1:3] != b[1:3] or a[3] == b[3])
 
 
 def _written(o: ops.Op) -> str | None:

@@ -11,12 +11,19 @@ must not accept a program that races. So a store at element coordinates inside a
 keep its box inside its own tile, in a form sema can check (E461): along each tile index v with
 tile extent E (more than one tile), the coordinate is `v*E + c` with 0 <= c and c + B <= E, B
 the box's extent. Tiles then own disjoint elements, as with tile coordinates (E105).
+
+Two rules come from the H100 itself, which faults (illegal instruction) rather than fill or clip
+(tests/test_offsets.py probes it with hand-written PTX): the innermost coordinate of every copy
+at element coordinates must be a multiple of 16 bytes (E476), and a store's or reduce's
+coordinates must not be negative (E461). Both are checked on the coordinate's linear form, so an
+expression sema cannot see through is refused rather than trusted.
 """
 
 from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
+from ..target import tma
 from .declarations import Box, KernelInfo
 from .scope import Scope
 
@@ -36,17 +43,56 @@ def check_load(box: Box, s: ast.Load) -> None:
         raise error("E460", f"{what} takes tile coordinates, not element coordinates", s.span,
                     "each CTA loads its slice of the box at a tile-derived row; write `"
                     f"{box.name}[...]`, or declare a plain box for the element-offset load")
+    check_inner_alignment(box, s.coords)
+
+
+def check_inner_alignment(box: Box, coords: list) -> None:
+    """The innermost element coordinate is a multiple of 16 bytes whatever its variables hold (E476)."""
+    step = max(1, tma.INNER_START_ALIGNMENT // box.dtype.itemsize)
+    inner = coords[-1]
+    form = _linear(inner)
+    if form is not None and all(k % step == 0 for k in [*form[0].values(), form[1]]):
+        return
+    if form is None:
+        why = "sema cannot see through it"
+    else:
+        bad = [n if k == 1 else f"{k}*{n}" for n, k in form[0].items() if k % step]
+        bad += [str(form[1])] if form[1] % step else []
+        why = f"its term{'s' * (len(bad) > 1)} {', '.join(bad)} {'are' if len(bad) > 1 else 'is'} not"
+    raise error("E476", f"innermost element coordinate `{_text(inner)}` must be a multiple of {step} "
+                f"{box.dtype.name} elements (16 bytes) whatever its variables hold: {why}", inner.span,
+                "the H100's TMA unit faults on a copy whose innermost start is not 16-byte aligned: shift "
+                f"by whole multiples of {step} along the innermost dimension (e.g. load a wider box and "
+                "read inside it), or shift along an outer dimension")
+
+
+def _check_not_negative(coords: list, ints: frozenset, what: str) -> None:
+    """Every coordinate is a sum of non-negative multiples of loop indices and a constant >= 0 (E461)."""
+    for coord in coords:
+        form = _linear(coord)
+        if form is not None and form[1] >= 0 and all(k > 0 and n in ints for n, k in form[0].items()):
+            continue
+        raise error("E461", f"{what} at element coordinate `{_text(coord)}`, which sema cannot show is never "
+                    "negative", coord.span,
+                    "the H100 faults on a tensor store or reduce at a negative coordinate (a load is "
+                    "filled instead): write a loop index times a positive constant plus a constant >= 0")
 
 
 def check_store(info: KernelInfo, box: Box, s: ast.Store, scope: Scope) -> None:
-    """A plain store at element coordinates inside a tile loop stays inside its own tile (E461)."""
+    """A store or reduce at element coordinates starts 16-byte aligned innermost (E476) and at no
+    negative coordinate (E461); a plain store inside a tile loop stays inside its own tile (E461)."""
     if not s.elements:
         return
     _whole_chunks(box, s)
     if box.pair:
         raise error("E460", f"pair box '{box.name}' takes tile coordinates, not element coordinates", s.span)
-    if s.reduce or not scope.tile_vars:
-        return     # reduces are atomic per element; outside a tile loop, as for tile coordinates
+    check_inner_alignment(box, s.coords)
+    if not s.reduce and scope.tile_vars:   # reduces are atomic per element; outside a tile loop, as for
+        _check_own_tiles(info, box, s, scope)   # tile coordinates
+    _check_not_negative(s.coords, scope.ints, "a reduce" if s.reduce else "a store")
+
+
+def _check_own_tiles(info: KernelInfo, box: Box, s: ast.Store, scope: Scope) -> None:
     shape, extents = info.tile_space[0], info.tile_space[1]
     if len(s.coords) != len(scope.tile_vars):
         raise error("E461", f"this store has {len(s.coords)} element coordinates but the tile loop has "

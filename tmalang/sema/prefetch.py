@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk
+from . import bulk, offsets
 from .declarations import Box, KernelInfo
 from .scope import Scope, int_expr
 
@@ -24,6 +24,8 @@ def check_prefetch(info: KernelInfo, s: ast.Prefetch, scope: Scope) -> None:
         raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(s.coords)} coordinates", s.span)
     for c in s.coords:
         int_expr(info, c, scope)
+    if s.elements:
+        offsets.check_inner_alignment(box, s.coords)
     if scope.pipeline is not None:
         _in_block(s)
     if not scope.elected:

@@ -41,6 +41,11 @@ CACHE_POLICIES = ("none", "evict_first", "evict_normal", "evict_last")
 TMA_COORDINATE_RANGE = (-(1 << 31), (1 << 31) - 1)   # tensor coordinates are signed 32-bit
 
 GLOBAL_ALIGNMENT = 16      # bytes: a tensor's base address and every outer stride
+# Measured on the H100 (tests/test_offsets.py, hand-written PTX): a tensor copy whose innermost
+# start coordinate is not a multiple of 16 bytes faults (CUDA_ERROR_ILLEGAL_INSTRUCTION), as does
+# a tensor store at any negative coordinate; a load at negative coordinates is filled like any
+# other part outside the tensor.
+INNER_START_ALIGNMENT = 16
 BULK_ALIGNMENT = 16        # bytes: cp.async.bulk's size and both addresses (PTX ISA)
 MAX_BOX_EXTENT = 256       # elements per box dimension
 MAX_ELEMENT_STRIDE = 8
