@@ -137,6 +137,10 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     if o.strides[-1] != 1:
         v.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
     v.check(o, "multicast", o.multicast >= 1 and (o.multicast == 1 or not o.pair), "below 1, or on a pair box")
+    if o.gather:   # a one-row tensor map over a 2-D tensor, copied four rows at a time
+        v.check(o, "gather", len(o.shape) == tma.GATHER_RANK and o.shape[0] % tma.GATHER_ROWS == 0
+                and o.strides == [1] * len(o.shape) and not (o.bulk or o.pair or o.multicast > 1),
+                f"a gathered box is 2-D, unstrided, {tma.GATHER_ROWS}k rows, not bulk, pair or multicast")
 
 
 def _pipeline(v: Scope, o: ops.PipelineDecl) -> None:
@@ -274,6 +278,7 @@ def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
     v.check(o, "pair", not (box.bulk and o.pair), f"bulk box @{box.symbol} has no pair form")
     if o.pair:
         _pair_kernel(v, o)
+    _gathered(v, o, box)
 
 
 def _tma_store(v: Scope, o: ops.TmaStore) -> None:
@@ -281,6 +286,8 @@ def _tma_store(v: Scope, o: ops.TmaStore) -> None:
     box = v.decl(o, "box", ops.BoxDecl)
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.tile(o, "source", "smem")
+    _gathered(v, o, box)
+    v.check(o, "reduce", not (o.gather and o.reduce), "a gathered store has no reduce form (no .tile::scatter4)")
     if o.reduce and box.bulk:
         v.check(o, "reduce", box.dtype in BULK_REDUCE_TYPES.get(o.reduce, {}),
                 f"not a bulk reduce of box @{box.symbol}'s {box.dtype} elements")
@@ -290,9 +297,22 @@ def _tma_store(v: Scope, o: ops.TmaStore) -> None:
                 f"does not reduce box @{box.symbol}'s {box.dtype} elements")
 
 
+def _gathered(v: Scope, o: ops.TmaLoad | ops.TmaStore, box: ops.BoxDecl) -> None:
+    """A copy by rows names a 1-D i32 index tensor and goes through a gathered box; a box copy
+    does not go through one (its tensor map holds one row)."""
+    v.check(o, "box", bool(o.gather) == box.gather,
+            f"box @{box.symbol} {'is' if box.gather else 'is not'} gathered, unlike the copy")
+    if o.gather:
+        index = v.decl(o, "gather", ops.TensorDecl)
+        v.check(o, "gather", index.dtype == "i32" and len(index.shape) == 1, "not a 1-D i32 tensor")
+        v.check(o, "multicast", not getattr(o, "multicast", False) and not getattr(o, "pair", False),
+                "a gathered load has no multicast or pair form")
+
+
 def _tma_prefetch(v: Scope, o: ops.TmaPrefetch) -> None:
     v.in_role(o)
     box = v.decl(o, "box", ops.BoxDecl)
+    v.check(o, "box", not box.gather, "a gathered box: its tensor map holds one row")
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.check(o, "box", box.slices() == 1, "a sliced box (multicast or pair): its tensor map covers part of it")
     v.check(o, "box", not box.bulk, "a bulk box: no tensor map to prefetch through")

@@ -150,6 +150,7 @@ class Load(Node):
     dest: Ref
     barrier: Ref | None
     multicast: bool = False      # each CTA of the cluster loads a slice into every CTA's smem
+    gather: str = ""             # sema: the index tensor of `load X[idx[p], c]` (tile::gather4)
 
 
 @dataclass
@@ -161,6 +162,7 @@ class Store(Node):
     source: Ref
     reduce: str = ""        # `reduce OP T[c..] <- src`: the TMA reduce operation; "" for a plain store
     reduce_span: Span | None = field(default=None, repr=False, compare=False)
+    gather: str = ""        # sema: the index tensor of `store X[idx[p], c] <- src` (tile::scatter4)
 
 
 @dataclass
