@@ -434,6 +434,10 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     for box in (b for b in boxes if b.bulk):
         params.append(BulkParam(box.symbol, box.tensor, box.dtype, box.shape[-1]))
         params += [BulkStrideParam(box.symbol, box.tensor, axis) for axis in range(len(box.shape) - 1)]
-    copies = (o for o in ops.walk(kernel.body) if isinstance(o, (ops.TmaLoad, ops.TmaStore)))
-    params += [IndexParam(t) for t in dict.fromkeys(o.gather for o in copies if o.gather)]
+    by_name = ops.decls(kernel, ops.BoxDecl)
+    gathered: dict[str, dict] = {}   # index tensor -> the tensors whose rows it names (ordered set)
+    for o in ops.walk(kernel.body):
+        if isinstance(o, (ops.TmaLoad, ops.TmaStore)) and o.gather:
+            gathered.setdefault(o.gather, {})[by_name[o.box].tensor] = None
+    params += [IndexParam(t, tuple(names)) for t, names in gathered.items()]
     return params

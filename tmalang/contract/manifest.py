@@ -85,9 +85,11 @@ class BulkStrideParam:
 @dataclass(frozen=True)
 class IndexParam:
     """The global address of an index tensor (gathered rows), a .u64 parameter (only kernels with
-    gathered copies). Its length is the tensor's dim: a DimParam or a literal."""
+    gathered copies). Its length is the tensor's dim: a DimParam or a literal. `rows_of`: the
+    tensors whose rows it names (what a caller's indices must lie in, e.g. for random inputs)."""
 
     tensor: str
+    rows_of: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ Requires: expanded pipelines, fenced proxy writes.
 Guarantees, before a store that may write elements an earlier store of the same region (a loop
 body, a block) wrote: the same tensor through a box of the same shape and strides at the same
 coordinates, or through a box of another shape or strides at any coordinates (not compared, so
-taken to overlap): the elected thread waits `bulk_wait read=false pending=0`, so the two
+taken to overlap), or any store to the tensor when either store's rows come from an index tensor
+(a scatter writes whatever rows its indices name): the elected thread waits `bulk_wait read=false pending=0`, so the two
 stores' writes to global memory are ordered.
 Before tile math, an epilogue or row math rewrites a slot that a TMA store of the
 role issued since the last release read from: the elected thread waits `bulk_wait read=false
@@ -102,15 +103,17 @@ def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: se
 
 
 def _target(store: ops.TmaStore, boxes: dict) -> tuple:
-    """What a store writes, as far as this pass compares it: tensor, box geometry, coordinates."""
+    """What a store writes, as far as this pass compares it: tensor, box geometry, coordinates,
+    and whether an index tensor picks its rows."""
     box = boxes[store.box]
-    return box.tensor, tuple(box.shape), tuple(box.strides), tuple(map(str, store.coords))
+    return box.tensor, tuple(box.shape), tuple(box.strides), tuple(map(str, store.coords)), bool(store.gather)
 
 
 def _may_overlap(a: tuple, b: tuple) -> bool:
     """Same tensor, and the same geometry at the same coordinates or another geometry (whose
-    regions this pass does not intersect, so it takes them to overlap)."""
-    return a[0] == b[0] and (a[1:3] != b[1:3] or a[3] == b[3])
+    regions this pass does not intersect, so it takes them to overlap). A scattered store's rows
+    are whatever its indices name, so it may overlap any store to the tensor."""
+    return a[0] == b[0] and (a[4] or b[4] or a[1:3] != b[1:3] or a[3] == b[3])
 
 
 def _written(o: ops.Op) -> str | None:
