@@ -7,8 +7,8 @@ or `.tile::scatter4` (store), each moving four rows named by four row coordinate
 5.5.3.4), and the issuing thread reads the indices from global memory just before.
 
 What the hardware requires and sema checks: the tensor is 2-D and the box's tensor map has one
-row (every copy through the box is by rows: E494), rows come in fours (E493), no strides (the
-rows are not a box to stride through) and no interleave (E492); the index tensor is a 1-D i32
+row (every copy through the box is by rows: E494), rows come in fours (E493), and no strides
+(the rows are not a box to stride through) (E492); the index tensor is a 1-D i32
 tensor (TMA coordinates are signed 32-bit: a wider index would be truncated into some row)
 (E491) that the kernel does not write (E496: one thread reads it while the kernel runs);
 there is no multicast, pair or reduce form (E495), and no such copy on sm_90a (E490,
@@ -69,22 +69,24 @@ def _index_tensor(info: KernelInfo, ref: ast.Ref) -> Tensor:
 
 
 def _check_box(info: KernelInfo, s, box: Box) -> None:
-    what = "load" if isinstance(s, ast.Load) else "reduce" if s.reduce else "store"
+    what = "gathered load" if isinstance(s, ast.Load) else "scattered reduce" if s.reduce else "scattered store"
     if box.bulk or len(box.shape) != tma.GATHER_RANK or box.strided:
         kind = ("a bulk box" if box.bulk else f"rank {len(box.shape)}" if len(box.shape) != tma.GATHER_RANK
                 else "strided")
-        raise error("E492", f"box '{box.name}' is {kind}; a gathered {what} moves whole rows of a 2-D tensor "
-                    "through an unstrided tensor box", s.span, "declare `box X = x[ROWS, COLS]` over a 2-D tensor")
+        raise error("E492", f"box '{box.name}' is {kind}; a {what} moves whole rows of a 2-D tensor through an "
+                    "unstrided tensor box", s.span, "declare `box X = x[ROWS, COLS]` over a 2-D tensor")
     rows = box.shape[0]
     if rows % tma.GATHER_ROWS:
-        raise error("E493", f"box '{box.name}' has {rows} rows; each {'gather4' if what == 'load' else 'scatter4'} "
-                    f"copy moves {tma.GATHER_ROWS}", s.span,
+        raise error("E493", f"box '{box.name}' has {rows} rows; a {what} moves them {tma.GATHER_ROWS} at a time "
+                    f"(.tile::{'gather4' if what == 'gathered load' else 'scatter4'})", s.span,
                     f"use a multiple of {tma.GATHER_ROWS} rows")
-    if getattr(s, "multicast", False) or box.pair or (what == "reduce"):
-        form = "multicast" if getattr(s, "multicast", False) else "pair" if box.pair else "reduce"
-        raise error("E495", f"a gathered {what} has no {form} form", s.span,
-                    {"multicast": "load the rows in each CTA", "pair": "declare a box without `pair`",
-                     "reduce": "cp.reduce.async.bulk.tensor has no .tile::scatter4 mode"}[form])
+    if getattr(s, "multicast", False):
+        raise error("E495", "a gathered load has no multicast form", s.span, "load the rows in each CTA")
+    if box.pair:
+        raise error("E495", f"a {what} has no pair form", s.span, "declare a box without `pair`")
+    if what == "scattered reduce":
+        raise error("E495", "a TMA reduce cannot scatter rows", s.span,
+                    "cp.reduce.async.bulk.tensor has no .tile::scatter4 mode: scatter with a plain store")
 
 
 def _use(info: KernelInfo, box: Box, gathered: bool, span) -> None:
