@@ -24,8 +24,10 @@ from tmalang.diagnostics import TmalangError
 from tmalang.ir.parser import parse_ir
 from tmalang.ir.printer import print_ir
 from tmalang.ir.verifier import verify
+from tmalang.opt import optimize
 from tmalang.passes import PASS_NAMES
 from tmalang.runtime.params import pack_params
+from tmalang.target.arch import target_named
 
 BF16 = ml_dtypes.bfloat16
 
@@ -273,3 +275,11 @@ def test_the_launch_header_passes_the_index_tensor_address(tmp_path):
                      "-o", str(header)]) == 0
     text = header.read_text()
     assert "uint64_t x_idx = uint64_t(args.idx.data);" in text and text.count("&x_idx") == 1
+
+
+def test_opt_refuses_gathered_copies_for_sm_90a():
+    path = ROOT / "tests" / "passes" / "order_slot_release" / "scatters_overlap.ir"
+    with pytest.raises(TmalangError) as e:
+        optimize(path.read_text(), str(path), ["order_slot_release"], target_named("sm_90a"))
+    assert e.value.code == "E434" and "'tma_store' needs a target with gather4" in e.value.message
+    optimize(path.read_text(), str(path), ["order_slot_release"], target_named("sm_100a"))
