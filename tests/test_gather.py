@@ -109,7 +109,7 @@ def filled(shape, value, dtype=np.float32):
     ("f32", 8, 32, 37, 13, 70, "persistent"),      # repeats (13 picks of 37), a partial column tile
     ("f32", 4, 16, 5, 23, 16, "tiles"),            # more picks than rows: every row picked again
     ("bf16", 128, 64, 300, 130, 100, "persistent"),   # the MoE tile: 32 gather4 copies per load
-    ("f16", 12, 8, 9, 1, 8, "tiles"),              # one pick, a 12-row tile of which 11 rows lie past M
+    ("f16", 12, 16, 9, 1, 8, "tiles"),             # one pick, a 12-row tile of which 11 rows lie past M
 ])
 def test_gathered_rows_match_numpy_bit_for_bit(dt, rows, cols, r, m, c, grid):
     k = gather_kernel({"f32": "f32", "bf16": "bf16", "f16": "f16"}[dt], rows, cols, grid)

@@ -139,8 +139,11 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     v.check(o, "multicast", o.multicast >= 1 and (o.multicast == 1 or not o.pair), "below 1, or on a pair box")
     if o.gather:   # a one-row tensor map over a 2-D tensor, copied four rows at a time
         v.check(o, "gather", len(o.shape) == tma.GATHER_RANK and o.shape[0] % tma.GATHER_ROWS == 0
-                and o.strides == [1] * len(o.shape) and not (o.bulk or o.pair or o.multicast > 1),
-                f"a gathered box is 2-D, unstrided, {tma.GATHER_ROWS}k rows, not bulk, pair or multicast")
+                and o.strides == [1] * len(o.shape) and not (o.bulk or o.pair or o.multicast > 1)
+                and (o.dtype not in DTYPES or tma.GATHER_ROWS * o.shape[-1] * DTYPES[o.dtype].itemsize
+                     % tma.SMEM_COPY_ALIGNMENT == 0),
+                f"a gathered box is 2-D, unstrided, {tma.GATHER_ROWS}k rows of which four are "
+                f"{tma.SMEM_COPY_ALIGNMENT}k bytes, not bulk, pair or multicast")
 
 
 def _pipeline(v: Scope, o: ops.PipelineDecl) -> None:

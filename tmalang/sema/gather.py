@@ -7,8 +7,9 @@ or `.tile::scatter4` (store), each moving four rows named by four row coordinate
 5.5.3.4), and the issuing thread reads the indices from global memory just before.
 
 What the hardware requires and sema checks: the tensor is 2-D and the box's tensor map has one
-row (every copy through the box is by rows: E494), rows come in fours (E493), and no strides
-(the rows are not a box to stride through) (E492); the index tensor is a 1-D i32
+row (every copy through the box is by rows: E494), rows come in fours (E493), four rows are a
+whole number of 128 bytes (each four-row copy's smem address is 128-byte aligned: E499), and no
+strides (the rows are not a box to stride through) (E492); the index tensor is a 1-D i32
 tensor (TMA coordinates are signed 32-bit: a wider index would be truncated into some row)
 (E491) that the kernel does not write (E496: one thread reads it while the kernel runs);
 there is no multicast, pair or reduce form (E495), and no such copy on sm_90a (E490,
@@ -80,6 +81,13 @@ def _check_box(info: KernelInfo, s, box: Box) -> None:
         raise error("E493", f"box '{box.name}' has {rows} rows; a {what} moves them {tma.GATHER_ROWS} at a time "
                     f"(.tile::{'gather4' if what == 'gathered load' else 'scatter4'})", s.span,
                     f"use a multiple of {tma.GATHER_ROWS} rows")
+    block = tma.GATHER_ROWS * box.shape[1] * box.dtype.itemsize
+    if block % tma.SMEM_COPY_ALIGNMENT:
+        raise error("E499", f"four rows of box '{box.name}' are {block} bytes, so its second four-row copy would "
+                    f"land {block} bytes into the tile; a TMA copy's shared-memory address is "
+                    f"{tma.SMEM_COPY_ALIGNMENT}-byte aligned", s.span,
+                    f"use rows of a multiple of {tma.SMEM_COPY_ALIGNMENT // tma.GATHER_ROWS} bytes "
+                    f"({tma.SMEM_COPY_ALIGNMENT // tma.GATHER_ROWS // box.dtype.itemsize} {box.dtype.name} elements)")
     if getattr(s, "multicast", False):
         raise error("E495", "a gathered load has no multicast form", s.span, "load the rows in each CTA")
     if box.pair:

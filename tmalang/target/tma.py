@@ -50,6 +50,7 @@ TENSOR_MAP_BYTES = 128
 # bounding box of one row, at coordinates {column, row0, row1, row2, row3}
 GATHER_ROWS = 4
 GATHER_RANK = 2
+SMEM_COPY_ALIGNMENT = 128  # bytes: a tensor copy's shared-memory address (each four-row copy's too)
 
 
 def tile_shape(box_shape, element_strides) -> list[int]:
