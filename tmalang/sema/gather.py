@@ -49,6 +49,7 @@ def check_copy(info: KernelInfo, s, box: Box, coords: list, scope: Scope) -> lis
     index = _index_tensor(info, first)
     info.gather_sites.append(first.span)
     info.index_tensors.setdefault(index.name, first.span)
+    index.read = True
     _check_box(info, s, box)
     _use(info, box, True, s.span)
     int_expr(info, first.block[0], scope)
