@@ -26,6 +26,7 @@ from tmalang.ir.printer import print_ir
 from tmalang.ir.verifier import verify
 from tmalang.opt import optimize
 from tmalang.passes import PASS_NAMES
+from tmalang.passes.order_slot_release import _may_overlap
 from tmalang.runtime.params import pack_params
 from tmalang.target.arch import target_named
 
@@ -283,3 +284,10 @@ def test_opt_refuses_gathered_copies_for_sm_90a():
         optimize(path.read_text(), str(path), ["order_slot_release"], target_named("sm_90a"))
     assert e.value.code == "E434" and "'tma_store' needs a target with gather4" in e.value.message
     optimize(path.read_text(), str(path), ["order_slot_release"], target_named("sm_100a"))
+
+
+def test_a_scattered_store_is_taken_to_overlap_any_store_of_its_tensor():
+    scatter = ("y", (8, 32), (1, 1), None)
+    assert _may_overlap(scatter, ("y", (8, 32), (1, 1), ("%m", "%n")))
+    assert _may_overlap(("y", (8, 32), (1, 1), ("%m", "%n")), scatter)
+    assert _may_overlap(scatter, scatter) and not _may_overlap(scatter, ("z", (8, 32), (1, 1), None))

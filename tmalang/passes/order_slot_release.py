@@ -103,17 +103,18 @@ def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: se
 
 
 def _target(store: ops.TmaStore, boxes: dict) -> tuple:
-    """What a store writes, as far as this pass compares it: tensor, box geometry, coordinates,
-    and whether an index tensor picks its rows."""
+    """What a store writes, as far as this pass compares it: tensor, box geometry, coordinates
+    (None for a scattered store: its rows are whatever its indices name)."""
     box = boxes[store.box]
-    return box.tensor, tuple(box.shape), tuple(box.strides), tuple(map(str, store.coords)), bool(store.gather)
+    coords = None if store.gather else tuple(map(str, store.coords))
+    return box.tensor, tuple(box.shape), tuple(box.strides), coords
 
 
 def _may_overlap(a: tuple, b: tuple) -> bool:
     """Same tensor, and the same geometry at the same coordinates or another geometry (whose
-    regions this pass does not intersect, so it takes them to overlap). A scattered store's rows
-    are whatever its indices name, so it may overlap any store to the tensor."""
-    return a[0] == b[0] and (a[4] or b[4] or a[1:3] != b[1:3] or a[3] == b[3])
+    regions this pass does not intersect, so it takes them to overlap). A scattered store may
+    overlap any store to the tensor."""
+    return a[0] == b[0] and (a[3] is None or b[3] is None or a[1:3] != b[1:3] or a[3] == b[3])
 
 
 def _written(o: ops.Op) -> str | None:
