@@ -291,3 +291,20 @@ def test_a_scattered_store_is_taken_to_overlap_any_store_of_its_tensor():
     assert _may_overlap(scatter, ("y", (8, 32), (1, 1), ("%m", "%n")))
     assert _may_overlap(("y", (8, 32), (1, 1), ("%m", "%n")), scatter)
     assert _may_overlap(scatter, scatter) and not _may_overlap(scatter, ("z", (8, 32), (1, 1), None))
+
+
+PREFETCHED = GATHER.format(dt="f32", rows=8, cols=32, grid="persistent", opt=" cache evict_first").replace(
+    "for tile (m, n) in tiles(y, Y) { produce", "for tile (m, n) in tiles(y, Y) {\n"
+    "            elect { prefetch X[idx[m + 1], n] }\n            produce")
+
+
+def test_a_gathered_prefetch_is_gather4_into_l2_and_changes_no_value():
+    k = tmalang.compile(PREFETCHED, arch="sm_100a", name="prefetched.tma")
+    assert k.ptx.count("cp.async.bulk.prefetch.tensor.2d.L2.global.tile::gather4.L2::cache_hint [") == 2
+    cubin, _ = ptxas.assemble(k.ptx, "sm_100a")
+    assert cubin[:4] == b"\x7fELF"
+    rng = np.random.default_rng(9)
+    x, idx = matrix(rng, (30, 40)), rng.integers(0, 30, 21).astype(np.int32)
+    y = filled((21, 40), 7.0)
+    k.interpret(x, idx, y, seed=4, explore=2)     # the last tile prefetches past the index tensor
+    np.testing.assert_array_equal(y, x[idx])

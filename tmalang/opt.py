@@ -95,13 +95,13 @@ NEEDS = {
     "has_tcgen05": (ops.TmemDecl, ops.TmemAlloc, ops.TmemDealloc, ops.Tcgen05Mma, ops.Tcgen05Cp, ops.TmemZero,
                     ops.Tcgen05Commit, ops.TmemEpilogue),
     "has_wgmma": (ops.AccDecl, ops.AccZero, ops.Wgmma, ops.WgmmaFence, ops.WgmmaCommit, ops.WgmmaWait, ops.AccStore),
-    "has_gather4": (),   # a field, not an op: tma_load / tma_store with gather= (_gathered)
+    "has_gather4": (),   # a field, not an op: tma_load / tma_store / tma_prefetch with gather= (_needs)
 }
 
 
 def _needs(o: ops.Op, feature: str) -> bool:
     if feature == "has_gather4":
-        return isinstance(o, (ops.TmaLoad, ops.TmaStore)) and bool(o.gather)
+        return isinstance(o, (ops.TmaLoad, ops.TmaStore, ops.TmaPrefetch)) and bool(o.gather)
     return isinstance(o, NEEDS[feature])
 
 

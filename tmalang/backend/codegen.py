@@ -330,6 +330,9 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
 
 def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
     box = g.boxes[o.box]
+    if o.gather:
+        gather_codegen.gather_prefetch(g, o, box)
+        return
     coords = g.element_coords(box, o.coords)
     template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords)), ".tile", box.cache)
     g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *coords])
@@ -437,7 +440,7 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     by_name = ops.decls(kernel, ops.BoxDecl)
     gathered: dict[str, dict] = {}   # index tensor -> the tensors whose rows it names (ordered set)
     for o in ops.walk(kernel.body):
-        if isinstance(o, (ops.TmaLoad, ops.TmaStore)) and o.gather:
+        if isinstance(o, (ops.TmaLoad, ops.TmaStore, ops.TmaPrefetch)) and o.gather:
             gathered.setdefault(o.gather, {})[by_name[o.box].tensor] = None
     params += [IndexParam(t, tuple(names)) for t, names in gathered.items()]
     return params

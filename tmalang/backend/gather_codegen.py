@@ -20,7 +20,7 @@ I32, I64 = ir.IntType(32), ir.IntType(64)
 INDEX_BYTES = 4   # i32 indices (sema/gather.py)
 
 
-def row_indices(g, o: ops.TmaLoad | ops.TmaStore, rows: int) -> list[ir.Value]:
+def row_indices(g, o: ops.TmaLoad | ops.TmaStore | ops.TmaPrefetch, rows: int) -> list[ir.Value]:
     """The tensor rows of the copy's R tile rows, read by this thread; -1 past the index tensor."""
     (length,) = ops.decls(g.kernel, ops.TensorDecl)[o.gather].shape
     length = g.args[length] if isinstance(length, str) else I32(length)
@@ -49,6 +49,12 @@ def gather_load(g, o: ops.TmaLoad, box: ops.BoxDecl) -> None:
     template = ptx_asm.cache_hint(ptx_asm.PTX["gather4_load"], "::bytes", box.cache)
     for offset, coords in _copies(g, o, box):
         g.asm(template, "r,l,r,r,r,r,r,r", [g.b.add(dest, I32(offset)), g.tensor_map(o.box), *coords, barrier])
+
+
+def gather_prefetch(g, o: ops.TmaPrefetch, box: ops.BoxDecl) -> None:
+    template = ptx_asm.cache_hint(ptx_asm.PTX["gather4_prefetch"], "tile::gather4", box.cache)
+    for _, coords in _copies(g, o, box):
+        g.asm(template, "l,r,r,r,r,r", [g.tensor_map(o.box), *coords])
 
 
 def scatter_store(g, o: ops.TmaStore, box: ops.BoxDecl) -> None:

@@ -72,6 +72,7 @@ PTX = {
     # rows land stacked in smem as one [4, W] box would; a scattered store writes them back
     "gather4_load": "cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes "
                     "[$0], [$1, {$2, $3, $4, $5, $6}], [$7];",
+    "gather4_prefetch": "cp.async.bulk.prefetch.tensor.2d.L2.global.tile::gather4 [$0, {$1, $2, $3, $4, $5}];",
     "scatter4_store": "cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group "
                       "[$0, {$1, $2, $3, $4, $5}], [$6];",
     # index $1 of an index tensor of $2 entries at global address $3: row -1 (outside every tensor,

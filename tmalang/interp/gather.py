@@ -23,23 +23,28 @@ from .tiles import box_region, box_tile_bytes, read_box, write_box
 NO_ROW = -1   # a position past the index tensor: outside every tensor
 
 
-def rows(m, w, o: ops.TmaLoad | ops.TmaStore, box: ops.BoxDecl) -> list[int]:
-    """The tensor row of each tile row, NO_ROW past the index tensor; E497 for an index outside
-    the tensor's rows."""
+def picked(m, w, o: ops.TmaLoad | ops.TmaStore | ops.TmaPrefetch, box: ops.BoxDecl) -> list[int]:
+    """The index of each tile row, read as the issuing thread reads it: NO_ROW past the index tensor."""
     index = m.launch.arrays[o.gather]
     count, position = box.shape[0], m.value(w, o.coords[0])
+    return [int(index[p]) if 0 <= p < index.shape[0] else NO_ROW
+            for p in range(position * count, position * count + count)]
+
+
+def rows(m, w, o: ops.TmaLoad | ops.TmaStore, box: ops.BoxDecl) -> list[int]:
+    """The tensor row of each tile row of a copy, NO_ROW past the index tensor; E497 for an index
+    outside the tensor's rows."""
     extent = m.launch.arrays[box.tensor].shape[0]
-    out = []
-    for j in range(count):
-        p = position * count + j
-        row = int(index[p]) if 0 <= p < index.shape[0] else NO_ROW
-        if p < index.shape[0] and p >= 0 and not 0 <= row < extent:
+    out = picked(m, w, o, box)
+    first = box.shape[0] * m.value(w, o.coords[0])
+    for j, row in enumerate(out):
+        p = first + j
+        if 0 <= p < m.launch.arrays[o.gather].shape[0] and not 0 <= row < extent:
             what = "load" if isinstance(o, ops.TmaLoad) else "store"
             raise ProtocolError("E497", f"gathered {what} through box '{box.symbol}': {o.gather}[{p}] = {row} "
                                 f"is not a row of tensor '{box.tensor}' (0..{extent - 1})", o.span,
                                 [m.who(w), "on the GPU TMA " + ("fills that tile row (oob)" if what == "load" else
                                  "writes that tile row nowhere") + "; check the routing indices"])
-        out.append(row)
     return out
 
 

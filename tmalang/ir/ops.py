@@ -443,6 +443,7 @@ class TmaPrefetch(Op):
 
     box: str
     coords: list[Expr]            # tile indices, outermost first
+    gather: str = ""              # an index tensor, as for tma_load: the rows gather[p * rows + j] into L2
 
 
 @op("tensormap_prefetch")

@@ -300,9 +300,9 @@ def _tma_store(v: Scope, o: ops.TmaStore) -> None:
                 f"does not reduce box @{box.symbol}'s {box.dtype} elements")
 
 
-def _gathered(v: Scope, o: ops.TmaLoad | ops.TmaStore, box: ops.BoxDecl) -> None:
-    """A copy by rows names a 1-D i32 index tensor and goes through a gathered box; a box copy
-    does not go through one (its tensor map holds one row)."""
+def _gathered(v: Scope, o: ops.TmaLoad | ops.TmaStore | ops.TmaPrefetch, box: ops.BoxDecl) -> None:
+    """A copy (or prefetch) by rows names a 1-D i32 index tensor and goes through a gathered box;
+    a box copy does not go through one (its tensor map holds one row)."""
     v.check(o, "box", bool(o.gather) == box.gather,
             f"box @{box.symbol} {'is' if box.gather else 'is not'} gathered, unlike the copy")
     if o.gather:
@@ -315,7 +315,7 @@ def _gathered(v: Scope, o: ops.TmaLoad | ops.TmaStore, box: ops.BoxDecl) -> None
 def _tma_prefetch(v: Scope, o: ops.TmaPrefetch) -> None:
     v.in_role(o)
     box = v.decl(o, "box", ops.BoxDecl)
-    v.check(o, "box", not box.gather, "a gathered box: its tensor map holds one row")
+    _gathered(v, o, box)
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.check(o, "box", box.slices() == 1, "a sliced box (multicast or pair): its tensor map covers part of it")
     v.check(o, "box", not box.bulk, "a bulk box: no tensor map to prefetch through")

@@ -121,7 +121,7 @@ class _Statements:
         return [self.int_expr(c) for c in coords]
 
     def _Prefetch(self, s: ast.Prefetch):
-        return ops.TmaPrefetch(self.info.box_for(s.box).name, [self.int_expr(c) for c in s.coords], span=s.span)
+        return ops.TmaPrefetch(self.info.box_for(s.box).name, self.copy_coords(s), s.gather, span=s.span)
 
     def _is_tmem(self, ref) -> bool:
         return (isinstance(ref, ast.Ref) and ref.field is not None and ref.name in self.slots

@@ -1,4 +1,5 @@
-"""Gathered rows: `load X[idx[p], c] -> t` and `store X[idx[p], c] <- t` (sm_100a).
+"""Gathered rows: `load X[idx[p], c] -> t`, `store X[idx[p], c] <- t` and `prefetch X[idx[p], c]`
+(sm_100a).
 
 A row coordinate written `idx[p]` names an index tensor and a tile position in it: the copy
 moves tile rows j = 0..R-1 of box X (R rows, W columns) to or from tensor rows
@@ -35,8 +36,8 @@ def is_gathered(c) -> bool:
 
 
 def check_copy(info: KernelInfo, s, box: Box, coords: list, scope: Scope) -> list:
-    """Check a load's or store's coordinates for an `idx[p]` row operand. Returns the coordinates
-    as plain index expressions (the position in place of `idx[p]`), records `s.gather`."""
+    """Check a load's, store's or prefetch's coordinates for an `idx[p]` row operand. Returns the
+    coordinates as plain index expressions (the position in place of `idx[p]`); sets `s.gather`."""
     if not any(is_gathered(c) for c in coords):
         _use(info, box, False, s.span)
         return coords
@@ -71,7 +72,8 @@ def _index_tensor(info: KernelInfo, ref: ast.Ref) -> Tensor:
 
 
 def _check_box(info: KernelInfo, s, box: Box) -> None:
-    what = "gathered load" if isinstance(s, ast.Load) else "scattered reduce" if s.reduce else "scattered store"
+    what = ("gathered load" if isinstance(s, ast.Load) else "gathered prefetch" if isinstance(s, ast.Prefetch)
+            else "scattered reduce" if s.reduce else "scattered store")
     if box.bulk or len(box.shape) != tma.GATHER_RANK or box.strided:
         kind = ("a bulk box" if box.bulk else f"rank {len(box.shape)}" if len(box.shape) != tma.GATHER_RANK
                 else "strided")
@@ -80,7 +82,7 @@ def _check_box(info: KernelInfo, s, box: Box) -> None:
     rows = box.shape[0]
     if rows % tma.GATHER_ROWS:
         raise error("E493", f"box '{box.name}' has {rows} rows; a {what} moves them {tma.GATHER_ROWS} at a time "
-                    f"(.tile::{'gather4' if what == 'gathered load' else 'scatter4'})", s.span,
+                    f"(.tile::{'scatter4' if what.startswith('scattered') else 'gather4'})", s.span,
                     f"use a multiple of {tma.GATHER_ROWS} rows")
     block = tma.GATHER_ROWS * box.shape[1] * box.dtype.itemsize
     if block % tma.SMEM_COPY_ALIGNMENT:
@@ -106,13 +108,6 @@ def _use(info: KernelInfo, box: Box, gathered: bool, span) -> None:
                     f"its tensor map has one row for a gathered copy (the other use is at "
                     f"{first[1].location()}): declare a second box over '{box.tensor.name}'")
     box.gather = gathered or box.gather
-
-
-def check_prefetch(info: KernelInfo, s: ast.Prefetch, box: Box) -> None:
-    if any(is_gathered(c) for c in s.coords):
-        raise error("E495", "a prefetch of gathered rows is not in the language yet", s.span,
-                    "prefetch through a tensor box over the same tensor")
-    _use(info, box, False, s.span)
 
 
 def check_kernel(info: KernelInfo) -> None:

@@ -20,10 +20,10 @@ PREFETCH_DECLS = ("tensormaps",)
 def check_prefetch(info: KernelInfo, s: ast.Prefetch, scope: Scope) -> None:
     box = info.box_for(s.box)
     bulk.check_prefetch(s, box)
-    gather.check_prefetch(info, s, box)
-    if len(s.coords) != len(box.shape):
-        raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(s.coords)} coordinates", s.span)
-    for c in s.coords:
+    coords = gather.check_copy(info, s, box, s.coords, scope)
+    if len(coords) != len(box.shape):
+        raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(coords)} coordinates", s.span)
+    for c in coords:
         int_expr(info, c, scope)
     if scope.pipeline is not None:
         _in_block(s)

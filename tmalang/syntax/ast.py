@@ -172,6 +172,7 @@ class Prefetch(Node):
 
     box: Ref
     coords: list[Expr]
+    gather: str = ""        # sema: the index tensor of `prefetch X[idx[p], c]` (tile::gather4 into L2)
 
 
 @dataclass
