@@ -124,8 +124,8 @@ def test_gathered_rows_match_numpy_bit_for_bit(dt, rows, cols, r, m, c, grid):
 
 @pytest.mark.parametrize("oob,fill", [("", 0.0), (" oob nan", np.nan)])
 def test_positions_past_the_index_tensor_fill_their_rows(oob, fill):
-    """y has more rows than idx has entries: the tile rows past the end name no row (-1 on the
-    GPU), which TMA fills as it fills any row outside the tensor."""
+    """y has more rows than idx has entries: the tile rows past the end name no row (on the GPU
+    the row just past the tensor's end), which TMA fills as it fills any row outside the tensor."""
     k = gather_kernel(opt=oob)
     rng = np.random.default_rng(1)
     x, idx = matrix(rng, (11, 40)), np.array([3, 10, 0, 3, 7], np.int32)
@@ -218,6 +218,9 @@ def test_moe_gemm_ptx_gathers_with_guarded_index_reads():
     ptx = moe().ptx
     assert ptx.count("tile::gather4.mbarrier::complete_tx::bytes") == 32         # 128 rows, four per copy
     assert ptx.count("@q ld.global.s32") == 128 and "setp.lt.u32 q" in ptx
+    # an index outside the rows becomes the row past the end, never a negative row (the H100
+    # faults on a tensor store at a negative coordinate)
+    assert ptx.count("setp.ge.u32 q") == 128
     assert ".param .u64 moe_gemm_param_" in ptx
 
 

@@ -3,9 +3,11 @@
 A gathered load or store of box X ([R, W]) at position p moves tile row j from or to tensor row
 idx[p*R + j]: the issuing thread reads the R indices from global memory and issues R/4 copies of
 four rows each, tile rows 4g..4g+3 at smem offset 4g * W * itemsize. A position past the index
-tensor reads nothing and names row -1, outside every tensor: TMA fills that row on a load (the
-box's oob fill) and skips it on a store. So the indices never move a byte outside the tensors,
-whatever they hold: an index outside the tensor's rows is just another row TMA fills or skips.
+tensor, and an index outside the tensor's rows (negative included), name the row just past the
+tensor's end: TMA fills that row on a load (the box's oob fill) and skips it on a store. So the
+indices never move a byte outside the tensors, whatever they hold. Never a negative row: the H100
+faults on a tensor store at a negative coordinate (tests/test_offsets.py), and sm_100a's scatter4
+is not measured.
 """
 
 from __future__ import annotations
@@ -21,16 +23,18 @@ INDEX_BYTES = 4   # i32 indices (sema/gather.py)
 
 
 def row_indices(g, o: ops.TmaLoad | ops.TmaStore | ops.TmaPrefetch, rows: int) -> list[ir.Value]:
-    """The tensor rows of the copy's R tile rows, read by this thread; -1 past the index tensor."""
-    (length,) = ops.decls(g.kernel, ops.TensorDecl)[o.gather].shape
-    length = g.args[length] if isinstance(length, str) else I32(length)
+    """The tensor rows of the copy's R tile rows, read by this thread; the tensor's row count (one
+    past its last row) past the index tensor or for an index outside the tensor."""
+    tensors = ops.decls(g.kernel, ops.TensorDecl)
+    length, end = tensors[o.gather].shape[0], tensors[ops.decls(g.kernel, ops.BoxDecl)[o.box].tensor].shape[0]
+    length, end = (g.args[d] if isinstance(d, str) else I32(d) for d in (length, end))
     first = g.b.mul(g.expr(o.coords[0]), I32(rows))
     base = g.args[f"{o.gather}.addr"]
     indices = []
     for j in range(rows):
         p = g.b.add(first, I32(j))
         address = g.b.add(base, g.b.mul(g.b.zext(p, I64), I64(INDEX_BYTES)))
-        indices.append(g.asm(ptx_asm.PTX["gather_index"], "=r,r,r,l", [p, length, address], ret=I32))
+        indices.append(g.asm(ptx_asm.PTX["gather_index"], "=r,r,r,l,r", [p, length, address, end], ret=I32))
     return indices
 
 

@@ -75,9 +75,10 @@ PTX = {
     "gather4_prefetch": "cp.async.bulk.prefetch.tensor.2d.L2.global.tile::gather4 [$0, {$1, $2, $3, $4, $5}];",
     "scatter4_store": "cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group "
                       "[$0, {$1, $2, $3, $4, $5}], [$6];",
-    # index $1 of an index tensor of $2 entries at global address $3: row -1 (outside every tensor,
-    # filled or skipped by TMA) past its end, so the load never reads beyond the index tensor
-    "gather_index": "{ .reg .pred q; setp.lt.u32 q, $1, $2; mov.b32 $0, -1; @q ld.global.s32 $0, [$3]; }",
+    # the row of position $1 (of $2) at $3, or $4 (the tensor's rows: just past its end) past the index
+    # tensor or for an index outside [0, $4): the H100 faults on a tensor store at a negative row
+    "gather_index": "{ .reg .pred q; setp.lt.u32 q, $1, $2; mov.b32 $0, $4; @q ld.global.s32 $0, [$3]; "
+                    "setp.ge.u32 q, $0, $4; @q mov.b32 $0, $4; }",
     "trap": "trap;",   # a bulk copy outside its tensor (codegen.bulk_guard)
     "bulk_wait": "cp.async.bulk.wait_group $0;",
     "bulk_wait_read": "cp.async.bulk.wait_group.read $0;",

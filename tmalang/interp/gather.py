@@ -3,8 +3,8 @@ and column tile c is tensor row idx[p*R + j], columns c*W .. c*W + W - 1.
 
 The issuing thread reads the indices when it issues the copy. A position outside the index
 tensor reads no index and names no row: the tile row is filled (the box's oob fill) on a load
-and written nowhere on a store, as the backend's row -1 is on the GPU. An index outside the
-tensor's rows is E497 here: on the GPU TMA fills or skips that row too, so nothing outside the
+and written nowhere on a store, as the backend's row just past the tensor's end is on the GPU. An
+index outside the tensor's rows is E497 here: on the GPU it names that same row, so nothing outside the
 tensor is touched, but a routing index that names no row is a bug this definition reports at
 the copy. Two tile rows of one scatter naming the same row is E498: TMA writes them in no
 defined order.

@@ -15,8 +15,9 @@ tensor (TMA coordinates are signed 32-bit: a wider index would be truncated into
 (E491) that the kernel does not write (E496: one thread reads it while the kernel runs);
 there is no multicast, pair or reduce form (E495), and no such copy on sm_90a (E490,
 sema/available.py). Soundness of the indices is the runtime's: a position past the index
-tensor reads no index and names row -1, which TMA fills on a load and skips on a store; an
-index outside the tensor's rows does the same on the GPU and is E497 in the interpreter.
+tensor reads no index, and it and an index outside the tensor's rows name the row just past the
+tensor's end, which TMA fills on a load and skips on a store (never a negative row: the H100
+faults on a store there); an index outside the rows is E497 in the interpreter.
 """
 
 from __future__ import annotations
