@@ -69,6 +69,16 @@ def gemm_case(rng, shape):
     return [a, b, c], a.astype(np.float64) @ b.astype(np.float64).T
 
 
+def moe_gemm_case(rng, shape):
+    """Y = X[idx]·Wᵀ: M routed rows (shape = (M, N)) picked from T = M // 2 + 3 tokens, in random
+    order with repeats, so some rows of X are picked twice and some never."""
+    [x, w, y], _ = gemm_case(rng, (shape[0] // 2 + 3, shape[1]))
+    m, n = shape
+    y = np.full((m, -(-n // 8) * 8), np.nan, dtype=y.dtype)[:, :n]
+    idx = rng.integers(0, x.shape[0], m).astype(np.int32)
+    return [x, idx, w, y], x.astype(np.float64)[idx] @ w.astype(np.float64).T
+
+
 def gemm_residual_case(rng, shape):
     """C = R + A·Bᵀ with an f32 R of the output's scale."""
     [a, b, c], product = gemm_case(rng, shape)
@@ -158,9 +168,9 @@ CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
          "attention": attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
-         "bulk_copy": bulk_copy_case, "stencil": stencil_case}
+         "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
-        "reduce_rows": 1e-5}   # relative Frobenius error against float64; others are exact
+        "moe_gemm": 1e-2, "reduce_rows": 1e-5}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:

@@ -11,7 +11,7 @@ the IR verified after each, as in a compilation. With no passes the input is onl
 `--arch` names the target the passes read (default sm_90a); a pass gated on a feature the
 target lacks (order_wgmma without wgmma, plan_tmem without tcgen05, ...) is refused (E434), and
 so is IR holding an instruction family the target lacks (Tensor Memory and tcgen05 ops without
-tcgen05, wgmma ops without wgmma), at the first such op.
+tcgen05, wgmma ops without wgmma, gathered copies without gather4), at the first such op.
 """
 
 from __future__ import annotations
@@ -95,7 +95,14 @@ NEEDS = {
     "has_tcgen05": (ops.TmemDecl, ops.TmemAlloc, ops.TmemDealloc, ops.Tcgen05Mma, ops.Tcgen05Cp, ops.TmemZero,
                     ops.Tcgen05Commit, ops.TmemEpilogue),
     "has_wgmma": (ops.AccDecl, ops.AccZero, ops.Wgmma, ops.WgmmaFence, ops.WgmmaCommit, ops.WgmmaWait, ops.AccStore),
+    "has_gather4": (),   # a field, not an op: tma_load / tma_store / tma_prefetch with gather= (_needs)
 }
+
+
+def _needs(o: ops.Op, feature: str) -> bool:
+    if feature == "has_gather4":
+        return isinstance(o, (ops.TmaLoad, ops.TmaStore, ops.TmaPrefetch)) and bool(o.gather)
+    return isinstance(o, NEEDS[feature])
 
 
 def optimize(text: str, path: str, names: list[str], target: Target = DEFAULT, log: PassLog | None = None) -> str:
@@ -121,10 +128,10 @@ def optimize(text: str, path: str, names: list[str], target: Target = DEFAULT, l
 
 def check_target(kernel: ops.KernelOp, target: Target) -> None:
     """E434 at the first op of an instruction family `target` lacks."""
-    for feature, kinds in NEEDS.items():
+    for feature in NEEDS:
         if getattr(target, feature):
             continue
-        found = next((o for o in ops.walk(kernel.body) if isinstance(o, kinds)), None)
+        found = next((o for o in ops.walk(kernel.body) if _needs(o, feature)), None)
         if found is not None:
             raise error("E434", f"'{found.name}' needs a target with {feature.removeprefix('has_')}, "
                         f"and {target.name} has none", found.span, "choose another --arch")

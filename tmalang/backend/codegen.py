@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..contract.manifest import BulkParam, BulkStrideParam, DimParam, ScalarParam, TensorMapParam
+from ..contract.manifest import BulkParam, BulkStrideParam, DimParam, IndexParam, ScalarParam, TensorMapParam
 from ..ir import exprs as ex
 from ..ir import ops
 from ..passes.dispatch_roles import register_limit
 from ..target import dtypes
 from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
-from . import pair_codegen, ptx_asm, tcgen05_codegen
+from . import gather_codegen, pair_codegen, ptx_asm, tcgen05_codegen
 from .mma_codegen import MMA_EMITTERS
 from .pair_codegen import PAIR_EMITTERS
 from .row_codegen import ROW_EMITTERS
@@ -57,7 +57,7 @@ class KernelCodegen:
 
     @staticmethod
     def _scalar_type(p) -> ir.Type:
-        if isinstance(p, (BulkParam, BulkStrideParam)):
+        if isinstance(p, (BulkParam, BulkStrideParam, IndexParam)):
             return I64
         return I32 if isinstance(p, DimParam) else SCALAR_TYPES[p.dtype]
 
@@ -278,6 +278,8 @@ def param_name(p) -> str:
         return f"{p.box}.addr"
     if isinstance(p, BulkStrideParam):
         return f"{p.box}.stride{p.axis}"
+    if isinstance(p, IndexParam):
+        return f"{p.tensor}.addr"
     return p.symbol if isinstance(p, DimParam) else p.name
 
 
@@ -291,6 +293,9 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
         g.bulk_guard(box, o.coords)
         g.asm(ptx_asm.PTX["bulk_load"], "r,l,r,r",
               [g.address(o.dest), g.bulk_address(box, o.coords), _bulk_size(box), g.address(o.barrier)])
+        return
+    if o.gather:   # sema and the verifier allow no multicast or pair form
+        gather_codegen.gather_load(g, o, box)
         return
     coords = g.element_coords(box, o.coords, o.elements)
     rank, dest, barrier = len(coords), g.address(o.dest), g.address(o.barrier)
@@ -318,6 +323,9 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
         template = ptx_asm.bulk_store(o.reduce and BULK_REDUCE_TYPES[o.reduce][box.dtype], o.reduce)
         g.asm(template, "l,r,r", [g.bulk_address(box, o.coords), g.address(o.source), _bulk_size(box)])
         return
+    if o.gather:   # no reduce form (sema E495, the verifier)
+        gather_codegen.scatter_store(g, o, box)
+        return
     coords = g.element_coords(box, o.coords, o.elements)
     args = [g.tensor_map(o.box), *coords, g.address(o.source)]
     template = ptx_asm.cache_hint(ptx_asm.tma_store(len(coords), o.reduce), ".bulk_group", box.cache)
@@ -326,6 +334,9 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
 
 def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
     box = g.boxes[o.box]
+    if o.gather:
+        gather_codegen.gather_prefetch(g, o, box)
+        return
     coords = g.element_coords(box, o.coords, o.elements)
     template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords)), ".tile", box.cache)
     g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *coords])
@@ -415,12 +426,13 @@ EMITTERS = {
 
 def ptx_params(kernel: ops.KernelOp) -> list:
     """Kernel parameters in PTX order: tensor maps, then symbolic dims, then scalars, then (only in
-    kernels with bulk boxes) each bulk box's tensor address and outer byte strides."""
+    kernels with bulk boxes) each bulk box's tensor address and outer byte strides, then (only in
+    kernels with gathered copies) each index tensor's address."""
     tensors = ops.decls(kernel, ops.TensorDecl)
     boxes = ops.decls(kernel, ops.BoxDecl).values()
     params: list = []
     for box in (b for b in boxes if not b.bulk):
-        shape = (box.shape[0] // box.slices(), *box.shape[1:])   # a CTA's map covers its slice of a split box
+        shape = tuple(box.map_shape())   # a CTA's slice of a split box; one row of a gathered one
         params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, tuple(box.strides),
                                      box.swizzle, box.oob, box.l2))
     symbols = dict.fromkeys(d for t in tensors.values() for d in t.shape if isinstance(d, str))
@@ -429,4 +441,10 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     for box in (b for b in boxes if b.bulk):
         params.append(BulkParam(box.symbol, box.tensor, box.dtype, box.shape[-1]))
         params += [BulkStrideParam(box.symbol, box.tensor, axis) for axis in range(len(box.shape) - 1)]
+    by_name = ops.decls(kernel, ops.BoxDecl)
+    gathered: dict[str, dict] = {}   # index tensor -> the tensors whose rows it names (ordered set)
+    for o in ops.walk(kernel.body):
+        if isinstance(o, (ops.TmaLoad, ops.TmaStore, ops.TmaPrefetch)) and o.gather:
+            gathered.setdefault(o.gather, {})[by_name[o.box].tensor] = None
+    params += [IndexParam(t, tuple(names)) for t, names in gathered.items()]
     return params

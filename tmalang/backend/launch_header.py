@@ -9,7 +9,7 @@ only in two forms:
   - the fields of `KERNEL_args` (public: a host fills them) keep the parameter's name, with `_`
     appended when it could not be a C++ member (`field_name`);
   - every local of `KERNEL_launch` derived from a user name carries a kind prefix (`d_` bound
-    dim, `m_` tensor map, `p_` dim parameter, `s_` scalar parameter, `b_` bulk box address or stride) that none of the header's
+    dim, `m_` tensor map, `p_` dim parameter, `s_` scalar parameter, `b_` bulk box address or stride, `x_` index tensor address) that none of the header's
     own locals (`e`, `grid`, `params`, ...) starts with, so no user name can shadow them.
 The public names `KERNEL_args` and `KERNEL_launch` stay as they are (the kernel's name is its
 PTX entry name, and sema keeps it a valid identifier).
@@ -23,7 +23,7 @@ import re
 import jinja2
 
 from ..contract.manifest import (
-    BulkParam, BulkStrideParam, DimParam, Manifest, ScalarParam, TensorArg, TensorMapParam,
+    BulkParam, BulkStrideParam, DimParam, IndexParam, Manifest, ScalarParam, TensorArg, TensorMapParam,
 )
 from ..target import tma
 from ..target.dtypes import DTYPES
@@ -84,6 +84,9 @@ def render(manifest: Manifest, source: str) -> str:
         if isinstance(p, BulkStrideParam):
             refs.append(f"&b_{p.box}_s{p.axis}")
             continue
+        if isinstance(p, IndexParam):
+            refs.append(f"&x_{p.tensor}")
+            continue
         refs.append({TensorMapParam: "&m_{}", DimParam: "&p_{}", ScalarParam: "&s_{}", BulkParam: "&b_{}"}[type(p)].format(
             getattr(p, "box", None) or getattr(p, "symbol", None) or p.name))
     return template.render(
@@ -93,6 +96,7 @@ def render(manifest: Manifest, source: str) -> str:
         scalar_params=[p for p in manifest.ptx_params if isinstance(p, ScalarParam)],
         bulk_params=[p for p in manifest.ptx_params if isinstance(p, BulkParam)],
         bulk_strides=[p for p in manifest.ptx_params if isinstance(p, BulkStrideParam)],
+        index_params=[p for p in manifest.ptx_params if isinstance(p, IndexParam)],
         param_refs=refs, ctype={n: d.ctype for n, d in DTYPES.items() if d.ctype},
         itemsize={n: d.itemsize for n, d in DTYPES.items()},
         tma_dtype={n: tma.DATA_TYPE_PREFIX + d.tma for n, d in DTYPES.items()},

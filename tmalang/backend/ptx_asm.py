@@ -68,6 +68,17 @@ PTX = {
     # bulk copies without a tensor map: $size bytes between a global address and shared memory
     "bulk_load": "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];",
     "bulk_commit": "cp.async.bulk.commit_group;",
+    # four rows of a 2-D tensor map at {column, row0..row3} (PTX ISA 8.6, sm_100a): a gathered load's
+    # rows land stacked in smem as one [4, W] box would; a scattered store writes them back
+    "gather4_load": "cp.async.bulk.tensor.2d.shared::cluster.global.tile::gather4.mbarrier::complete_tx::bytes "
+                    "[$0], [$1, {$2, $3, $4, $5, $6}], [$7];",
+    "gather4_prefetch": "cp.async.bulk.prefetch.tensor.2d.L2.global.tile::gather4 [$0, {$1, $2, $3, $4, $5}];",
+    "scatter4_store": "cp.async.bulk.tensor.2d.global.shared::cta.tile::scatter4.bulk_group "
+                      "[$0, {$1, $2, $3, $4, $5}], [$6];",
+    # the row of position $1 (of $2) at $3, or $4 (the tensor's rows: just past its end) past the index
+    # tensor or for an index outside [0, $4): the H100 faults on a tensor store at a negative row
+    "gather_index": "{ .reg .pred q; setp.lt.u32 q, $1, $2; mov.b32 $0, $4; @q ld.global.s32 $0, [$3]; "
+                    "setp.ge.u32 q, $0, $4; @q mov.b32 $0, $4; }",
     "trap": "trap;",   # a bulk copy outside its tensor (codegen.bulk_guard)
     "bulk_wait": "cp.async.bulk.wait_group $0;",
     "bulk_wait_read": "cp.async.bulk.wait_group.read $0;",

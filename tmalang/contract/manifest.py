@@ -83,6 +83,16 @@ class BulkStrideParam:
 
 
 @dataclass(frozen=True)
+class IndexParam:
+    """The global address of an index tensor (gathered rows), a .u64 parameter (only kernels with
+    gathered copies). Its length is the tensor's dim: a DimParam or a literal. `rows_of`: the
+    tensors whose rows it names (what a caller's indices must lie in, e.g. for random inputs)."""
+
+    tensor: str
+    rows_of: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class GridSpec:
     """How many CTAs to launch.
 
@@ -100,7 +110,7 @@ class Manifest:
     kernel: str                     # entry name in the PTX
     arch: str                       # e.g. "sm_90a"
     args: tuple[TensorArg | ScalarArg, ...]
-    ptx_params: tuple[TensorMapParam | DimParam | ScalarParam | BulkParam | BulkStrideParam, ...]
+    ptx_params: tuple[TensorMapParam | DimParam | ScalarParam | BulkParam | BulkStrideParam | IndexParam, ...]
     block_threads: int
     smem_bytes: int                 # dynamic shared memory, including alignment slack
     grid: GridSpec
@@ -118,7 +128,7 @@ class Manifest:
     @staticmethod
     def from_json(data: dict) -> "Manifest":
         kinds = {c.__name__: c for c in (TensorArg, ScalarArg, TensorMapParam, DimParam, ScalarParam, BulkParam,
-                                          BulkStrideParam)}
+                                          BulkStrideParam, IndexParam)}
 
         def build(entry: dict):
             entry = dict(entry)

@@ -11,7 +11,7 @@ latency did with them: a race is judged against the protocol, not the timing of 
 from __future__ import annotations
 
 from ..ir import ops
-from . import reduce
+from . import gather, reduce
 from .state import Blocked, BulkGroup, Transfer
 from .tiles import box_region, check_bulk_inside, check_element_start, write_box
 
@@ -31,15 +31,23 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
     key, who = m.tile_key(w, o.source), f"the {what} issued by {m.who(w)}"
     combine = (lambda old, new: reduce.combine(o.reduce, old, new)) if o.reduce else None
     agent = m.races.issue(w.agent)
-    region = box_region(target.shape, box, coords, o.elements)
+    if o.gather:   # tile rows to the rows an index tensor names (interp/gather.py)
+        picked = gather.rows(m, w, o, box)
+        gather.check_distinct(m, w, o, box, picked)
+        regions = gather.regions(target.shape, box, picked, coords[1])
+    else:
+        regions = [r for r in [box_region(target.shape, box, coords, o.elements)] if r is not None]
 
     def apply():
         m.races.access(key, agent, False, None, o.span, who)
         m.races.tick(agent)     # epoch 2: the global writes, which only a full wait_group acquires
-        if region is not None:
+        for region in regions:
             m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, True, o.span,
                                    f"{who} in CTA {m.cta}", reduce=bool(o.reduce))
-        write_box(target, box, coords, source.copy(), combine, o.elements)
+        if o.gather:
+            gather.write_rows(target, box, picked, coords[1], source.copy())
+        else:
+            write_box(target, box, coords, source.copy(), combine, o.elements)
 
     transfer = Transfer("store", w.index, o.span, apply, nbytes=source.nbytes, due=m.launch.due(m.step),
                         issued=m.step)

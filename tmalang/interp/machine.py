@@ -17,7 +17,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import bulk, mma, pairs, prefetch, rows, tcgen05
+from . import bulk, gather, mma, pairs, prefetch, rows, tcgen05
 from .meet import barrier, settle
 from .races import RaceDetector
 from .shares import rows as row_share
@@ -405,12 +405,17 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         coords = [coords[0] * parts + part, *coords[1:]]
     if box.bulk:
         check_bulk_inside(m.launch.arrays[box.tensor].shape, box, coords, o, m.who(w))
+    tensor = m.launch.arrays[box.tensor]
     if o.elements:
         check_element_start(box, coords, o, m.who(w))
-    data = read_box(m.launch.arrays[box.tensor], box, coords, o.elements)
+    if o.gather:   # tile rows from the rows an index tensor names (interp/gather.py)
+        picked = gather.rows(m, w, o, box)
+        data, regions = gather.read_rows(tensor, box, picked, coords[1]), gather.regions(tensor.shape, box, picked,
+                                                                                           coords[1])
+    else:
+        data, regions = read_box(tensor, box, coords, o.elements), [box_region(tensor.shape, box, coords, o.elements)]
     agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
     share = row_share(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else None
-    region = box_region(m.launch.arrays[box.tensor].shape, box, coords, o.elements)
     deliveries = []
     for c in m.cluster.ctas if o.multicast else [m]:
         signalled = pairs.leader(m) if o.pair else c
@@ -425,9 +430,10 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         signalled.fed[(bar.name, bar.stage)] = (bar.completed, o)
 
     def apply():
-        if box.tensor in m.stored and region is not None:   # it reads what a store may write
-            m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, False, o.span,
-                                   f"{who} in CTA {m.cta}")
+        for region in regions if box.tensor in m.stored else []:   # it reads what a store may write
+            if region is not None:
+                m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, False, o.span,
+                                       f"{who} in CTA {m.cta}")
         for c, signalled, bar, dest, key in deliveries:
             c.races.access(key, agent, True, share, o.span, who)
             dest[...] = data

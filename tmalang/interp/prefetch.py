@@ -15,6 +15,7 @@ from math import prod
 from ..ir import ops
 from ..target import tma
 from ..target.dtypes import DTYPES
+from . import gather
 from .state import ProtocolError
 from .tiles import box_region, check_element_start
 
@@ -22,6 +23,9 @@ from .tiles import box_region, check_element_start
 def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
     box = m.boxes[o.box]
     coords = [m.value(w, c) for c in o.coords]
+    if o.gather:   # rows an index tensor names: a hint like any prefetch, so no row is checked
+        _gathered(m, w, o, box, coords)
+        return
     low, high = tma.TMA_COORDINATE_RANGE
     for c, extent in zip(coords, box.shape):
         element = c if o.elements else c * extent
@@ -34,6 +38,22 @@ def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
     if m.trace is not None:
         region = box_region(m.launch.arrays[box.tensor].shape, box, coords, o.elements)
         inside = 0 if region is None else prod(-(-(stop - start) // s) for (start, stop), s in zip(region, box.strides))
+        m.trace.transfer(m.cta, "prefetch", m.step, m.step + 1, inside * DTYPES[box.dtype].itemsize,
+                         o.span.location() if o.span else "")
+
+
+def _gathered(m, w, o: ops.TmaPrefetch, box: ops.BoxDecl, coords: list[int]) -> None:
+    """Four rows per gather4 prefetch: only the column is a coordinate the index math computes
+    (the rows are the index values, i32 already)."""
+    low, high = tma.TMA_COORDINATE_RANGE
+    if not low <= coords[1] * box.shape[1] <= high:
+        raise ProtocolError("E456", f"prefetch of box '{box.symbol}' at column tile {coords[1]}: element "
+                            f"coordinate {coords[1] * box.shape[1]} is outside the signed 32-bit range TMA takes",
+                            o.span, [m.who(w)])
+    if m.trace is not None:
+        tensor = m.launch.arrays[box.tensor]
+        inside = sum(len(range(*r[1])) for r in gather.regions(tensor.shape, box, gather.picked(m, w, o, box),
+                                                               coords[1]))
         m.trace.transfer(m.cta, "prefetch", m.step, m.step + 1, inside * DTYPES[box.dtype].itemsize,
                          o.span.location() if o.span else "")
 

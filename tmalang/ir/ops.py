@@ -89,6 +89,13 @@ class BoxDecl(Op):
     pair: bool                      # a CTA pair's box: each CTA of the pair loads and holds half of dim 0
     cache: str = "none"             # L2 eviction policy (tma.CACHE_POLICIES) of every copy through the box
     bulk: bool = False              # no tensor map: each copy is one cp.async.bulk of the innermost chunk
+    gather: bool = False            # copied by rows (tile::gather4/scatter4): the tensor map holds one row
+
+    def map_shape(self) -> list[int]:
+        """The box one CTA's tensor map describes: its slice of a split box, one row of a gathered one."""
+        if self.gather:
+            return [1, *self.shape[1:]]
+        return [self.shape[0] // self.slices(), *self.shape[1:]]
 
     def slices(self) -> int:
         """Into how many parts along dim 0 the CTAs split the box: each tensor map covers one."""
@@ -413,6 +420,9 @@ class TmaLoad(Op):
     multicast: bool               # this CTA's slice of the box, written into every CTA of the cluster
     pair: bool                    # completes its bytes on the barrier of the CTA pair's leader (cta_group 2)
     elements: bool = False        # coords are element indices (innermost last), not tile indices
+    # an index tensor: coords[0] is then a tile position p in it, and tile row j comes from tensor
+    # row gather[p * rows + j] (tile::gather4, four rows per copy); "": a box at tile coordinates
+    gather: str = ""
 
 
 @op("tma_store")
@@ -423,6 +433,7 @@ class TmaStore(Op):
     source: BufferRef
     reduce: str = ""              # a TMA reduce (cp.reduce.async.bulk.tensor) with this operation; "": a store
     elements: bool = False        # coords are element indices, not tile indices
+    gather: str = ""              # an index tensor, as for tma_load: tile row j goes to row gather[p * rows + j]
 
 
 @op("tma_prefetch")
@@ -435,6 +446,7 @@ class TmaPrefetch(Op):
     box: str
     coords: list[Expr]            # tile indices, outermost first
     elements: bool = False        # coords are element indices, not tile indices
+    gather: str = ""              # an index tensor, as for tma_load: the rows gather[p * rows + j] into L2
 
 
 @op("tensormap_prefetch")

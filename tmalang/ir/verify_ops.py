@@ -137,6 +137,13 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     if o.strides[-1] != 1:
         v.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
     v.check(o, "multicast", o.multicast >= 1 and (o.multicast == 1 or not o.pair), "below 1, or on a pair box")
+    if o.gather:   # a one-row tensor map over a 2-D tensor, copied four rows at a time
+        v.check(o, "gather", len(o.shape) == tma.GATHER_RANK and o.shape[0] % tma.GATHER_ROWS == 0
+                and o.strides == [1] * len(o.shape) and not (o.bulk or o.pair or o.multicast > 1)
+                and (o.dtype not in DTYPES or tma.GATHER_ROWS * o.shape[-1] * DTYPES[o.dtype].itemsize
+                     % tma.SMEM_COPY_ALIGNMENT == 0),
+                f"a gathered box is 2-D, unstrided, {tma.GATHER_ROWS}k rows of which four are "
+                f"{tma.SMEM_COPY_ALIGNMENT}k bytes, not bulk, pair or multicast")
 
 
 def _pipeline(v: Scope, o: ops.PipelineDecl) -> None:
@@ -277,6 +284,7 @@ def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
     v.check(o, "elements", not (o.elements and box.bulk), "element coordinates on a bulk box (whole chunks)")
     if o.pair:
         _pair_kernel(v, o)
+    _gathered(v, o, box)
 
 
 def _tma_store(v: Scope, o: ops.TmaStore) -> None:
@@ -285,6 +293,8 @@ def _tma_store(v: Scope, o: ops.TmaStore) -> None:
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.tile(o, "source", "smem")
     v.check(o, "elements", not (o.elements and box.bulk), "element coordinates on a bulk box (whole chunks)")
+    _gathered(v, o, box)
+    v.check(o, "reduce", not (o.gather and o.reduce), "a gathered store has no reduce form (no .tile::scatter4)")
     if o.reduce and box.bulk:
         v.check(o, "reduce", box.dtype in BULK_REDUCE_TYPES.get(o.reduce, {}),
                 f"not a bulk reduce of box @{box.symbol}'s {box.dtype} elements")
@@ -294,9 +304,22 @@ def _tma_store(v: Scope, o: ops.TmaStore) -> None:
                 f"does not reduce box @{box.symbol}'s {box.dtype} elements")
 
 
+def _gathered(v: Scope, o: ops.TmaLoad | ops.TmaStore | ops.TmaPrefetch, box: ops.BoxDecl) -> None:
+    """A copy (or prefetch) by rows names a 1-D i32 index tensor and goes through a gathered box;
+    a box copy does not go through one (its tensor map holds one row)."""
+    v.check(o, "box", bool(o.gather) == box.gather,
+            f"box @{box.symbol} {'is' if box.gather else 'is not'} gathered, unlike the copy")
+    if o.gather:
+        index = v.decl(o, "gather", ops.TensorDecl)
+        v.check(o, "gather", index.dtype == "i32" and len(index.shape) == 1, "not a 1-D i32 tensor")
+        v.check(o, "multicast", not getattr(o, "multicast", False) and not getattr(o, "pair", False),
+                "a gathered load has no multicast or pair form")
+
+
 def _tma_prefetch(v: Scope, o: ops.TmaPrefetch) -> None:
     v.in_role(o)
     box = v.decl(o, "box", ops.BoxDecl)
+    _gathered(v, o, box)
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.check(o, "box", box.slices() == 1, "a sliced box (multicast or pair): its tensor map covers part of it")
     v.check(o, "box", not box.bulk, "a bulk box: no tensor map to prefetch through")

@@ -49,7 +49,8 @@ def _param(sym) -> ops.Op:
 def _declaration(sym, multicast: int) -> ops.Op | None:
     if isinstance(sym, Box):
         return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
-                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, sym.bulk, span=sym.span)
+                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, sym.bulk, sym.gather,
+                           span=sym.span)
     if isinstance(sym, Pipeline):
         fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
         fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]
@@ -107,16 +108,21 @@ class _Statements:
 
     def _Load(self, s: ast.Load):
         barrier = ex.BufferRef(s.barrier.name, ex.Const(0)) if s.barrier else None
-        return ops.TmaLoad(self.info.box_for(s.source).name, [self.int_expr(c) for c in s.coords],
-                           self.tile(s.dest), barrier, s.multicast, False, s.elements, span=s.span)
+        return ops.TmaLoad(self.info.box_for(s.source).name, self.copy_coords(s), self.tile(s.dest), barrier,
+                           s.multicast, False, elements=s.elements, gather=s.gather, span=s.span)
 
     def _Store(self, s: ast.Store):
-        return ops.TmaStore(self.info.box_for(s.target).name, [self.int_expr(c) for c in s.coords],
-                            self.tile(s.source), s.reduce, s.elements, span=s.span)
+        return ops.TmaStore(self.info.box_for(s.target).name, self.copy_coords(s), self.tile(s.source), s.reduce,
+                            elements=s.elements, gather=s.gather, span=s.span)
+
+    def copy_coords(self, s) -> list[ex.Expr]:
+        """A copy's tile coordinates; a gathered row `idx[p]` becomes its position p (the op names idx)."""
+        coords = [s.coords[0].block[0], *s.coords[1:]] if s.gather else s.coords
+        return [self.int_expr(c) for c in coords]
 
     def _Prefetch(self, s: ast.Prefetch):
-        return ops.TmaPrefetch(self.info.box_for(s.box).name, [self.int_expr(c) for c in s.coords], s.elements,
-                               span=s.span)
+        return ops.TmaPrefetch(self.info.box_for(s.box).name, self.copy_coords(s), elements=s.elements,
+                               gather=s.gather, span=s.span)
 
     def _is_tmem(self, ref) -> bool:
         return (isinstance(ref, ast.Ref) and ref.field is not None and ref.name in self.slots

@@ -4,9 +4,10 @@ Requires: expanded pipelines, fenced proxy writes.
 Guarantees, before a store that may write elements an earlier store of the same region (a loop
 body, a block) wrote: the same tensor through a box of the same shape and strides at the same
 coordinates, or through a box of another shape or strides at any coordinates (not compared, so
-taken to overlap): the elected thread waits `bulk_wait read=false pending=0`, so the two
-stores' writes to global memory are ordered. A store at element coordinates (`elements`) may
-overlap any store of its tensor, so it waits for, and makes wait, every earlier one in the region.
+taken to overlap), or any store to the tensor when either store is at element coordinates (its
+box may lie anywhere) or takes its rows from an index tensor (a scatter writes whatever rows its
+indices name): the elected thread waits `bulk_wait read=false pending=0`, so the two stores'
+writes to global memory are ordered.
 Before tile math, an epilogue or row math rewrites a slot that a TMA store of the
 role issued since the last release read from: the elected thread waits `bulk_wait read=false
 pending=0` and the role syncs, so the store has read the slot before any thread overwrites it,
@@ -104,16 +105,17 @@ def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: se
 
 def _target(store: ops.TmaStore, boxes: dict) -> tuple:
     """What a store writes, as far as this pass compares it: tensor, box geometry, coordinates
-    (None for a store at element coordinates: its box may lie anywhere in the tensor)."""
+    (None for a store at element coordinates or a scattered store: its box may lie anywhere in the
+    tensor, or its rows are whatever its indices name)."""
     box = boxes[store.box]
-    coords = None if store.elements else tuple(map(str, store.coords))
+    coords = None if store.elements or store.gather else tuple(map(str, store.coords))
     return box.tensor, tuple(box.shape), tuple(box.strides), coords
 
 
 def _may_overlap(a: tuple, b: tuple) -> bool:
     """Same tensor, and the same geometry at the same coordinates or another geometry (whose
     regions this pass does not intersect, so it takes them to overlap). A store at element
-    coordinates may overlap any store to the tensor."""
+    coordinates or a scattered store may overlap any store to the tensor."""
     return a[0] == b[0] and (a[3] is None or b[3] is None or a[1:3] != b[1:3] or a[3] == b[3])
 
 

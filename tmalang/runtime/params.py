@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ..contract.binding import Binding
 from ..contract.errors import MANIFEST, LaunchError
-from ..contract.manifest import BulkParam, BulkStrideParam, DimParam, ScalarParam, TensorMapParam
+from ..contract.manifest import BulkParam, BulkStrideParam, DimParam, IndexParam, ScalarParam, TensorMapParam
 
 TENSOR_MAP_ALIGN = 64
 
@@ -59,14 +59,15 @@ def pack_params(
     device_ptr: Callable[[str], int] | None = None,
 ) -> KernelParams:
     """The parameters of `binding.manifest.ptx_params`, tensor maps made by `tensor_map`, a bulk
-    box's tensor address by `device_ptr` (tensor name -> address; needed only with bulk boxes)."""
+    box's or index tensor's address by `device_ptr` (tensor name -> address; needed only with bulk
+    boxes or gathered copies)."""
     return KernelParams([_param_value(p, binding, tensor_map, device_ptr) for p in binding.manifest.ptx_params])
 
 
 def _param_value(param, binding: Binding, tensor_map, device_ptr) -> tuple[bytes, int]:
     if isinstance(param, TensorMapParam):
         return tensor_map(param), TENSOR_MAP_ALIGN
-    if isinstance(param, BulkParam):
+    if isinstance(param, (BulkParam, IndexParam)):
         return struct.pack("<Q", device_ptr(param.tensor)), 8
     if isinstance(param, BulkStrideParam):
         return struct.pack("<Q", binding.views[param.tensor].strides[param.axis]), 8

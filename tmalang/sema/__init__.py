@@ -6,7 +6,7 @@ from ..diagnostics import error
 from ..syntax import ast
 from ..target.arch import Target
 from . import declarations as d
-from . import bulk, pairs, prefetch
+from . import bulk, gather, pairs, prefetch
 from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 
@@ -50,6 +50,7 @@ def check_kernel(kernel: ast.Kernel, target: Target) -> KernelInfo:
         check_role_body(info, role)
     _check_pipelines_used(info)
     prefetch.check_kernel(info)
+    gather.check_kernel(info)
     _check_smem_owned(info)
     pairs.check_kernel(info)
     if info.cluster > 1 and info.grid != "persistent":

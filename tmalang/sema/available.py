@@ -2,8 +2,8 @@
 
 Run on the kernel being compiled (not on every kernel of its file: a file may hold kernels for
 several architectures, each compiled with its own --arch). Sema records the sites as it checks
-the kernel: Tensor Memory declarations (tcgen05) and mma statements on register accumulators
-(wgmma).
+the kernel: Tensor Memory declarations (tcgen05), mma statements on register accumulators
+(wgmma) and row coordinates that name an index tensor (TMA gather4 / scatter4).
 """
 
 from __future__ import annotations
@@ -21,6 +21,10 @@ def check_available(info: KernelInfo) -> None:
     if info.wgmma_sites and not target.has_wgmma:
         raise error("E091", f"mma on register accumulators is wgmma, which exists on {_offering('has_wgmma')} only, "
                     f"not {target.name}", info.wgmma_sites[0], f"compile with --arch {_offering('has_wgmma')}")
+    if info.gather_sites and not target.has_gather4:
+        raise error("E490", f"gathered rows are TMA's .tile::gather4 / .tile::scatter4, which exist on "
+                    f"{_offering('has_gather4')} only, not {target.name}", info.gather_sites[0],
+                    f"compile with --arch {_offering('has_gather4')}")
 
 
 def _offering(feature: str) -> str:

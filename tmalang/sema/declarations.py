@@ -53,6 +53,7 @@ class Box:
     pair_span: Span | None = None
     cache: str = "none"              # L2 eviction policy of every copy through the box (sema/prefetch.py)
     bulk: bool = False               # no tensor map: copies are cp.async.bulk of one row chunk (sema/bulk.py)
+    gather: bool = False             # copied by rows (tile::gather4/scatter4): a one-row tensor map (sema/gather.py)
 
     @property
     def dtype(self) -> DType:
@@ -148,6 +149,9 @@ class KernelInfo:
     tmem_sites: list[Span] = field(default_factory=list)    # Tensor Memory declarations (sema/available.py)
     wgmma_sites: list[Span] = field(default_factory=list)   # mma on register accumulators
     prefetch_maps: ast.PrefetchDecl | None = None          # `prefetch tensormaps` (sema/prefetch.py)
+    gather_sites: list[Span] = field(default_factory=list)  # gathered loads / scattered stores (sema/gather.py)
+    gather_boxes: dict = field(default_factory=dict)        # box name -> copied by rows (True) or as a box
+    index_tensors: dict = field(default_factory=dict)       # index tensor name -> the first copy naming it
 
     def lookup(self, ref: ast.Ref, *kinds: type, what: str):
         """The declaration `ref` names, which must be one of `kinds`."""

@@ -32,6 +32,10 @@ def _whole_chunks(box: Box, s) -> None:
     if box.bulk:
         raise error("E460", f"bulk box '{box.name}' takes chunk coordinates, not element coordinates", s.span,
                     f"a bulk copy moves whole chunks of the innermost dimension: write `{box.name}[...]`")
+    if s.gather:
+        raise error("E460", f"gathered rows of box '{box.name}' take tile coordinates, not element coordinates",
+                    s.span, f"its rows come from index tensor '{s.gather}' and its column is a tile index: "
+                    f"write `{box.name}[{s.gather}[...], ...]`")
 
 
 def check_load(box: Box, s: ast.Load) -> None:
@@ -44,6 +48,12 @@ def check_load(box: Box, s: ast.Load) -> None:
                     "each CTA loads its slice of the box at a tile-derived row; write `"
                     f"{box.name}[...]`, or declare a plain box for the element-offset load")
     check_inner_alignment(box, s.coords)
+
+
+def check_prefetch(box: Box, s: ast.Prefetch) -> None:
+    if s.elements:
+        _whole_chunks(box, s)
+        check_inner_alignment(box, s.coords)
 
 
 def check_inner_alignment(box: Box, coords: list) -> None:

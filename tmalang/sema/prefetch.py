@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk, offsets
+from . import bulk, gather, offsets
 from .declarations import Box, KernelInfo
 from .scope import Scope, int_expr
 
@@ -20,12 +20,12 @@ PREFETCH_DECLS = ("tensormaps",)
 def check_prefetch(info: KernelInfo, s: ast.Prefetch, scope: Scope) -> None:
     box = info.box_for(s.box)
     bulk.check_prefetch(s, box)
-    if len(s.coords) != len(box.shape):
-        raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(s.coords)} coordinates", s.span)
-    for c in s.coords:
+    coords = gather.check_copy(info, s, box, s.coords, scope)
+    if len(coords) != len(box.shape):
+        raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(coords)} coordinates", s.span)
+    for c in coords:
         int_expr(info, c, scope)
-    if s.elements:
-        offsets.check_inner_alignment(box, s.coords)
+    offsets.check_prefetch(box, s)
     if scope.pipeline is not None:
         _in_block(s)
     if not scope.elected:

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk, mma, offsets, own_pipelines, prefetch, reduce, rows
+from . import bulk, gather, mma, offsets, own_pipelines, prefetch, reduce, rows
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -173,7 +173,7 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
     box = info.box_for(s.source)
     tile = tile_ref(info, s.dest, scope, pair_ok=scope.pipeline is not None, strided_ok=True)
     _same_tile(box, tile, s.span)
-    _coords(info, box, s.coords, s.span, scope)
+    _coords(info, box, gather.check_copy(info, s, box, s.coords, scope), s.span, scope)
     offsets.check_load(box, s)
     box.tensor.read = True
     bulk.check_load(s, box)
@@ -227,8 +227,8 @@ def _check_multicast(info: KernelInfo, s: ast.Load, box: Box, scope: Scope) -> N
 
 
 def _mentions(e, name: str) -> bool:
-    if isinstance(e, ast.Ref):
-        return e.field is None and e.name == name
+    if isinstance(e, ast.Ref):   # `idx[p]` (a gathered row) mentions what its position does
+        return e.field is None and (e.name == name or any(_mentions(c, name) for c in e.block or []))
     return any(_mentions(c, name) for c in {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand]}
                .get(type(e), list)())
 
@@ -237,7 +237,7 @@ def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     box = info.box_for(s.target)
     tile = tile_ref(info, s.source, scope, strided_ok=True)
     _same_tile(box, tile, s.span)
-    _coords(info, box, s.coords, s.span, scope)
+    _coords(info, box, gather.check_copy(info, s, box, s.coords, scope), s.span, scope)
     offsets.check_store(info, box, s, scope)    # element coordinates: each tile's box in its own tile
     if s.reduce:   # atomic per element: many tiles may reduce into one (a bulk reduce names its type)
         (bulk.check_reduce if box.bulk else reduce.check)(s, box)

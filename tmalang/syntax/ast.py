@@ -151,6 +151,7 @@ class Load(Node):
     barrier: Ref | None
     multicast: bool = False      # each CTA of the cluster loads a slice into every CTA's smem
     elements: bool = False       # `T@[r, c]`: coordinates are element indices, not tile indices
+    gather: str = ""             # sema: the index tensor of `load X[idx[p], c]` (tile::gather4)
 
 
 @dataclass
@@ -163,6 +164,7 @@ class Store(Node):
     reduce: str = ""        # `reduce OP T[c..] <- src`: the TMA reduce operation; "" for a plain store
     reduce_span: Span | None = field(default=None, repr=False, compare=False)
     elements: bool = False  # `T@[r, c]`: coordinates are element indices, not tile indices
+    gather: str = ""        # sema: the index tensor of `store X[idx[p], c] <- src` (tile::scatter4)
 
 
 @dataclass
@@ -173,6 +175,7 @@ class Prefetch(Node):
     box: Ref
     coords: list[Expr]
     elements: bool = False  # `prefetch T@[r, c]`: element coordinates
+    gather: str = ""        # sema: the index tensor of `prefetch X[idx[p], c]` (tile::gather4 into L2)
 
 
 @dataclass

@@ -51,6 +51,11 @@ MAX_BOX_EXTENT = 256       # elements per box dimension
 MAX_ELEMENT_STRIDE = 8
 MAX_RANK = 5
 TENSOR_MAP_BYTES = 128
+# .tile::gather4 / .tile::scatter4 (PTX ISA 5.5.3.4): four rows of a 2-D tensor per copy, each a
+# bounding box of one row, at coordinates {column, row0, row1, row2, row3}
+GATHER_ROWS = 4
+GATHER_RANK = 2
+SMEM_COPY_ALIGNMENT = 128  # bytes: a tensor copy's shared-memory address (each four-row copy's too)
 
 
 def tile_shape(box_shape, element_strides) -> list[int]:
