@@ -322,6 +322,10 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
 
 def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
     box = g.boxes[o.box]
+    if box.bulk:   # an address and a byte count; outside the tensor it traps, like a bulk copy
+        g.bulk_guard(box, o.coords)
+        g.asm(ptx_asm.PTX["bulk_prefetch"], "l,r", [g.bulk_address(box, o.coords), _bulk_size(box)])
+        return
     coords = g.element_coords(box, o.coords)
     template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords)), ".tile", box.cache)
     g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *coords])

@@ -68,6 +68,7 @@ PTX = {
     # bulk copies without a tensor map: $size bytes between a global address and shared memory
     "bulk_load": "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];",
     "bulk_commit": "cp.async.bulk.commit_group;",
+    "bulk_prefetch": "cp.async.bulk.prefetch.L2.global [$0], $1;",   # $1 bytes at global $0 into L2
     "trap": "trap;",   # a bulk copy outside its tensor (codegen.bulk_guard)
     "bulk_wait": "cp.async.bulk.wait_group $0;",
     "bulk_wait_read": "cp.async.bulk.wait_group.read $0;",

@@ -5,7 +5,9 @@ The interpreter still evaluates a box prefetch's coordinates as the hardware wou
 × box extent, which must fit the signed 32-bit coordinates TMA takes; a box outside the tensor is
 fine, the hardware skips it), so an IR that would fault is caught here, and the trace shows the
 prefetch on the TMA engine's track with the bytes that lie inside the tensor. L2 cache policies
-(the box's `cache`) are hints only and have no semantics at all.
+(the box's `cache`) are hints only and have no semantics at all. A bulk box's prefetch
+(cp.async.bulk.prefetch.L2) is an address range, which must lie inside the tensor like a bulk
+copy's: E477 here, a trap on the GPU.
 """
 
 from __future__ import annotations
@@ -16,12 +18,14 @@ from ..ir import ops
 from ..target import tma
 from ..target.dtypes import DTYPES
 from .state import ProtocolError
-from .tiles import box_region
+from .tiles import box_region, check_bulk_inside
 
 
 def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
     box = m.boxes[o.box]
     coords = [m.value(w, c) for c in o.coords]
+    if box.bulk:
+        check_bulk_inside(m.launch.arrays[box.tensor].shape, box, coords, o, m.who(w))
     low, high = tma.TMA_COORDINATE_RANGE
     for c, extent in zip(coords, box.shape):
         if not low <= c * extent <= high:

@@ -428,7 +428,8 @@ class TmaStore(Op):
 class TmaPrefetch(Op):
     """Box `box` at tile coordinates `coords` into L2 (cp.async.bulk.prefetch.tensor), issued by
     one thread: no shared memory, no barrier, no effect on any value; what lies outside the
-    tensor is skipped."""
+    tensor is skipped. Through a bulk box, cp.async.bulk.prefetch.L2 of its chunk, which must
+    lie inside the tensor (as a bulk copy's)."""
 
     box: str
     coords: list[Expr]            # tile indices, outermost first

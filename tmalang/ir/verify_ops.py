@@ -295,7 +295,6 @@ def _tma_prefetch(v: Scope, o: ops.TmaPrefetch) -> None:
     box = v.decl(o, "box", ops.BoxDecl)
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.check(o, "box", box.slices() == 1, "a sliced box (multicast or pair): its tensor map covers part of it")
-    v.check(o, "box", not box.bulk, "a bulk box: no tensor map to prefetch through")
     _one_thread(v, o)
 
 
