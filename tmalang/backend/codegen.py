@@ -422,7 +422,7 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     for box in (b for b in boxes if not b.bulk):
         shape = (box.shape[0] // box.slices(), *box.shape[1:])   # a CTA's map covers its slice of a split box
         params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, tuple(box.strides),
-                                     box.swizzle, box.oob, box.l2))
+                                     box.swizzle, box.oob, box.l2, box.interleave))
     symbols = dict.fromkeys(d for t in tensors.values() for d in t.shape if isinstance(d, str))
     params += [DimParam(s) for s in symbols]
     params += [ScalarParam(s.symbol, s.dtype) for s in ops.decls(kernel, ops.ScalarDecl).values()]

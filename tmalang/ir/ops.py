@@ -89,6 +89,7 @@ class BoxDecl(Op):
     pair: bool                      # a CTA pair's box: each CTA of the pair loads and holds half of dim 0
     cache: str = "none"             # L2 eviction policy (tma.CACHE_POLICIES) of every copy through the box
     bulk: bool = False              # no tensor map: each copy is one cp.async.bulk of the innermost chunk
+    interleave: str = "none"        # tma.INTERLEAVES: the tensor map's interleaved layout (NC/8HWC8-like)
 
     def slices(self) -> int:
         """Into how many parts along dim 0 the CTAs split the box: each tensor map covers one."""

@@ -134,6 +134,9 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     v.check(o, "oob", o.oob in tma.OOB_FILLS, "not a TMA out-of-bounds fill")
     v.check(o, "l2", o.l2 in tma.L2_PROMOTIONS, "not a TMA L2 promotion")
     v.check(o, "cache", o.cache in tma.CACHE_POLICIES, "not an L2 cache policy")
+    v.check(o, "interleave", o.interleave in tma.INTERLEAVES and (o.interleave == "none" or not o.bulk
+            and len(o.shape) >= tma.INTERLEAVE_MIN_RANK and (o.interleave != "32B" or o.swizzle == "32B")),
+            "not a TMA interleave, or one the driver refuses here (a bulk box, rank below 3, 32B without swizzle 32B)")
     if o.strides[-1] != 1:
         v.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
     v.check(o, "multicast", o.multicast >= 1 and (o.multicast == 1 or not o.pair), "below 1, or on a pair box")

@@ -164,6 +164,9 @@ class _Builder(Transformer):
     def cache_option(self, meta, children):
         return ("cache", str(children[0]), self._span(meta))
 
+    def interleave_option(self, meta, children):
+        return ("interleave", str(children[0]), self._span(meta))
+
     def prefetch_decl(self, meta, children):
         return ast.PrefetchDecl(self._span(meta), self._ref(children[0]))
 
