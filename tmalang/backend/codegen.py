@@ -331,6 +331,11 @@ def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
     g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *coords])
 
 
+def _peer_rank(g: KernelCodegen, o: ops.Op) -> ir.Value:
+    """The cluster rank `peer` ranks on from this CTA's: (rank + peer) % cluster."""
+    return g.b.urem(g.b.add(g._sreg("cluster.ctarank"), I32(o.peer)), I32(g.kernel.cluster))
+
+
 def _mbar_wait(g: KernelCodegen, o: ops.MbarWait) -> None:
     addr, parity = g.address(o.barrier), g.expr(o.parity)
     probe_bb, done_bb = g.fn.append_basic_block("wait"), g.fn.append_basic_block("waited")
@@ -393,11 +398,17 @@ EMITTERS = {
     ops.Sync: _sync,
     ops.MbarInit: lambda g, o: g.asm(ptx_asm.PTX["mbar_init"], "r,n", [g.address(o.barrier), I32(o.count)]),
     ops.MbarExpectTx: lambda g, o: g.asm(ptx_asm.PTX["mbar_expect_tx"], "r,r", [g.address(o.barrier), g.expr(o.bytes)]),
-    ops.MbarArrive: lambda g, o: g.asm(ptx_asm.PTX["mbar_arrive"], "r", [g.address(o.barrier)]),
+    ops.MbarArrive: lambda g, o: (g.asm(ptx_asm.PTX["mbar_arrive_peer"], "r,r", [g.address(o.barrier), _peer_rank(g, o)])
+                                  if o.peer else g.asm(ptx_asm.PTX["mbar_arrive"], "r", [g.address(o.barrier)])),
+    ops.BulkPush: lambda g, o: g.asm(ptx_asm.PTX["bulk_push"], "r,r,r,r,r",
+                                     [g.address(o.dest), g.address(o.source), g.address(o.barrier), I32(o.bytes),
+                                      _peer_rank(g, o)]),
     ops.MbarArriveCluster: lambda g, o: [g.asm(ptx_asm.PTX["mbar_arrive_remote"], "r,r", [g.address(o.barrier), I32(c)])
                                          for c in range(g.kernel.cluster)],
-    ops.MbarArriveExpectTx: lambda g, o: g.asm(ptx_asm.PTX["mbar_arrive_expect_tx"], "r,r",
-                                               [g.address(o.barrier), g.expr(o.bytes)]),
+    ops.MbarArriveExpectTx: lambda g, o: (g.asm(ptx_asm.PTX["mbar_arrive_expect_tx_peer"], "r,r,r",
+                                                [g.address(o.barrier), _peer_rank(g, o), g.expr(o.bytes)])
+                                          if o.peer else g.asm(ptx_asm.PTX["mbar_arrive_expect_tx"], "r,r",
+                                                               [g.address(o.barrier), g.expr(o.bytes)])),
     ops.Fence: lambda g, o: g.asm(ptx_asm.PTX[f"fence_{o.kind}"], "", []),
     ops.BulkCommit: lambda g, o: g.asm(ptx_asm.PTX["bulk_commit"], "", []),
     ops.BulkWait: lambda g, o: g.asm(ptx_asm.PTX["bulk_wait_read" if o.read else "bulk_wait"], "n", [I32(o.pending)]),

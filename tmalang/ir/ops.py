@@ -110,6 +110,7 @@ class PipelineDecl(Op):
     symbol: str
     stages: int
     fields: list[str]             # "field:box" pairs
+    peer: int = 0                 # K > 0: a ring across the cluster, produced into the CTA K ranks on
 
 
 # How expand_pipelines names what a pipeline P becomes, for the passes that read its output:
@@ -546,7 +547,11 @@ class MbarExpectTx(Op):
 @op("mbar_arrive")
 @dataclass
 class MbarArrive(Op):
+    """With `peer` K > 0: on the barrier at the same offset in the CTA of rank (rank + K) % cluster
+    (mapa; .release.cluster), the release of a peer pipeline's slot to the CTA that pushed it."""
+
     barrier: BufferRef
+    peer: int = 0
 
 
 @op("mbar_arrive_cluster")
@@ -574,8 +579,26 @@ class MbarArriveLeader(MbarArriveCluster):
 @op("mbar_arrive_expect_tx")
 @dataclass
 class MbarArriveExpectTx(Op):
+    """With `peer` K > 0: on the barrier at the same offset in the CTA K ranks on, as MbarArrive."""
+
     barrier: BufferRef
     bytes: Expr
+    peer: int = 0
+
+
+@op("bulk_push")
+@dataclass
+class BulkPush(Op):
+    """Distributed shared memory: `bytes` of this CTA's tile `source` into tile `dest` of the CTA
+    of rank (rank + peer) % cluster, completing the bytes on that CTA's `barrier`
+    (cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes), issued by one thread.
+    The source is read asynchronously: nothing but the peer's release of `dest` says it has been."""
+
+    source: BufferRef
+    dest: BufferRef
+    barrier: BufferRef
+    bytes: int
+    peer: int
 
 
 @op("mbar_wait")

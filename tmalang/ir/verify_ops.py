@@ -355,6 +355,28 @@ def _barrier_op(v: Scope, o: ops.Op) -> None:
         v.check(o, "bytes", 0 <= o.bytes.value <= 0xFFFFF, "not 0..1048575")
 
 
+def _arrive(v: Scope, o: ops.MbarArrive | ops.MbarArriveExpectTx) -> None:
+    _barrier_op(v, o)
+    _peer(v, o, 0)
+
+
+def _peer(v: Scope, o: ops.Op, least: int) -> None:
+    """A peer offset reaches another CTA of the cluster (0: this CTA, where `least` allows it)."""
+    v.check(o, "peer", least <= o.peer < max(1, v.kernel.cluster), f"not in {least}..cluster - 1")
+
+
+def _bulk_push(v: Scope, o: ops.BulkPush) -> None:
+    """One thread pushes a whole smem tile into the same tile of a peer CTA."""
+    _barrier_op(v, o)
+    v.tile(o, "source", "smem")
+    v.tile(o, "dest", "smem")
+    _peer(v, o, 1)
+    sizes = {getattr(v.symbols.get(r.name), "bytes", None) for r in (o.source, o.dest)}
+    v.check(o, "bytes", sizes <= {o.bytes, None} and 0 < o.bytes <= 0xFFFFF and o.bytes % 16 == 0,
+            "not the bytes of its tiles, a positive multiple of 16 below 2^20")
+    _one_thread(v, o)
+
+
 def _cluster_arrive(v: Scope, o: ops.MbarArriveCluster | ops.Tcgen05CommitCluster) -> None:
     _barrier_op(v, o)
     if v.kernel.cluster < 2:
@@ -407,9 +429,9 @@ VERIFY: dict[type[ops.Op], Callable[[Scope, ops.Op], None]] = {
     ops.RowAssign: _row_assign, ops.RowDecl: _role_decl, ops.AccDecl: _role_decl,
     ops.AccZero: _acc_zero, ops.Wgmma: _wgmma, ops.WgmmaFence: _statement, ops.WgmmaCommit: _statement,
     ops.WgmmaWait: _pending,
-    ops.MbarInit: _mbar_init, ops.MbarExpectTx: _barrier_op, ops.MbarArrive: _barrier_op,
+    ops.MbarInit: _mbar_init, ops.MbarExpectTx: _barrier_op, ops.MbarArrive: _arrive, ops.BulkPush: _bulk_push,
     ops.MbarArriveCluster: _cluster_arrive, ops.MbarArriveLeader: _leader_arrive,
-    ops.MbarArriveExpectTx: _barrier_op, ops.MbarWait: _barrier_op,
+    ops.MbarArriveExpectTx: _arrive, ops.MbarWait: _barrier_op,
     ops.Tcgen05Mma: _tcgen05_mma, ops.Tcgen05Cp: _tcgen05_cp, ops.TmemZero: _tmem_zero,
     ops.Tcgen05Commit: _barrier_op, ops.Tcgen05CommitCluster: _cluster_arrive,
 }

@@ -84,6 +84,8 @@ class Pipeline:
     producers: list[str] = field(default_factory=list)
     consumers: list[str] = field(default_factory=list)
     produce_nests: list = field(default_factory=list)   # (loops around each produce block, span)
+    peer: int = 0                                       # `peer +K`: a ring across the cluster (sema/dsmem.py)
+    peer_span: Span | None = None
     consume_nests: list = field(default_factory=list)
 
 

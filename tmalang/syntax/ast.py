@@ -304,6 +304,8 @@ class PipelineDecl(Node):
     name: str
     stages: int
     fields: list[FieldDecl]
+    peer: int = 0                 # `peer +K`: produce blocks fill the slot of the CTA K ranks on (§16b)
+    peer_span: Span | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -172,7 +172,14 @@ class _Builder(Transformer):
 
     def pipeline_decl(self, meta, children):
         name, stages, *fields = children
-        return ast.PipelineDecl(self._span(meta), str(name), int(stages), fields)
+        peer = fields.pop() if fields and isinstance(fields[-1], tuple) else None
+        decl = ast.PipelineDecl(self._span(meta), str(name), int(stages), fields)
+        if peer is not None:
+            decl.peer, decl.peer_span = peer
+        return decl
+
+    def peer(self, meta, children):
+        return int(children[0]), self._span(meta)
 
     def field(self, meta, children):
         name, box = children
