@@ -77,7 +77,8 @@ inline Error validate(const Tensor& t, uint64_t itemsize, const char* name) {
 // Encodes a tiled tensor map; tmalang's outermost-first order becomes the driver's innermost-first.
 inline Error encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, uint64_t itemsize, const Tensor& t,
                           const uint32_t* box, const uint32_t* element_strides, CUtensorMapSwizzle swizzle,
-                          CUtensorMapFloatOOBfill oob, CUtensorMapL2promotion l2) {
+                          CUtensorMapFloatOOBfill oob, CUtensorMapL2promotion l2,
+                          CUtensorMapInterleave interleave = CU_TENSOR_MAP_INTERLEAVE_NONE) {
   (void)itemsize;
   cuuint64_t dims[5], strides[4];
   cuuint32_t box_dims[5], elem[5];
@@ -87,13 +88,14 @@ inline Error encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, uint64_t 
     box_dims[i] = box[d];
     elem[i] = element_strides[d];
     if (i > 0) {
-      // a dim of extent 1 never advances: any legal stride will do (frameworks report odd ones)
-      cuuint64_t stride = t.strides[d];
-      strides[i - 1] = (t.shape[d] == 1 && (stride == 0 || stride % 16 != 0)) ? 16 : stride;
+      // a dim of extent 1 never advances: any legal stride will do (frameworks report odd ones);
+      // interleave 32B wants every stride a multiple of 32
+      cuuint64_t stride = t.strides[d], align = interleave == CU_TENSOR_MAP_INTERLEAVE_32B ? 32 : 16;
+      strides[i - 1] = (t.shape[d] == 1 && (stride == 0 || stride % align != 0)) ? align : stride;
     }
   }
   return check(cuTensorMapEncodeTiled(map, dtype, t.rank, reinterpret_cast<void*>(t.data), dims, strides,
-                                      box_dims, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2, oob),
+                                      box_dims, elem, interleave, swizzle, l2, oob),
                "cuTensorMapEncodeTiled");
 }
 

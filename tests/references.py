@@ -163,12 +163,29 @@ def stencil_case(rng, shape):
     return [c, d, x, np.full(shape, np.nan, np.float32)], c * x + d * (((up + down) + left) + right)
 
 
+def dsmem_ring_case(rng, shape, cluster=4, rows=64):
+    """examples/dsmem_ring_sm90.tma: tile row i = 4q + r gets x's tile row 4q + (r - 1) % 4 added
+    (zero past x's end); one f32 add per element, so exact."""
+    x = padded(rng, shape)
+    tiles = -(-shape[0] // rows)
+    padded_x = np.zeros((tiles * rows, shape[1]), np.float32)
+    padded_x[: shape[0]] = x
+    tile_rows = padded_x.reshape(tiles, rows, shape[1])
+    neighbour = np.zeros_like(tile_rows)
+    for i in range(tiles):
+        j = i - i % cluster + (i % cluster - 1) % cluster
+        if j < tiles:
+            neighbour[i] = tile_rows[j]
+    expected = (tile_rows + neighbour).reshape(-1, shape[1])[: shape[0]]
+    return [x, padded(rng, shape, np.nan)], expected
+
+
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
          "blocksum_prefetch": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
          "attention": attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
-         "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case}
+         "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
         "moe_gemm": 1e-2, "reduce_rows": 1e-5}   # relative Frobenius error against float64; others are exact
 

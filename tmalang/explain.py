@@ -25,6 +25,7 @@ def explain(kernel: ops.KernelOp, target: Target) -> str:
     lines += ["", "smem map (offset +bytes name):", *("  " + row for row in smem_map(kernel))]
     lines += _tmem_map(kernel, target)
     lines += _l2(kernel)
+    lines += _pushes(kernel)
     return "\n".join(lines) + "\n"
 
 
@@ -37,6 +38,13 @@ def _l2(kernel: ops.KernelOp) -> list[str]:
     rows += [f"  boxes prefetched into L2: {', '.join(dict.fromkeys(boxes))}"] if boxes else []
     rows += [f"  L2 cache policies: {', '.join(hints)}"] if hints else []
     return ["", "L2:", *rows] if rows else []
+
+
+def _pushes(kernel: ops.KernelOp) -> list[str]:
+    """Peer pipelines: which slot each CTA pushes to which rank (distributed shared memory)."""
+    rows = [f"  {o.source.name} -> {o.dest.name} of rank (r + {o.peer}) % {kernel.cluster}, {o.bytes} bytes on "
+            f"{o.barrier.name} there" for o in ops.walk(kernel.body) if isinstance(o, ops.BulkPush)]
+    return ["", "distributed shared memory (bulk pushes, CTA of rank r):", *dict.fromkeys(rows)] if rows else []
 
 
 def _tmem_map(kernel: ops.KernelOp, target: Target) -> list[str]:
@@ -67,6 +75,8 @@ def _barriers(kernel: ops.KernelOp) -> list[list[str]]:
                 waits[o.barrier.name].append(f"{role.symbol} {o.parity}")
             elif isinstance(o, ops.MbarArriveLeader):
                 arrives[o.barrier.name].append(f"{role.symbol} (on the pair's leader, from both CTAs)")
+            elif isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx)) and o.peer:
+                arrives[o.barrier.name].append(f"{role.symbol} of rank (r - {o.peer}) % {kernel.cluster}")
             elif isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster)):
                 arrives[o.barrier.name].append(role.symbol + where)
             elif isinstance(o, ops.Tcgen05CommitCluster):

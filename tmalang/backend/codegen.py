@@ -337,9 +337,18 @@ def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
     if o.gather:
         gather_codegen.gather_prefetch(g, o, box)
         return
+    if box.bulk:   # an address and a byte count; outside the tensor it traps, like a bulk copy
+        g.bulk_guard(box, o.coords)
+        g.asm(ptx_asm.PTX["bulk_prefetch"], "l,r", [g.bulk_address(box, o.coords), _bulk_size(box)])
+        return
     coords = g.element_coords(box, o.coords, o.elements)
     template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords)), ".tile", box.cache)
     g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *coords])
+
+
+def _peer_rank(g: KernelCodegen, o: ops.Op) -> ir.Value:
+    """The cluster rank `peer` ranks on from this CTA's: (rank + peer) % cluster."""
+    return g.b.urem(g.b.add(g._sreg("cluster.ctarank"), I32(o.peer)), I32(g.kernel.cluster))
 
 
 def _mbar_wait(g: KernelCodegen, o: ops.MbarWait) -> None:
@@ -404,11 +413,17 @@ EMITTERS = {
     ops.Sync: _sync,
     ops.MbarInit: lambda g, o: g.asm(ptx_asm.PTX["mbar_init"], "r,n", [g.address(o.barrier), I32(o.count)]),
     ops.MbarExpectTx: lambda g, o: g.asm(ptx_asm.PTX["mbar_expect_tx"], "r,r", [g.address(o.barrier), g.expr(o.bytes)]),
-    ops.MbarArrive: lambda g, o: g.asm(ptx_asm.PTX["mbar_arrive"], "r", [g.address(o.barrier)]),
+    ops.MbarArrive: lambda g, o: (g.asm(ptx_asm.PTX["mbar_arrive_peer"], "r,r", [g.address(o.barrier), _peer_rank(g, o)])
+                                  if o.peer else g.asm(ptx_asm.PTX["mbar_arrive"], "r", [g.address(o.barrier)])),
+    ops.BulkPush: lambda g, o: g.asm(ptx_asm.PTX["bulk_push"], "r,r,r,r,r",
+                                     [g.address(o.dest), g.address(o.source), g.address(o.barrier), I32(o.bytes),
+                                      _peer_rank(g, o)]),
     ops.MbarArriveCluster: lambda g, o: [g.asm(ptx_asm.PTX["mbar_arrive_remote"], "r,r", [g.address(o.barrier), I32(c)])
                                          for c in range(g.kernel.cluster)],
-    ops.MbarArriveExpectTx: lambda g, o: g.asm(ptx_asm.PTX["mbar_arrive_expect_tx"], "r,r",
-                                               [g.address(o.barrier), g.expr(o.bytes)]),
+    ops.MbarArriveExpectTx: lambda g, o: (g.asm(ptx_asm.PTX["mbar_arrive_expect_tx_peer"], "r,r,r",
+                                                [g.address(o.barrier), _peer_rank(g, o), g.expr(o.bytes)])
+                                          if o.peer else g.asm(ptx_asm.PTX["mbar_arrive_expect_tx"], "r,r",
+                                                               [g.address(o.barrier), g.expr(o.bytes)])),
     ops.Fence: lambda g, o: g.asm(ptx_asm.PTX[f"fence_{o.kind}"], "", []),
     ops.BulkCommit: lambda g, o: g.asm(ptx_asm.PTX["bulk_commit"], "", []),
     ops.BulkWait: lambda g, o: g.asm(ptx_asm.PTX["bulk_wait_read" if o.read else "bulk_wait"], "n", [I32(o.pending)]),
@@ -434,7 +449,7 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     for box in (b for b in boxes if not b.bulk):
         shape = tuple(box.map_shape())   # a CTA's slice of a split box; one row of a gathered one
         params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, tuple(box.strides),
-                                     box.swizzle, box.oob, box.l2))
+                                     box.swizzle, box.oob, box.l2, box.interleave))
     symbols = dict.fromkeys(d for t in tensors.values() for d in t.shape if isinstance(d, str))
     params += [DimParam(s) for s in symbols]
     params += [ScalarParam(s.symbol, s.dtype) for s in ops.decls(kernel, ops.ScalarDecl).values()]

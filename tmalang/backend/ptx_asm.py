@@ -79,6 +79,7 @@ PTX = {
     # tensor or for an index outside [0, $4): the H100 faults on a tensor store at a negative row
     "gather_index": "{ .reg .pred q; setp.lt.u32 q, $1, $2; mov.b32 $0, $4; @q ld.global.s32 $0, [$3]; "
                     "setp.ge.u32 q, $0, $4; @q mov.b32 $0, $4; }",
+    "bulk_prefetch": "cp.async.bulk.prefetch.L2.global [$0], $1;",   # $1 bytes at global $0 into L2
     "trap": "trap;",   # a bulk copy outside its tensor (codegen.bulk_guard)
     "bulk_wait": "cp.async.bulk.wait_group $0;",
     "bulk_wait_read": "cp.async.bulk.wait_group.read $0;",
@@ -90,6 +91,16 @@ PTX = {
     # as for a local arrive: an explicit .cluster scope costs a cluster-wide fence per arrival)
     "mbar_arrive_remote": "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $0, $1; "
                           "mbarrier.arrive.shared::cluster.b64 _, [ra]; }",
+    # distributed shared memory (peer pipelines, §16b): $0 is a local smem address, $1 the peer's
+    # rank; .release.cluster orders this thread's reads and writes of the slot before the peer's
+    # next push into it
+    "mbar_arrive_peer": "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $0, $1; "
+                        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }",
+    "mbar_arrive_expect_tx_peer": "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, $0, $1; "
+                                  "mbarrier.arrive.expect_tx.release.cluster.shared::cluster.b64 _, [ra], $2; }",
+    # $3 bytes of local smem $1 into smem $0 of CTA $4, completing on its mbarrier $2
+    "bulk_push": "{ .reg .b32 rd, rb; mapa.shared::cluster.u32 rd, $0, $4; mapa.shared::cluster.u32 rb, $2, $4; "
+                 "cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [rd], [$1], $3, [rb]; }",
     # the shared::cluster address of smem offset $1 in CTA $2 of the cluster
     "mapa": "mapa.shared::cluster.u32 $0, $1, $2;",
     # one probe; the loop around it is LLVM IR, so no labels need to be unique

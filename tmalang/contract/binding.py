@@ -17,7 +17,7 @@ import numpy as np
 
 from ..target import dtypes, tma
 from .arrays import array_view, is_array_like
-from .manifest import BulkParam, DimParam, Manifest, ScalarArg, TensorArg
+from .manifest import BulkParam, DimParam, Manifest, ScalarArg, TensorArg, TensorMapParam
 from .errors import (
     ALIGNMENT, ARG_COUNT, ARG_KIND, DEVICE, DIM_MISMATCH, DIM_RANGE, DTYPE, LAUNCH_OPTION, LAYOUT,
     MANIFEST, OVERLAP, RANK, SCALAR_VALUE, LaunchError,
@@ -70,6 +70,7 @@ def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None)
     symbols.check_complete()
     _check_tile_count(manifest, symbols.values)
     _check_bulk_chunks(manifest, views)
+    _check_interleave(manifest, views)
     common_device({name: v.device for name, v in views.items() if v.device is not None})
     return Binding(manifest, symbols.values, views, scalars)
 
@@ -99,6 +100,27 @@ def _check_bulk_chunks(manifest: Manifest, views: Mapping[str, ArrayView]) -> No
                 f"'{p.box}'s chunk ({p.chunk} elements)",
                 "a bulk copy cannot clip at the tensor's edge: pad the dim to a multiple of the chunk",
             )
+
+
+def _check_interleave(manifest: Manifest, views: dict[str, ArrayView]) -> None:
+    """Under a box with interleave 32B, the driver wants the tensor's base address (E208) and
+    every outer stride (E207) 32-byte aligned. A dim of extent 1 never advances, so its stand-in
+    stride is rounded up to 32 instead of failing."""
+    align = tma.interleave_alignment("32B")
+    for p in manifest.ptx_params:
+        if not isinstance(p, TensorMapParam) or p.interleave != "32B":
+            continue
+        view = views[p.tensor]
+        strides = tuple(-(-s // align) * align if n == 1 else s for s, n in zip(view.strides[:-1], view.shape[:-1]))
+        for axis, stride in enumerate(strides):
+            if stride % align:
+                raise LaunchError(LAYOUT, f"argument '{p.tensor}': stride of dim {axis} is {stride} bytes; box "
+                                  f"'{p.box}' (interleave 32B) needs a multiple of {align}",
+                                  "pad the array so that each outer stride is a multiple of 32 bytes")
+        if not view.on_host and view.ptr % align:
+            raise LaunchError(ALIGNMENT, f"argument '{p.tensor}': base address {view.ptr:#x} is not {align}-byte "
+                              f"aligned, which box '{p.box}' (interleave 32B) needs")
+        views[p.tensor] = replace(view, strides=(*strides, view.strides[-1]))
 
 
 def _check_count(manifest: Manifest, args: tuple) -> None:

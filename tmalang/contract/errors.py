@@ -17,8 +17,8 @@ E206  dimension out of range: empty (size 0), too large for the kernel's signed 
       overflows (>= 2**31 tiles), or an innermost dim that is not a whole number of a bulk
       box's chunks (a bulk copy cannot clip)
 E207  memory layout TMA cannot describe: innermost dimension not contiguous, an outer stride
-      not a positive multiple of 16 bytes or >= 2**40 bytes
-E208  base address not 16-byte aligned
+      not a positive multiple of 16 bytes (32 under an interleave 32B box) or >= 2**40 bytes
+E208  base address not 16-byte aligned (32-byte under an interleave 32B box)
 E209  device placement: arrays on different GPUs, or memory that is neither host nor CUDA
 E210  no usable CUDA driver or device
 E211  a CUDA driver call failed (the message names the call and the driver's error)

@@ -43,6 +43,7 @@ class TensorMapParam:
     swizzle: str                    # "none" | "32B" | "64B" | "128B"
     oob_fill: str                   # "zero" | "nan"
     l2_promotion: str = "none"      # "none" | "64B" | "128B" | "256B"
+    interleave: str = "none"        # "none" | "16B" | "32B" (NC/8HWC8-like tensors)
 
 
 @dataclass(frozen=True)

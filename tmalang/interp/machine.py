@@ -17,7 +17,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import bulk, gather, mma, pairs, prefetch, rows, tcgen05
+from . import bulk, dsmem, gather, mma, pairs, prefetch, rows, tcgen05
 from .meet import barrier, settle
 from .races import RaceDetector
 from .shares import rows as row_share
@@ -351,8 +351,10 @@ def _surplus(m: CTA, w: Warp, bar: Mbarrier, o: ops.Op, why: str) -> ProtocolErr
 
 
 def _mbar_arrive(m: CTA, w: Warp, o: ops.MbarArrive):
+    """With a peer offset, on the barrier of the CTA that many ranks on (a peer pipeline's release)."""
     tcgen05.check_signal(m, w, o)
-    _arrive(m, w, m.barrier(w, o.barrier, o), o, _arrivals(w))
+    target = dsmem.peer(m, o.peer)
+    _arrive(target, w, target.barrier(w, o.barrier, o), o, _arrivals(w))
 
 
 def _mbar_arrive_cluster(m: CTA, w: Warp, o: ops.MbarArriveCluster):
@@ -372,9 +374,10 @@ def _mbar_expect_tx(m: CTA, w: Warp, o: ops.MbarExpectTx):
 
 
 def _mbar_arrive_expect_tx(m: CTA, w: Warp, o: ops.MbarArriveExpectTx):
-    bar = m.barrier(w, o.barrier, o)
+    target = dsmem.peer(m, o.peer)
+    bar = target.barrier(w, o.barrier, o)
     bar.tx += m.value(w, o.bytes) * _arrivals(w)
-    _arrive(m, w, bar, o, _arrivals(w))
+    _arrive(target, w, bar, o, _arrivals(w))
 
 
 def _mbar_wait(m: CTA, w: Warp, o: ops.MbarWait):
@@ -470,4 +473,5 @@ SEMANTICS = {
     **pairs.SEMANTICS,
     **rows.SEMANTICS,
     **prefetch.SEMANTICS,
+    **dsmem.SEMANTICS,
 }

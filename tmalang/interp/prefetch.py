@@ -5,7 +5,9 @@ The interpreter still evaluates a box prefetch's coordinates as the hardware wou
 × box extent, which must fit the signed 32-bit coordinates TMA takes; a box outside the tensor is
 fine, the hardware skips it), so an IR that would fault is caught here, and the trace shows the
 prefetch on the TMA engine's track with the bytes that lie inside the tensor. L2 cache policies
-(the box's `cache`) are hints only and have no semantics at all.
+(the box's `cache`) are hints only and have no semantics at all. A bulk box's prefetch
+(cp.async.bulk.prefetch.L2) is an address range, which must lie inside the tensor like a bulk
+copy's: E477 here, a trap on the GPU.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ..target import tma
 from ..target.dtypes import DTYPES
 from . import gather
 from .state import ProtocolError
-from .tiles import box_region, check_element_start
+from .tiles import box_region, check_bulk_inside, check_element_start
 
 
 def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
@@ -26,6 +28,8 @@ def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
     if o.gather:   # rows an index tensor names: a hint like any prefetch, so no row is checked
         _gathered(m, w, o, box, coords)
         return
+    if box.bulk:
+        check_bulk_inside(m.launch.arrays[box.tensor].shape, box, coords, o, m.who(w))
     low, high = tma.TMA_COORDINATE_RANGE
     for c, extent in zip(coords, box.shape):
         element = c if o.elements else c * extent

@@ -90,6 +90,7 @@ class BoxDecl(Op):
     cache: str = "none"             # L2 eviction policy (tma.CACHE_POLICIES) of every copy through the box
     bulk: bool = False              # no tensor map: each copy is one cp.async.bulk of the innermost chunk
     gather: bool = False            # copied by rows (tile::gather4/scatter4): the tensor map holds one row
+    interleave: str = "none"        # tma.INTERLEAVES: the tensor map's interleaved layout (NC/8HWC8-like)
 
     def map_shape(self) -> list[int]:
         """The box one CTA's tensor map describes: its slice of a split box, one row of a gathered one."""
@@ -116,6 +117,7 @@ class PipelineDecl(Op):
     symbol: str
     stages: int
     fields: list[str]             # "field:box" pairs
+    peer: int = 0                 # K > 0: a ring across the cluster, produced into the CTA K ranks on
 
 
 # How expand_pipelines names what a pipeline P becomes, for the passes that read its output:
@@ -441,7 +443,8 @@ class TmaStore(Op):
 class TmaPrefetch(Op):
     """Box `box` at tile coordinates `coords` into L2 (cp.async.bulk.prefetch.tensor), issued by
     one thread: no shared memory, no barrier, no effect on any value; what lies outside the
-    tensor is skipped."""
+    tensor is skipped. Through a bulk box, cp.async.bulk.prefetch.L2 of its chunk, which must
+    lie inside the tensor (as a bulk copy's)."""
 
     box: str
     coords: list[Expr]            # tile indices, outermost first
@@ -559,7 +562,11 @@ class MbarExpectTx(Op):
 @op("mbar_arrive")
 @dataclass
 class MbarArrive(Op):
+    """With `peer` K > 0: on the barrier at the same offset in the CTA of rank (rank + K) % cluster
+    (mapa; .release.cluster), the release of a peer pipeline's slot to the CTA that pushed it."""
+
     barrier: BufferRef
+    peer: int = 0
 
 
 @op("mbar_arrive_cluster")
@@ -587,8 +594,26 @@ class MbarArriveLeader(MbarArriveCluster):
 @op("mbar_arrive_expect_tx")
 @dataclass
 class MbarArriveExpectTx(Op):
+    """With `peer` K > 0: on the barrier at the same offset in the CTA K ranks on, as MbarArrive."""
+
     barrier: BufferRef
     bytes: Expr
+    peer: int = 0
+
+
+@op("bulk_push")
+@dataclass
+class BulkPush(Op):
+    """Distributed shared memory: `bytes` of this CTA's tile `source` into tile `dest` of the CTA
+    of rank (rank + peer) % cluster, completing the bytes on that CTA's `barrier`
+    (cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes), issued by one thread.
+    The source is read asynchronously: nothing but the peer's release of `dest` says it has been."""
+
+    source: BufferRef
+    dest: BufferRef
+    barrier: BufferRef
+    bytes: int
+    peer: int
 
 
 @op("mbar_wait")

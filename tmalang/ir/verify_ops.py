@@ -134,6 +134,9 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     v.check(o, "oob", o.oob in tma.OOB_FILLS, "not a TMA out-of-bounds fill")
     v.check(o, "l2", o.l2 in tma.L2_PROMOTIONS, "not a TMA L2 promotion")
     v.check(o, "cache", o.cache in tma.CACHE_POLICIES, "not an L2 cache policy")
+    v.check(o, "interleave", o.interleave in tma.INTERLEAVES and (o.interleave == "none" or not o.bulk
+            and len(o.shape) >= tma.INTERLEAVE_MIN_RANK and (o.interleave != "32B" or o.swizzle == "32B")),
+            "not a TMA interleave, or one the driver refuses here (a bulk box, rank below 3, 32B without swizzle 32B)")
     if o.strides[-1] != 1:
         v.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
     v.check(o, "multicast", o.multicast >= 1 and (o.multicast == 1 or not o.pair), "below 1, or on a pair box")
@@ -322,7 +325,6 @@ def _tma_prefetch(v: Scope, o: ops.TmaPrefetch) -> None:
     _gathered(v, o, box)
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.check(o, "box", box.slices() == 1, "a sliced box (multicast or pair): its tensor map covers part of it")
-    v.check(o, "box", not box.bulk, "a bulk box: no tensor map to prefetch through")
     _one_thread(v, o)
 
 
@@ -380,6 +382,28 @@ def _barrier_op(v: Scope, o: ops.Op) -> None:
         v.check(o, "bytes", 0 <= o.bytes.value <= 0xFFFFF, "not 0..1048575")
 
 
+def _arrive(v: Scope, o: ops.MbarArrive | ops.MbarArriveExpectTx) -> None:
+    _barrier_op(v, o)
+    _peer(v, o, 0)
+
+
+def _peer(v: Scope, o: ops.Op, least: int) -> None:
+    """A peer offset reaches another CTA of the cluster (0: this CTA, where `least` allows it)."""
+    v.check(o, "peer", least <= o.peer < max(1, v.kernel.cluster), f"not in {least}..cluster - 1")
+
+
+def _bulk_push(v: Scope, o: ops.BulkPush) -> None:
+    """One thread pushes a whole smem tile into the same tile of a peer CTA."""
+    _barrier_op(v, o)
+    v.tile(o, "source", "smem")
+    v.tile(o, "dest", "smem")
+    _peer(v, o, 1)
+    sizes = {getattr(v.symbols.get(r.name), "bytes", None) for r in (o.source, o.dest)}
+    v.check(o, "bytes", sizes <= {o.bytes, None} and 0 < o.bytes <= 0xFFFFF and o.bytes % 16 == 0,
+            "not the bytes of its tiles, a positive multiple of 16 below 2^20")
+    _one_thread(v, o)
+
+
 def _cluster_arrive(v: Scope, o: ops.MbarArriveCluster | ops.Tcgen05CommitCluster) -> None:
     _barrier_op(v, o)
     if v.kernel.cluster < 2:
@@ -432,9 +456,9 @@ VERIFY: dict[type[ops.Op], Callable[[Scope, ops.Op], None]] = {
     ops.RowAssign: _row_assign, ops.RowDecl: _role_decl, ops.AccDecl: _role_decl,
     ops.AccZero: _acc_zero, ops.Wgmma: _wgmma, ops.WgmmaFence: _statement, ops.WgmmaCommit: _statement,
     ops.WgmmaWait: _pending,
-    ops.MbarInit: _mbar_init, ops.MbarExpectTx: _barrier_op, ops.MbarArrive: _barrier_op,
+    ops.MbarInit: _mbar_init, ops.MbarExpectTx: _barrier_op, ops.MbarArrive: _arrive, ops.BulkPush: _bulk_push,
     ops.MbarArriveCluster: _cluster_arrive, ops.MbarArriveLeader: _leader_arrive,
-    ops.MbarArriveExpectTx: _barrier_op, ops.MbarWait: _barrier_op,
+    ops.MbarArriveExpectTx: _arrive, ops.MbarWait: _barrier_op,
     ops.Tcgen05Mma: _tcgen05_mma, ops.Tcgen05Cp: _tcgen05_cp, ops.TmemZero: _tmem_zero,
     ops.Tcgen05Commit: _barrier_op, ops.Tcgen05CommitCluster: _cluster_arrive,
 }

@@ -50,11 +50,11 @@ def _declaration(sym, multicast: int) -> ops.Op | None:
     if isinstance(sym, Box):
         return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
                            sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, sym.bulk, sym.gather,
-                           span=sym.span)
+                           sym.interleave, span=sym.span)
     if isinstance(sym, Pipeline):
         fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
         fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]
-        return ops.PipelineDecl(sym.name, sym.stages, fields, span=sym.span)
+        return ops.PipelineDecl(sym.name, sym.stages, fields, sym.peer, span=sym.span)
     if isinstance(sym, SmemBuffer):
         return ops.BufferDecl(sym.name, sym.box.name, 1, sym.box.bytes, tma.SWIZZLES[sym.box.swizzle].tile_alignment, -1,
                               span=sym.span)

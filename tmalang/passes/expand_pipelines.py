@@ -25,6 +25,10 @@ has been released (`%P.tail`): no commit may land on the barrier of a CTA that h
 A produce block without loads or MMAs is filled by the role's threads with row math: they wait
 `empty`, write the slot, fence shared-memory writes to the async proxy and all arrive on `full`.
 Blocks nest: an inner block expands first, inside the outer block's wait and release.
+
+A peer pipeline (`peer +K`, distributed shared memory) also gets send slots `@P.f.send`: its
+produce blocks write them and push them into the receive slots of the CTA K ranks on, and its
+consumers release on that CTA's `empty` (passes/peer_slots.py says why that is sound).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from ..ir import ops
 from ..target import tma
 from ..target.arch import Target
 from ..target.dtypes import DTYPES
+from . import peer_slots
 
 
 def run(kernel: ops.KernelOp, target: Target) -> None:
@@ -51,13 +56,14 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
                  and any(isinstance(x, ops.TmaLoad) and x.multicast for x in o.body)}
     committed = {o.pipeline for o in blocks if isinstance(o, ops.Consume)
                  and any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body))}
+    buffers = {b.symbol: b for b in body if isinstance(b, ops.BufferDecl)}
     for role in ops.roles(kernel):
         sides = _sides(role)
         used = [p for p in pipelines if (p, True) in sides or (p, False) in sides]
         own = {p for p in used if (p, True) in sides and (p, False) in sides}
         counters = [ops.Let(name, ex.Const(0), span=pipelines[p].span)
                     for p in used for name in _counter_names(p, own)]
-        role.body = counters + _expand(role.body, pipelines, boxes, multicast, own)
+        role.body = counters + _expand(role.body, pipelines, boxes, multicast, own, (buffers, kernel.cluster))
         role.body += [_drain(pipelines[p], _counter(p, True, own))
                       for p in used if p in committed and (p, True) in sides]
     kernel.body = body
@@ -92,22 +98,27 @@ def _declare(p: ops.PipelineDecl, boxes) -> list[ops.Op]:
         box = boxes[box_name]
         decls.append(ops.BufferDecl(f"{p.symbol}.{name}", box_name, p.stages, box.bytes(DTYPES[box.dtype].itemsize),
                                     tma.SWIZZLES[box.swizzle].tile_alignment, -1, span=p.span))
+    if p.peer:
+        decls += peer_slots.send_buffers(p, [d for d in decls if isinstance(d, ops.BufferDecl)])
     for role in ("full", "empty"):
         decls.append(ops.MbarrierDecl(f"{p.symbol}.{role}", p.stages, -1, 0, -1, span=p.span))
     return decls
 
 
-def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str], own: set[str]) -> list[ops.Op]:
+def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str], own: set[str], peers) -> list[ops.Op]:
     out: list[ops.Op] = []
     for o in region:
         for r in o.regions():   # nested blocks first: an enclosing block sees their explicit ops
-            r[:] = _expand(r, pipelines, boxes, multicast, own)
+            r[:] = _expand(r, pipelines, boxes, multicast, own, peers)
         if not isinstance(o, (ops.Produce, ops.Consume)):
             out.append(o)
             continue
         p, at = pipelines[o.pipeline], _counter(o.pipeline, isinstance(o, ops.Produce), own)
         if isinstance(o, ops.Consume):
-            out += _consume(o, p, at, o.pipeline in multicast)
+            out += _consume(o, p, at, o.pipeline in multicast, peers[1])
+        elif p.peer:
+            slot = [_slot(p, at, o.slot, o.span), _wait_free(p, at, o.slot, o.span)]
+            out += peer_slots.produce(o, p, slot, _advance(at, o.span), peers[0])
         elif any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body)):
             out += _produce_accumulators(o, p, at)
         elif any(isinstance(x, ops.TmaLoad) for x in o.body):
@@ -170,7 +181,7 @@ def _drain(p: ops.PipelineDecl, at: ex.Var) -> ops.ForRange:
                         span=p.span)
 
 
-def _consume(o: ops.Consume, p: ops.PipelineDecl, at: ex.Var, cluster_wide: bool) -> list[ops.Op]:
+def _consume(o: ops.Consume, p: ops.PipelineDecl, at: ex.Var, cluster_wide: bool, cluster: int) -> list[ops.Op]:
     stage = ex.Var(o.slot)
     body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TmaStore) else s for s in o.body]
     arrive = ops.MbarArriveCluster if cluster_wide else ops.MbarArrive
@@ -178,5 +189,7 @@ def _consume(o: ops.Consume, p: ops.PipelineDecl, at: ex.Var, cluster_wide: bool
     if any(isinstance(s, ops.TENSOR_CORE_OPS) for s in ops.walk(o.body)):   # free once the tensor cores have read it
         arrive = ops.Tcgen05CommitCluster if cluster_wide else ops.Tcgen05Commit
     release = ops.Elect("role", [arrive(empty, span=o.span)], span=o.span)
+    if p.peer:
+        release = peer_slots.release(p, stage, cluster, o.span)
     ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(at, p.stages), span=o.span)
     return [_slot(p, at, o.slot, o.span), ready, *body, release, _advance(at, o.span)]

@@ -17,7 +17,8 @@ Guarantees:
     phase never completes (a hang) or completes early (a race), so both are errors here;
   - `tx_bytes` is the bytes one phase expects; where expect_tx bytes are constants they must
     equal the bytes of the TMA loads completing on that barrier in the same role (for a
-    pipeline's `full` barrier: in the same elected block, since its arming sites alternate);
+    pipeline's `full` barrier: in the same elected block, since its arming sites alternate; a
+    peer pipeline's pushes count like loads, armed and completed on the same peer's barrier);
   - the kernel body starts with one thread initialising every stage of every barrier, then
     `fence.mbarrier_init` (barrier state visible to the async proxy), then a block-wide sync,
     before any role runs; in a cluster the sync is cluster-wide (other CTAs multicast into this
@@ -161,6 +162,7 @@ def _check_site(o: ops.Elect, barriers, boxes) -> None:
         name = arm.barrier.name
         brought = sum(_load_bytes(x, boxes) for x in ops.walk(o.body) if isinstance(x, ops.TmaLoad)
                       and x.barrier is not None and x.barrier.name == name)
+        brought += sum(x.bytes for x in ops.walk(o.body) if isinstance(x, ops.BulkPush) and x.barrier.name == name)
         if not isinstance(arm.bytes, ex.Const) or arm.bytes.value != brought:
             raise error("E102", f"expect_tx arms mbarrier '{name}' for {arm.bytes} bytes per phase, but the TMA "
                         f"loads completing on it bring {brought}", arm.span,

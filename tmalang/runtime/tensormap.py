@@ -36,6 +36,7 @@ class TensorMapFields:
     swizzle: str
     l2_promotion: str
     oob_fill: str
+    interleave: str = "CU_TENSOR_MAP_INTERLEAVE_NONE"
 
 
 def tensor_map_fields(param: TensorMapParam, view: ArrayView, device_ptr: int) -> TensorMapFields:
@@ -52,6 +53,7 @@ def tensor_map_fields(param: TensorMapParam, view: ArrayView, device_ptr: int) -
         swizzle=_lookup(_SWIZZLES, param.swizzle, "swizzle", param),
         l2_promotion=_lookup(tma.L2_PROMOTIONS, param.l2_promotion, "l2_promotion", param),
         oob_fill=_lookup(tma.OOB_FILLS, param.oob_fill, "oob_fill", param),
+        interleave=_lookup(_INTERLEAVES, param.interleave, "interleave", param),
     )
 
 
@@ -69,7 +71,7 @@ def encode_tensor_map(param: TensorMapParam, view: ArrayView, device_ptr: int) -
             [cu.cuuint64_t(s) for s in _strides_argument(f)],
             [cu.cuuint32_t(n) for n in f.box_dim],
             [cu.cuuint32_t(s) for s in f.element_strides],
-            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            getattr(cu.CUtensorMapInterleave, f.interleave),
             getattr(cu.CUtensorMapSwizzle, f.swizzle),
             getattr(cu.CUtensorMapL2promotion, f.l2_promotion),
             getattr(cu.CUtensorMapFloatOOBfill, f.oob_fill),
@@ -87,12 +89,13 @@ def _strides_argument(f: TensorMapFields) -> tuple[int, ...]:
     still make valid (the row's byte size rounded up to 16)."""
     if f.global_strides:
         return f.global_strides
-    align = tma.GLOBAL_ALIGNMENT
+    align = tma.interleave_alignment("32B" if f.interleave.endswith("32B") else "none")
     return (-(-f.global_dim[0] * f.itemsize // align) * align,)
 
 
 _DATA_TYPES = {d.name: tma.DATA_TYPE_PREFIX + d.tma for d in DTYPES.values()}
 _SWIZZLES = {s.name: s.tensor_map for s in tma.SWIZZLES.values()}
+_INTERLEAVES = {i.name: i.tensor_map for i in tma.INTERLEAVES.values()}
 
 
 def _lookup(table: dict[str, str], key: str, field: str, param: TensorMapParam) -> str:

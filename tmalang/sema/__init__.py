@@ -6,7 +6,7 @@ from ..diagnostics import error
 from ..syntax import ast
 from ..target.arch import Target
 from . import declarations as d
-from . import bulk, gather, pairs, prefetch
+from . import bulk, dsmem, gather, pairs, prefetch
 from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 
@@ -45,10 +45,13 @@ def check_kernel(kernel: ast.Kernel, target: Target) -> KernelInfo:
             _DECLS[type(item)](info, item)
         if isinstance(item, ast.BoxDecl) and item.pair:
             pairs.check_pair_box(item, info.symbols[item.name])
+        if isinstance(item, ast.PipelineDecl):
+            dsmem.check_decl(info.symbols[item.name], item)
     d.check_roles(info, [i for i in kernel.items if isinstance(i, ast.RoleDecl)])
     for role in info.roles:
         check_role_body(info, role)
     _check_pipelines_used(info)
+    dsmem.check_kernel(info)
     prefetch.check_kernel(info)
     gather.check_kernel(info)
     _check_smem_owned(info)

@@ -5,8 +5,9 @@ a box of shape [1, ..., 1, CHUNK], so loads, stores, pipelines and tile loops tr
 other box. What the hardware adds (PTX ISA, cp.async.bulk): the size and both addresses are
 multiples of 16 bytes, and a bulk copy fills nothing out of bounds, so the innermost dim must
 be a whole number of chunks: checked here when the dim is a literal, at launch (E206) when it
-is symbolic. A bulk copy has no tensor map, so no multicast, no tensor prefetch, no pair
-slicing and no swizzle; a reduce through it names its element type (check_reduce)."""
+is symbolic. A bulk copy has no tensor map, so no multicast, no pair slicing and no swizzle; a
+reduce through it names its element type (check_reduce). A prefetch through it is a bulk
+prefetch (cp.async.bulk.prefetch.L2: an address and a byte count) with the copies' range rule."""
 
 from __future__ import annotations
 
@@ -57,8 +58,3 @@ def check_reduce(s: ast.Store, box: Box) -> None:
                     f"(tensor '{box.tensor.name}')", s.span,
                     reduce.hint(s.reduce, box.dtype, list(types), tensor_map=False))
 
-
-def check_prefetch(s: ast.Prefetch, box: Box) -> None:
-    if box.bulk:
-        raise error("E473", f"bulk box '{box.name}' has no tensor map to prefetch through", s.span,
-                    "declare a tensor box over the tensor and prefetch through it")

@@ -14,6 +14,7 @@ from ..syntax import ast
 from ..target import tma
 from ..target.arch import Target
 from ..target.dtypes import DTYPES, SCALAR_DTYPES, DType
+from . import interleave
 
 GRID_KINDS = ("tiles", "persistent")
 MAX_WARPS = 32          # 1024 threads per CTA
@@ -54,6 +55,7 @@ class Box:
     cache: str = "none"              # L2 eviction policy of every copy through the box (sema/prefetch.py)
     bulk: bool = False               # no tensor map: copies are cp.async.bulk of one row chunk (sema/bulk.py)
     gather: bool = False             # copied by rows (tile::gather4/scatter4): a one-row tensor map (sema/gather.py)
+    interleave: str = "none"         # NC/8HWC8-like tensor, one channel slice innermost (sema/interleave.py)
 
     @property
     def dtype(self) -> DType:
@@ -83,6 +85,8 @@ class Pipeline:
     producers: list[str] = field(default_factory=list)
     consumers: list[str] = field(default_factory=list)
     produce_nests: list = field(default_factory=list)   # (loops around each produce block, span)
+    peer: int = 0                                       # `peer +K`: a ring across the cluster (sema/dsmem.py)
+    peer_span: Span | None = None
     consume_nests: list = field(default_factory=list)
 
 
@@ -255,8 +259,9 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
                     d.option_spans["swizzle"],
                     f"use at most {span // tensor.dtype.itemsize} {tensor.dtype.name} elements innermost, or a wider swizzle")
     check_static_strides(tensor, d)
+    interleave.check(d, tensor)
     tensor_box = Box(d.name, tensor, list(d.shape), strides, d.swizzle, d.oob, d.l2, d.span, d.pair,
-                     d.option_spans.get("pair"), _cache_policy(d))
+                     d.option_spans.get("pair"), _cache_policy(d), interleave=d.interleave)
     if d.oob == "nan" and tensor.dtype.kind not in ("float",):
         raise error("E024", f"oob nan needs a floating-point tensor; '{tensor.name}' is {tensor.dtype.name}",
                     d.option_spans["oob"])

@@ -32,6 +32,10 @@ def _whole_chunks(box: Box, s) -> None:
     if box.bulk:
         raise error("E460", f"bulk box '{box.name}' takes chunk coordinates, not element coordinates", s.span,
                     f"a bulk copy moves whole chunks of the innermost dimension: write `{box.name}[...]`")
+    if box.interleave != "none":
+        raise error("E460", f"interleaved box '{box.name}' takes tile coordinates, not element coordinates", s.span,
+                    "an interleaved tensor map moves whole channel slices, and element offsets on it are not "
+                    "measured on the H100: declare a plain box for the element-offset copy")
     if s.gather:
         raise error("E460", f"gathered rows of box '{box.name}' take tile coordinates, not element coordinates",
                     s.span, f"its rows come from index tensor '{s.gather}' and its column is a tile index: "

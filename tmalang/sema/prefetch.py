@@ -4,13 +4,15 @@ box's `cache` policy must qualify some copy (a hint on a box nothing copies reac
 
 A tensor prefetch is issued by one thread like a load outside a pipeline, but it waits for
 nothing and lands nowhere: no barrier, no shared memory, and a box partly or wholly outside the
-tensor is allowed (the hardware skips what lies outside)."""
+tensor is allowed (the hardware skips what lies outside). Through a bulk box it is a bulk prefetch
+(cp.async.bulk.prefetch.L2), which, like a bulk copy, must lie inside the tensor: checked where
+the coordinates are known (the interpreter's E477, a trap on the GPU)."""
 
 from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk, gather, offsets
+from . import gather, offsets
 from .declarations import Box, KernelInfo
 from .scope import Scope, int_expr
 
@@ -19,7 +21,6 @@ PREFETCH_DECLS = ("tensormaps",)
 
 def check_prefetch(info: KernelInfo, s: ast.Prefetch, scope: Scope) -> None:
     box = info.box_for(s.box)
-    bulk.check_prefetch(s, box)
     coords = gather.check_copy(info, s, box, s.coords, scope)
     if len(coords) != len(box.shape):
         raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(coords)} coordinates", s.span)

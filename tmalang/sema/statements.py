@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk, gather, mma, offsets, own_pipelines, prefetch, reduce, rows
+from . import bulk, dsmem, gather, mma, offsets, own_pipelines, prefetch, reduce, rows
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -116,6 +116,7 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
     users.append(scope.role.name)
     (pipe.produce_nests if producing else pipe.consume_nests).append((scope.nest, s.span))
     check_local(info, scope, s.slot, s.span)
+    dsmem.check_block(s, pipe, scope, producing)
     loads = producing and any(isinstance(x, ast.Load) for x in s.body)
     if loads and pipe.tmem_fields:
         raise error("E069", "a tmem pipeline's produce block holds the MMA work only",
@@ -282,7 +283,7 @@ def _assign(info: KernelInfo, s: ast.Assign, scope: Scope) -> None:
     if scope.elected:
         raise error("E083", "tile math inside elect runs on one thread, which computes only its share",
                     s.span, "every thread of the role computes part of the tile: move it out of elect")
-    if scope.pipeline is not None and scope.producing:
+    if scope.pipeline is not None and scope.producing and not dsmem.check_assign(s, scope):
         raise error("E061", "a produce block cannot compute into its slot", s.span)
     if target.dtype.name not in TILE_MATH_DTYPES:
         raise error("E080", f"tile math on {target.dtype.name} is not supported", s.target.span,

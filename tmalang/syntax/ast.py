@@ -292,6 +292,7 @@ class BoxDecl(Node):
     pair: bool = False           # a CTA pair's box: each CTA of the pair loads and holds half its rows
     cache: str = "none"          # `cache evict_last`: the L2 eviction policy of every copy through the box
     bulk: bool = False           # `bulk Row = x[CHUNK]`: shape is [CHUNK]; no tensor map (cp.async.bulk)
+    interleave: str = "none"     # `interleave 16B|32B`: the tensor is NC/8HWC8-like, one C slice innermost
     option_spans: dict[str, Span] = field(default_factory=dict, repr=False, compare=False)
 
 
@@ -309,6 +310,8 @@ class PipelineDecl(Node):
     name: str
     stages: int
     fields: list[FieldDecl]
+    peer: int = 0                 # `peer +K`: produce blocks fill the slot of the CTA K ranks on (§16b)
+    peer_span: Span | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -164,12 +164,22 @@ class _Builder(Transformer):
     def cache_option(self, meta, children):
         return ("cache", str(children[0]), self._span(meta))
 
+    def interleave_option(self, meta, children):
+        return ("interleave", str(children[0]), self._span(meta))
+
     def prefetch_decl(self, meta, children):
         return ast.PrefetchDecl(self._span(meta), self._ref(children[0]))
 
     def pipeline_decl(self, meta, children):
         name, stages, *fields = children
-        return ast.PipelineDecl(self._span(meta), str(name), int(stages), fields)
+        peer = fields.pop() if fields and isinstance(fields[-1], tuple) else None
+        decl = ast.PipelineDecl(self._span(meta), str(name), int(stages), fields)
+        if peer is not None:
+            decl.peer, decl.peer_span = peer
+        return decl
+
+    def peer(self, meta, children):
+        return int(children[0]), self._span(meta)
 
     def field(self, meta, children):
         name, box = children

@@ -28,6 +28,29 @@ SWIZZLES = {s.name: s for s in (
     Swizzle("128B", 128, 1024, "CU_TENSOR_MAP_SWIZZLE_128B"),
 )}
 
+@dataclass(frozen=True)
+class Interleave:
+    name: str
+    slice_bytes: int | None   # bytes of one C slice: the tensor's innermost dim (NC/8HWC8: 8 x f16)
+    tensor_map: str           # CU_TENSOR_MAP_INTERLEAVE_*
+
+
+# cuTensorMapEncodeTiled with interleave: rank 3..5; with 32B, swizzle 32B only, and the base
+# address and every outer stride 32-byte aligned (sema/interleave.py, contract/binding.py)
+INTERLEAVES = {i.name: i for i in (
+    Interleave("none", None, "CU_TENSOR_MAP_INTERLEAVE_NONE"),
+    Interleave("16B", 16, "CU_TENSOR_MAP_INTERLEAVE_16B"),
+    Interleave("32B", 32, "CU_TENSOR_MAP_INTERLEAVE_32B"),
+)}
+INTERLEAVE_MIN_RANK = 3
+INTERLEAVE_32B_ALIGNMENT = 32   # bytes: base address and outer strides under interleave 32B
+
+
+def interleave_alignment(interleave: str) -> int:
+    """The alignment of a tensor's base address and outer strides under a box's interleave."""
+    return INTERLEAVE_32B_ALIGNMENT if interleave == "32B" else GLOBAL_ALIGNMENT
+
+
 # "zero" is the hardware default (OOB_FILL_NONE fills zeros); "nan" asks for the special NaN.
 OOB_FILLS = {"zero": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE", "nan": "CU_TENSOR_MAP_FLOAT_OOB_FILL_NAN_REQUEST_ZERO_FMA"}
 L2_PROMOTIONS = {
