@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target import tma
+from ..target import cluster, tma
 from ..target.arch import Target
 from ..target.dtypes import DTYPES
 
@@ -47,8 +47,7 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
         else:
             body.append(o)
     blocks = [o for role in ops.roles(kernel) for o in ops.walk(role.body) if isinstance(o, (ops.Produce, ops.Consume))]
-    multicast = {o.pipeline for o in blocks if isinstance(o, ops.Produce)
-                 and any(isinstance(x, ops.TmaLoad) and x.multicast for x in o.body)}
+    multicast = _release_sets(kernel, blocks)
     committed = {o.pipeline for o in blocks if isinstance(o, ops.Consume)
                  and any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body))}
     for role in ops.roles(kernel):
@@ -61,6 +60,18 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
         role.body += [_drain(pipelines[p], _counter(p, True, own))
                       for p in used if p in committed and (p, True) in sides]
     kernel.body = body
+
+
+def _release_sets(kernel: ops.KernelOp, blocks) -> dict[str, str]:
+    """Pipeline -> the CTA set its releases reach: every CTA that multicasts into its slots (the
+    union of its multicast loads' sets; target/cluster.py). Pipelines without multicast are absent."""
+    sets: dict[str, set[str]] = {}
+    for o in blocks:
+        if isinstance(o, ops.Produce):
+            for x in o.body:
+                if isinstance(x, ops.TmaLoad) and x.multicast:
+                    sets.setdefault(o.pipeline, set()).add(x.ctas)
+    return {p: cluster.union(kernel.cluster_shape(), found) for p, found in sets.items()}
 
 
 def _sides(role: ops.RoleOp) -> set[tuple[str, bool]]:
@@ -97,7 +108,7 @@ def _declare(p: ops.PipelineDecl, boxes) -> list[ops.Op]:
     return decls
 
 
-def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str], own: set[str]) -> list[ops.Op]:
+def _expand(region: list[ops.Op], pipelines, boxes, multicast: dict[str, str], own: set[str]) -> list[ops.Op]:
     out: list[ops.Op] = []
     for o in region:
         for r in o.regions():   # nested blocks first: an enclosing block sees their explicit ops
@@ -107,7 +118,7 @@ def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str], own: se
             continue
         p, at = pipelines[o.pipeline], _counter(o.pipeline, isinstance(o, ops.Produce), own)
         if isinstance(o, ops.Consume):
-            out += _consume(o, p, at, o.pipeline in multicast)
+            out += _consume(o, p, at, multicast.get(o.pipeline))
         elif any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body)):
             out += _produce_accumulators(o, p, at)
         elif any(isinstance(x, ops.TmaLoad) for x in o.body):
@@ -134,7 +145,7 @@ def _advance(at: ex.Var, span) -> ops.Let:
 
 def _produce(o: ops.Produce, p: ops.PipelineDecl, at: ex.Var, boxes) -> list[ops.Op]:
     full = ex.BufferRef(f"{p.symbol}.full", ex.Var(o.slot))
-    loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, l.multicast, l.pair, span=l.span) for l in o.body]
+    loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, l.multicast, l.pair, l.ctas, span=l.span) for l in o.body]
     nbytes = sum(boxes[l.box].bytes(DTYPES[boxes[l.box].dtype].itemsize) for l in loads)
     issue = ops.Elect("role", [ops.MbarArriveExpectTx(full, ex.Const(nbytes), span=o.span), *loads], span=o.span)
     return [_slot(p, at, o.slot, o.span), _wait_free(p, at, o.slot, o.span), issue, _advance(at, o.span)]
@@ -169,13 +180,16 @@ def _drain(p: ops.PipelineDecl, at: ex.Var) -> ops.ForRange:
                         span=p.span)
 
 
-def _consume(o: ops.Consume, p: ops.PipelineDecl, at: ex.Var, cluster_wide: bool) -> list[ops.Op]:
+def _consume(o: ops.Consume, p: ops.PipelineDecl, at: ex.Var, ctas: str | None) -> list[ops.Op]:
+    """`ctas`: the CTA set that multicasts into the slot, which the release reaches (None: this CTA)."""
     stage = ex.Var(o.slot)
     body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TmaStore) else s for s in o.body]
-    arrive = ops.MbarArriveCluster if cluster_wide else ops.MbarArrive
     empty = ex.BufferRef(f"{p.symbol}.empty", stage)
-    if any(isinstance(s, ops.TENSOR_CORE_OPS) for s in ops.walk(o.body)):   # free once the tensor cores have read it
-        arrive = ops.Tcgen05CommitCluster if cluster_wide else ops.Tcgen05Commit
-    release = ops.Elect("role", [arrive(empty, span=o.span)], span=o.span)
+    tensor_cores = any(isinstance(s, ops.TENSOR_CORE_OPS) for s in ops.walk(o.body))   # free once they read it
+    if ctas is None:
+        arrive = (ops.Tcgen05Commit if tensor_cores else ops.MbarArrive)(empty, span=o.span)
+    else:
+        arrive = (ops.Tcgen05CommitCluster if tensor_cores else ops.MbarArriveCluster)(empty, ctas, span=o.span)
+    release = ops.Elect("role", [arrive], span=o.span)
     ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(at, p.stages), span=o.span)
     return [_slot(p, at, o.slot, o.span), ready, *body, release, _advance(at, o.span)]

@@ -43,6 +43,7 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
 
 def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op]:
     cluster = kernel.cluster
+    rows, cols = kernel.cluster_shape()
     name = lambda suffix: f"{o.index}.{suffix}"   # noqa: E731
     var = lambda suffix: ex.Var(name(suffix))     # noqa: E731
     val = lambda target, value: ops.Val(target, value, span=o.span)   # noqa: E731
@@ -50,9 +51,12 @@ def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op
     prologue = [val(name(f"n{d}"), ex.Bin("udiv", ex.add(_dim(dim), ex.Const(extent - 1)), ex.Const(extent)))
                 for d, (dim, extent) in enumerate(shape)]
     counts = [var(f"n{d}") for d in range(len(shape))]
-    if cluster > 1:   # a cluster takes `cluster` adjacent tiles of dim 0, one per CTA
-        prologue.append(val(name("cluster_rows"), _udiv(ex.add(counts[0], ex.Const(cluster - 1)), cluster)))
-        counts[0] = var("cluster_rows")
+    # a cluster takes a block of `rows` x `cols` adjacent tiles of dims 0 and 1, one per CTA
+    blocked = [(d, side, suffix) for d, side, suffix in ((0, rows, "cluster_rows"), (1, cols, "cluster_cols"))
+               if side > 1]
+    for d, side, suffix in blocked:
+        prologue.append(val(name(suffix), _udiv(ex.add(counts[d], ex.Const(side - 1)), side)))
+        counts[d] = var(suffix)
     total = counts[0]
     for count in counts[1:]:
         total = ex.Bin("*", total, count)
@@ -61,14 +65,23 @@ def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op
     if cluster > 1:   # read once: the first tile and the rank in the cluster both come from it
         prologue.append(val(name("cta"), ctaid))
         ctaid = var("cta")
-    names = [name("cluster_row") if cluster > 1 else o.vars[0], *o.vars[1:]]
-    coords = [val(n, v) for n, v in _coords(o.index, names, var("tile"), counts, o.group // cluster)]
-    if cluster > 1:   # this CTA's row of its cluster's tiles: rank = ctaid mod cluster size
-        rank = ex.Bin("urem", ctaid, ex.Const(cluster))
-        coords.append(val(o.vars[0], ex.add(ex.Bin("*", var("cluster_row"), ex.Const(cluster)), rank)))
+    names = list(o.vars)
+    for d, _, suffix in blocked:
+        names[d] = name(suffix[:-1])   # cluster_row / cluster_col
+    coords = [val(n, v) for n, v in _coords(o.index, names, var("tile"), counts, o.group // rows)]
+    for d, side, suffix in blocked:   # this CTA's tile of its cluster's block: rank = ctaid mod cluster size
+        coords.append(val(o.vars[d], ex.add(ex.Bin("*", var(suffix[:-1]), ex.Const(side)), _place(ctaid, d, rows, cluster))))
     loop = ops.ForStep(name("tile"), o.index, _udiv(ctaid, cluster), var("tiles"),
                        _udiv(ex.Sreg("nctaid.x"), cluster), coords + o.body, span=o.span)
     return prologue + [loop]
+
+
+def _place(ctaid: ex.Expr, d: int, rows: int, cluster: int) -> ex.Expr:
+    """This CTA's cluster coordinate along dim d (target/cluster.py): x = rank mod R, y = rank / R,
+    with rank = ctaid mod R·C (clusters are consecutive CTAs of the 1-D grid)."""
+    if d == 0:
+        return ex.Bin("urem", ctaid, ex.Const(rows))
+    return ex.Bin("urem", _udiv(ctaid, rows), ex.Const(cluster // rows))
 
 
 def _coords(index: str, names: list[str], t: ex.Expr, counts: list[ex.Var], group: int) -> list[tuple]:

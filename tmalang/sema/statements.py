@@ -17,6 +17,7 @@ from .declarations import (
     Scalar,
     Tensor,
 )
+from ..target import cluster
 from ..target.dtypes import TILE_MATH_DTYPES
 from .scope import (
     Scope,
@@ -50,9 +51,14 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
                     f"indices, not {len(s.vars)}", s.span)
     if s.group is not None and (s.group < 1 or len(box.shape) != 2):
         raise error("E052", "grouped tile order needs a 2-D tile space and a group of at least 1 row", s.span)
-    if s.group and s.group % info.cluster:
-        raise error("E052", f"the group ({s.group} rows) must be a multiple of the cluster size ({info.cluster})",
+    rows = info.cluster // info.cluster_cols
+    if s.group and s.group % rows:
+        size = f"size ({rows})" if info.cluster_cols == 1 else f"rows ({rows} of {info.cluster_decl.rows}x{info.cluster_cols})"
+        raise error("E052", f"the group ({s.group} rows) must be a multiple of the cluster {size}",
                     s.span, "the CTAs of a cluster take adjacent rows of one band")
+    if info.cluster_cols > 1 and len(box.shape) < 2:
+        raise error("E464", f"a {rows}x{info.cluster_cols} cluster takes a 2-D block of tiles, but this tile "
+                    f"space is 1-D", s.span, "use `cluster N` (N x 1) for a 1-D tile space")
     space = (tuple(tensor.shape), tuple(box.shape), s.group or 0)
     if info.tile_space is None:
         info.tile_space = space + (s,)
@@ -197,7 +203,9 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
 
 
 def _check_multicast(info: KernelInfo, s: ast.Load, box: Box, scope: Scope) -> None:
-    """A multicast load: every CTA of the cluster loads one slice along dim 0 into all of them."""
+    """A multicast load: every CTA of a set of the cluster's CTAs loads one slice along dim 0 into
+    all of them. The set is the whole cluster, or with `multicast(n)` the CTAs whose tiles differ
+    only in the named tile indices (a row or a column of a 2-D cluster)."""
     used = info.multicast_boxes.setdefault(box.name, s.multicast)
     if used != s.multicast:
         raise error("E059", f"box '{box.name}' is loaded both with and without multicast", s.span,
@@ -211,23 +219,71 @@ def _check_multicast(info: KernelInfo, s: ast.Load, box: Box, scope: Scope) -> N
                     "load a pair box instead: each CTA of the pair loads half of it")
     if scope.pipeline is None:
         raise error("E059", "multicast loads belong in produce blocks (v0)", s.span)
-    rows, size = box.shape[0], info.cluster
+    axes = _multicast_axes(info, s, scope)
+    ctas = _cta_set(info, axes)
+    if info.multicast_sets.setdefault(box.name, ctas) != ctas:
+        raise error("E463", f"box '{box.name}' is multicast to the CTAs of a {info.multicast_sets[box.name]} here "
+                    f"and of a {ctas} elsewhere", s.span, "declare a second box for the second set")
+    rows, size = box.shape[0], cluster.size(_shape(info), ctas)
     if box.strides[0] != 1:
         raise error("E059", f"box '{box.name}' strides its rows, which multicast splits between the CTAs", s.span,
                     "a multicast box takes every row (strides [1, ...])")
     if rows % size or (box.swizzle != "none" and (rows // size) % 8):
         raise error("E059", f"box '{box.name}' has {rows} rows, which do not split into {size} slices"
                     + (" of whole 8-row swizzle atoms" if box.swizzle != "none" else ""), s.span)
-    varying = scope.tile_vars[0] if scope.tile_vars else None
-    if varying and any(_mentions(c, varying) for c in s.coords):
-        raise error("E059", f"a multicast load must be the same in every CTA of the cluster, but '{varying}' "
-                    "differs between them", s.span,
-                    "the cluster's CTAs walk adjacent tiles along the first tile index")
+    varying = [scope.tile_vars[a] for a in axes if a < len(scope.tile_vars)]
+    varying += ["cluster.rank"] + [f"cluster.{'xy'[a]}" for a in axes]
+    for name in varying:
+        if any(_mentions(c, name) for c in s.coords):
+            where = "cluster" if ctas == "cluster" else f"cluster {ctas}"
+            raise error("E059", f"a multicast load must be the same in every CTA of the {where}, but '{name}' "
+                        "differs between them", s.span, _WALK_NOTE[ctas])
+
+
+_WALK_NOTE = {"cluster": "the cluster's CTAs walk adjacent tiles along the first tile index",
+              "row": "the CTAs of a cluster row take adjacent tiles along the second tile index",
+              "column": "the CTAs of a cluster column take adjacent tiles along the first tile index"}
+
+
+def _shape(info: KernelInfo) -> tuple[int, int]:
+    return info.cluster // info.cluster_cols, info.cluster_cols
+
+
+def _multicast_axes(info: KernelInfo, s: ast.Load, scope: Scope) -> list[int]:
+    """The cluster axes along which the load's CTA set extends: those of `multicast(...)`'s tile
+    indices (axis 0: the first tile index, 1: the second), or every axis of extent > 1."""
+    shape = _shape(info)
+    if not s.multicast_over:
+        return [a for a in (0, 1) if shape[a] > 1]
+    axes = []
+    for ref in s.multicast_over:
+        if ref.name not in scope.tile_vars[:2]:
+            indices = " and ".join(f"'{v}'" for v in scope.tile_vars[:2]) or "none here"
+            raise error("E463", f"multicast({ref.name}): '{ref.name}' is not the first or second index of the "
+                        "enclosing tile loop", ref.span, f"the cluster's axes are its tile indices: {indices}")
+        axis = scope.tile_vars.index(ref.name)
+        if axis in axes:
+            raise error("E463", f"multicast names '{ref.name}' twice", ref.span)
+        if shape[axis] == 1:
+            raise error("E463", f"the {shape[0]}x{shape[1]} cluster has one CTA along '{ref.name}': "
+                        f"multicast({ref.name}) would reach this CTA alone", ref.span,
+                        "a multicast set needs at least two CTAs; load without multicast")
+        axes.append(axis)
+    return sorted(axes)
+
+
+def _cta_set(info: KernelInfo, axes: list[int]) -> str:
+    """The named set (target/cluster.py) spanned by `axes`: a row spans axis 1, a column axis 0."""
+    shape = _shape(info)
+    spanned = [a for a in (0, 1) if shape[a] > 1]
+    if axes == spanned:
+        return "cluster"
+    return "row" if axes == [1] else "column"
 
 
 def _mentions(e, name: str) -> bool:
-    if isinstance(e, ast.Ref):
-        return e.field is None and e.name == name
+    if isinstance(e, ast.Ref):   # a name, or `cluster.x`
+        return e.block is None and e.text() == name
     return any(_mentions(c, name) for c in {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand]}
                .get(type(e), list)())
 
