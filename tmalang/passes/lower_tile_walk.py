@@ -1,22 +1,28 @@
 """lower_tile_walk: a tile loop becomes index arithmetic around a strided loop.
 
 Requires: every pass that looks for the tile loop (`for_tiles`) has run; it is the last pass.
-Guarantees: no `for_tiles` remains. In its place, with I the loop's `index` and S the cluster size
-(the lines marked S > 1 only in a cluster):
+Guarantees: no `for_tiles` remains. In its place, with I the loop's `index`, S the cluster size
+and R x C its shape (R along dim 0, C along dim 1; the lines marked R > 1, C > 1 or S > 1 only
+in such a cluster):
 
     val %I.n<d>          = udiv(dim_d + box_d - 1, box_d)     tiles along each dim d
-    val %I.cluster_rows  = udiv(%I.n0 + S - 1, S)              S > 1: dim 0 counted in clusters
-    val %I.tiles         = %I.n0 * %I.n1 * ..                  (%I.cluster_rows for %I.n0)
-    val %I.cta           = sreg(ctaid.x)                       S > 1: read once, for both uses
+    val %I.cluster_rows  = udiv(%I.n0 + R - 1, R)              R > 1: dim 0 counted in clusters
+    val %I.cluster_cols  = udiv(%I.n1 + C - 1, C)              C > 1: dim 1 counted in clusters
+    val %I.tiles         = %I.n0 * %I.n1 * ..                  (the cluster counts in their place)
+    val %I.cta           = sreg(ctaid.x)                       S > 1: read once, for all uses
     for_step var=I.tile count=I start=udiv(ctaid, S) stop=%I.tiles step=udiv(sreg(nctaid.x), S) {
       val %vars          = the coordinates of tile %I.tile     row-major, or banded (`group`)
-      val %v0            = %I.cluster_row * S + urem(%I.cta, S)   S > 1: this CTA's row in its cluster
+      val %v0            = %I.cluster_row * R + urem(%I.cta, R)               R > 1: this CTA's row
+      val %v1            = %I.cluster_col * C + urem(udiv(%I.cta, R), C)      C > 1: and column
       body
     }
 
+The CTA of rank r = ctaid mod S takes the tile at (r mod R, r / R) of its cluster's R x C block
+(target/cluster.py); a 1-D `cluster N` is N x 1.
+
 A persistent grid strides over the tiles by the grid size; a `tiles` grid runs one iteration per
 CTA. `%I` counts the iterations, as the loop's index did. Division and comparison are unsigned
-32-bit. A banded walk (`group` G, 2-D; G' = G / S rows of clusters per band) takes tile t to band
+32-bit. A banded walk (`group` G, 2-D; G' = G / R rows of clusters per band) takes tile t to band
 t / (G' n1), whose first row is %I.band_row0 and which has %I.band_rows = min(n0 - band_row0, G')
 rows, walked column by column (%I.in_band = t mod G' n1), so that CTAs running together share
 operand tiles in L2.
