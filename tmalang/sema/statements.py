@@ -53,8 +53,9 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
         raise error("E052", "grouped tile order needs a 2-D tile space and a group of at least 1 row", s.span)
     rows = info.cluster // info.cluster_cols
     if s.group and s.group % rows:
-        size = f"size ({rows})" if info.cluster_cols == 1 else f"rows ({rows} of {info.cluster_decl.rows}x{info.cluster_cols})"
-        raise error("E052", f"the group ({s.group} rows) must be a multiple of the cluster {size}",
+        size = (f"cluster size ({rows})" if info.cluster_cols == 1 else
+                f"{rows} tile rows that a {rows}x{info.cluster_cols} cluster takes")
+        raise error("E052", f"the group ({s.group} rows) must be a multiple of the {size}",
                     s.span, "the CTAs of a cluster take adjacent rows of one band")
     if info.cluster_cols > 1 and len(box.shape) < 2:
         raise error("E464", f"a {rows}x{info.cluster_cols} cluster takes a 2-D block of tiles, but this tile "
@@ -221,9 +222,11 @@ def _check_multicast(info: KernelInfo, s: ast.Load, box: Box, scope: Scope) -> N
         raise error("E059", "multicast loads belong in produce blocks (v0)", s.span)
     axes = _multicast_axes(info, s, scope)
     ctas = _cta_set(info, axes)
-    if info.multicast_sets.setdefault(box.name, ctas) != ctas:
-        raise error("E463", f"box '{box.name}' is multicast to the CTAs of a {info.multicast_sets[box.name]} here "
-                    f"and of a {ctas} elsewhere", s.span, "declare a second box for the second set")
+    earlier = info.multicast_sets.setdefault(box.name, ctas)
+    if earlier != ctas:
+        raise error("E463", f"box '{box.name}' is multicast to the CTAs of a {_set_name(ctas)} here and of a "
+                    f"{_set_name(earlier)} before", s.span, "its tensor map covers one CTA's slice of one set: declare "
+                    "a second box for the second set")
     rows, size = box.shape[0], cluster.size(_shape(info), ctas)
     if box.strides[0] != 1:
         raise error("E059", f"box '{box.name}' strides its rows, which multicast splits between the CTAs", s.span,
@@ -235,14 +238,17 @@ def _check_multicast(info: KernelInfo, s: ast.Load, box: Box, scope: Scope) -> N
     varying += ["cluster.rank"] + [f"cluster.{'xy'[a]}" for a in axes]
     for name in varying:
         if any(_mentions(c, name) for c in s.coords):
-            where = "cluster" if ctas == "cluster" else f"cluster {ctas}"
-            raise error("E059", f"a multicast load must be the same in every CTA of the {where}, but '{name}' "
+            raise error("E059", f"a multicast load must be the same in every CTA of the {_set_name(ctas)}, but '{name}' "
                         "differs between them", s.span, _WALK_NOTE[ctas])
 
 
 _WALK_NOTE = {"cluster": "the cluster's CTAs walk adjacent tiles along the first tile index",
               "row": "the CTAs of a cluster row take adjacent tiles along the second tile index",
               "column": "the CTAs of a cluster column take adjacent tiles along the first tile index"}
+
+
+def _set_name(ctas: str) -> str:
+    return ctas if ctas == "cluster" else f"cluster {ctas}"
 
 
 def _shape(info: KernelInfo) -> tuple[int, int]:
