@@ -10,15 +10,17 @@ both produces and consumes P keeps the two positions apart, `%P.put` for its pro
 `%P.get` for its consume blocks: it runs ahead of itself (prefetch_own_pipelines). The
 producer's single elected thread arms `full` with the bytes of all its loads and issues them;
 the consumer's elected thread issues its stores and then arrives on `empty`. When another
-CTA's producer multicasts into the slot, the release arrives on `empty` in every CTA of the
-cluster (`mbar_arrive_cluster`): no producer may refill a slot any of its receivers still reads.
+CTA's producer multicasts into the slot, the release arrives on `empty` in every CTA that does
+(`mbar_arrive_cluster ctas=S`, S the union of the multicast loads' CTA sets: the cluster, a row, a
+column, or the cross of a row and a column; target/cluster.py): no producer may refill a slot any
+of its receivers still reads, and `empty` counts the releases of exactly those CTAs.
 
 A tmem pipeline's fields become Tensor Memory tiles (`tmem @P.field`, S stages). Its producer is
 an MMA role: after the `empty` wait, the block's MMAs run, and one thread's `tcgen05_commit` on
 `full` arrives once they have completed. Operand slots that such a role consumes with `mma` are
 released the same way, by a `tcgen05_commit` on their `empty` barrier: the slot is free when the
 tensor cores have read it, not when the issuing thread moves on (`tcgen05_commit_cluster`, in
-every CTA of the cluster, when other CTAs multicast into the slot). Such a commit arrives whenever
+every CTA of the same set, when other CTAs multicast into the slot). Such a commit arrives whenever
 the tensor cores finish, so the ring's producer, after its last block, waits until every slot
 has been released (`%P.tail`): no commit may land on the barrier of a CTA that has exited.
 

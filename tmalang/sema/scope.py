@@ -145,3 +145,11 @@ def is_int_param(info: KernelInfo, name: str) -> bool:
     if isinstance(found, Scalar):
         return found.dtype.kind in ("int", "uint")
     return name in info.dims
+
+
+def mentions(e, name: str) -> bool:
+    """Whether index expression `e` uses the name (or `cluster.x` and the like) `name`."""
+    if isinstance(e, ast.Ref):   # a name, or `cluster.x`
+        return e.block is None and e.text() == name
+    return any(mentions(c, name) for c in {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand]}
+               .get(type(e), list)())
