@@ -197,3 +197,17 @@ def test_h100_cluster_coordinates_match(shape, spelling):
     k, src, dst, expected = coords_case(*shape, spelling, 9 * TILE - 3, 11 * TILE + 1)
     k(src, dst)
     np.testing.assert_array_equal(dst, expected)
+
+
+@pytest.mark.parametrize("spelling", ["multicast", "multicast(m, n)", "multicast(n, m)"])
+def test_whole_cluster_multicast_in_a_2d_cluster(spelling):
+    """Bare `multicast` (or naming both indices) in a 2 x 2 cluster: one box for all four CTAs, a
+    quarter each; coordinates may use neither tile index."""
+    source = coords_source(2, 2, "0, 0").replace("-> s.t }", f"-> s.t {spelling} }}")
+    k = tmalang.compile(source)
+    assert {o.ctas for o in ops.walk(k._c.ir.body) if isinstance(o, ops.TmaLoad)} == {"cluster"}
+    assert ops.decls(k._c.ir, ops.BoxDecl)["T"].multicast == 4
+    src, dst = matrix(3 * TILE, 5 * TILE - 1, np.random.default_rng(2)), matrix(3 * TILE, 5 * TILE - 1)
+    k.interpret(src, dst, seed=3, explore=2, ctas=8)
+    j = np.arange(dst.shape[1])
+    np.testing.assert_array_equal(dst, src[np.arange(3 * TILE) % TILE][:, j % TILE])
