@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import re
 
+import ml_dtypes
 import numpy as np
 import pytest
 from conftest import ROOT
@@ -22,7 +23,7 @@ from tmalang.ir import ops
 from tmalang.target import cluster
 
 SOURCE = ROOT / "examples" / "gemm_cluster2x2_sm90.tma"
-BF16 = bf16_matrix.__globals__["BF16"]
+BF16 = ml_dtypes.bfloat16
 
 
 @pytest.fixture(scope="module")
