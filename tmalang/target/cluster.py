@@ -61,13 +61,10 @@ def union(shape: tuple[int, int], sets: set[str]) -> str | None:
     row and a column make a cross; None for no set."""
     if not sets:
         return None
-    if "cluster" in sets or {"row", "column"} <= sets or "cross" in sets:
-        return "cluster" if "cluster" in sets or size(shape, "cross") == size(shape, "cluster") else "cross"
+    if "cluster" in sets:
+        return "cluster"
+    if {"row", "column"} <= sets or "cross" in sets:   # proper sets: the cross is one too (R, C > 1)
+        return "cross"
     [only] = sets
     return only
 
-
-def parse_shape(text: str) -> tuple[int, int]:
-    """`RxC` or `N` (N x 1)."""
-    rows, _, cols = text.partition("x")
-    return int(rows), int(cols or 1)
