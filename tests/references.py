@@ -183,10 +183,10 @@ def dsmem_ring_case(rng, shape, cluster=4, rows=64):
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
          "blocksum_prefetch": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
-         "attention": attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case,
+         "attention": attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
          "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case}
-RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
+RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_cluster2x2": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
         "moe_gemm": 1e-2, "reduce_rows": 1e-5}   # relative Frobenius error against float64; others are exact
 
 

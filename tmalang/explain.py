@@ -14,7 +14,9 @@ from .target.arch import Target
 
 
 def explain(kernel: ops.KernelOp, target: Target) -> str:
+    rows, cols = kernel.cluster_shape()
     cluster = f", clusters of {kernel.cluster}" if kernel.cluster > 1 else ""
+    cluster += f" ({rows}x{cols} tiles)" if cols > 1 else ""
     pairs = (", CTA pairs (cta_group 2): the MMA role runs in each pair's leader (even rank)"
              if kernel.cta_group == 2 else "")
     header = (f"kernel {kernel.symbol}: grid {kernel.grid}{cluster}{pairs}, {kernel.threads} threads, "
@@ -77,10 +79,13 @@ def _barriers(kernel: ops.KernelOp) -> list[list[str]]:
                 arrives[o.barrier.name].append(f"{role.symbol} (on the pair's leader, from both CTAs)")
             elif isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx)) and o.peer:
                 arrives[o.barrier.name].append(f"{role.symbol} of rank (r - {o.peer}) % {kernel.cluster}")
+            elif isinstance(o, ops.MbarArriveCluster) and o.ctas != "cluster":
+                arrives[o.barrier.name].append(f"{role.symbol} (in every CTA of its cluster {o.ctas})")
             elif isinstance(o, (ops.MbarArrive, ops.MbarArriveExpectTx, ops.MbarArriveCluster)):
                 arrives[o.barrier.name].append(role.symbol + where)
             elif isinstance(o, ops.Tcgen05CommitCluster):
-                arrives[o.barrier.name].append(f"{role.symbol} (tcgen05.commit in every CTA of the cluster)")
+                to = "the cluster" if o.ctas == "cluster" else f"its cluster {o.ctas}"
+                arrives[o.barrier.name].append(f"{role.symbol} (tcgen05.commit in every CTA of {to})")
             elif isinstance(o, ops.Tcgen05Commit):
                 arrives[o.barrier.name].append(f"{role.symbol} (tcgen05.commit{both})")
     rows = []

@@ -16,7 +16,7 @@ from ..passes.dispatch_roles import register_limit
 from ..target import dtypes
 from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
-from . import gather_codegen, pair_codegen, ptx_asm, tcgen05_codegen
+from . import cluster_codegen, gather_codegen, pair_codegen, ptx_asm, tcgen05_codegen
 from .mma_codegen import MMA_EMITTERS
 from .pair_codegen import PAIR_EMITTERS
 from .row_codegen import ROW_EMITTERS
@@ -301,19 +301,27 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
     rank, dest, barrier = len(coords), g.address(o.dest), g.address(o.barrier)
     constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"])
     parts = box.slices() if o.multicast or box.pair else 1
-    if parts > 1:   # this CTA loads part `cta rank` (of a pair: `cta rank % 2`) of dim 0, innermost first
-        rank_in_cluster = g._sreg("cluster.ctarank")
-        part = rank_in_cluster if o.multicast else g.b.and_(rank_in_cluster, I32(1))
+    extra = []
+    if parts > 1:   # this CTA loads part `its place in its set` (of a pair: `cta rank % 2`) of dim 0, innermost first
+        if o.multicast:
+            part = cluster_codegen.position(g, o.ctas)
+        else:
+            part = g.b.and_(g._sreg("cluster.ctarank"), I32(1))
         coords[-1] = g.b.add(coords[-1], g.b.mul(part, I32(box.shape[0] // parts)))
-    if o.multicast:   # ... and writes it into every CTA of the cluster, at its place in the box
+    if o.multicast:   # ... and writes it into every CTA of its set, at its place in the box
         dest = g.b.add(dest, g.b.mul(part, I32(g.buffers[o.dest.name].bytes // parts)))
-        template = ptx_asm.tma_load_multicast(rank, (1 << parts) - 1)
+        if o.ctas == "cluster":   # a constant mask, 2^N - 1
+            template = ptx_asm.tma_load_multicast(rank, (1 << parts) - 1)
+        else:   # this CTA's row or column: a mask of its coordinates, one more operand
+            template = ptx_asm.tma_load_multicast(rank, f"${rank + 3}")
+            constraints += ",h"
+            extra = [cluster_codegen.mask(g, o.ctas)]
     else:
         template = ptx_asm.tma_load(rank, o.pair)
         barrier = pair_codegen.leader_address(g, barrier) if o.pair else barrier
     last = ".multicast::cluster" if o.multicast else ".cta_group::2" if o.pair else "::bytes"   # hint goes after
     template = ptx_asm.cache_hint(template, last, box.cache)
-    g.asm(template, constraints, [dest, g.tensor_map(o.box), *coords, barrier])
+    g.asm(template, constraints, [dest, g.tensor_map(o.box), *coords, barrier, *extra])
 
 
 def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
@@ -418,8 +426,8 @@ EMITTERS = {
     ops.BulkPush: lambda g, o: g.asm(ptx_asm.PTX["bulk_push"], "r,r,r,r,r",
                                      [g.address(o.dest), g.address(o.source), g.address(o.barrier), I32(o.bytes),
                                       _peer_rank(g, o)]),
-    ops.MbarArriveCluster: lambda g, o: [g.asm(ptx_asm.PTX["mbar_arrive_remote"], "r,r", [g.address(o.barrier), I32(c)])
-                                         for c in range(g.kernel.cluster)],
+    ops.MbarArriveCluster: lambda g, o: [g.asm(ptx_asm.PTX["mbar_arrive_remote"], "r,r", [g.address(o.barrier), c])
+                                         for c in cluster_codegen.targets(g, o.ctas)],
     ops.MbarArriveExpectTx: lambda g, o: (g.asm(ptx_asm.PTX["mbar_arrive_expect_tx_peer"], "r,r,r",
                                                 [g.address(o.barrier), _peer_rank(g, o), g.expr(o.bytes)])
                                           if o.peer else g.asm(ptx_asm.PTX["mbar_arrive_expect_tx"], "r,r",

@@ -21,8 +21,9 @@ def tma_load(rank: int, pair: bool = False) -> str:
             f"[$0], [$1, {{{coords}}}], [${rank + 2}];")
 
 
-def tma_load_multicast(rank: int, mask: int) -> str:
-    """A load whose data and complete_tx go to the same smem/mbarrier offsets of every CTA in `mask`."""
+def tma_load_multicast(rank: int, mask: int | str) -> str:
+    """A load whose data and complete_tx go to the same smem/mbarrier offsets of every CTA in `mask`
+    (an immediate, or an operand such as `$5` holding a 16-bit register)."""
     coords = ", ".join(f"${i + 2}" for i in range(rank))
     return (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
             f".multicast::cluster [$0], [$1, {{{coords}}}], [${rank + 2}], {mask};")

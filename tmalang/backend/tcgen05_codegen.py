@@ -20,7 +20,7 @@ from ..ir import ops
 from ..target import wgmma
 from ..target.tcgen05 import descriptors
 from ..target.tcgen05 import instructions as tcgen05
-from . import pair_codegen
+from . import cluster_codegen, pair_codegen
 from .mma_codegen import store_epilogue_pair
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
@@ -113,8 +113,8 @@ def _tcgen05_commit(g, o: ops.Tcgen05Commit) -> None:
 
 def _tcgen05_commit_cluster(g, o: ops.Tcgen05CommitCluster) -> None:
     """The release of a slot other CTAs multicast into: one arrival on the barrier at the same
-    offset in every CTA of the cluster (ranks 0..N-1, the 16-bit mask 2^N - 1)."""
-    mask = ir.Constant(ir.IntType(16), (1 << g.kernel.cluster) - 1)
+    offset in every CTA of this CTA's set (the cluster: ranks 0..N-1, the 16-bit mask 2^N - 1)."""
+    mask = cluster_codegen.mask(g, o.ctas)
     g.asm(tcgen05.commit("$0", g.kernel.cta_group, "$1"), "r,h", [g.address(o.barrier), mask])
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
+from ..target import cluster as geometry
 from . import bulk, dsmem, gather, mma, pairs, prefetch, rows, tcgen05
 from .meet import barrier, settle
 from .races import RaceDetector
@@ -115,7 +116,7 @@ class CTA:
         if isinstance(e, ex.Param):
             return self.launch.params[e.name]
         if isinstance(e, ex.Sreg):
-            return {"ctaid.x": self.cta, "nctaid.x": self.ctas}[e.name]
+            return {"ctaid.x": self.cta, "nctaid.x": self.ctas, "cluster.ctarank": self.rank}[e.name]
         if isinstance(e, ex.Neg):
             return -self.value(warp, e.operand)
         a, b = self.value(warp, e.lhs), self.value(warp, e.rhs)
@@ -144,6 +145,11 @@ class CTA:
 
     def phase_key(self, bar: Mbarrier, phase: int) -> tuple:
         return self.cta, bar.name, bar.stage, phase
+
+    def members(self, ctas: str) -> list:
+        """The CTAs of this CTA's set `ctas` (target/cluster.py): what a multicast load writes,
+        and what a release of a slot such loads fill arrives at."""
+        return [self.cluster.ctas[r] for r in geometry.members(self.kernel.cluster_shape(), ctas, self.rank)]
 
     def who(self, warp: Warp) -> str:
         role = warp.role.symbol if warp.role else "-"
@@ -359,7 +365,7 @@ def _mbar_arrive(m: CTA, w: Warp, o: ops.MbarArrive):
 
 def _mbar_arrive_cluster(m: CTA, w: Warp, o: ops.MbarArriveCluster):
     tcgen05.check_signal(m, w, o)
-    for c in m.cluster.ctas:
+    for c in m.members(o.ctas):
         _arrive(c, w, c.barrier(w, o.barrier, o), o, _arrivals(w))
 
 
@@ -396,13 +402,14 @@ def _mbar_wait(m: CTA, w: Warp, o: ops.MbarWait):
 
 def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
     """A box lands in smem and completes its bytes on the barrier at the same offset. With
-    multicast, this CTA loads its slice of the box into every CTA of the cluster, each completing
-    on its own barrier. Each CTA of a pair loads its half of a pair box; a pair load completes on
+    multicast, this CTA loads its slice of the box into every CTA of its set (the cluster, or its
+    row or column: slice = its place there), each completing on its own barrier. Each CTA of a pair loads its half of a pair box; a pair load completes on
     the barrier of the pair's leader, where the pair's MMA waits for both CTAs' bytes."""
     box = m.boxes[o.box]
     coords = [m.value(w, c) for c in o.coords]
     parts = box.slices() if o.multicast or box.pair else 1
-    part = m.rank % parts
+    shape = m.kernel.cluster_shape()
+    part = geometry.position(shape, o.ctas, m.rank) if o.multicast else m.rank % parts
     if parts > 1:   # rows [part, part + 1) * extent / parts of the box, as a box of its own
         box = replace(box, shape=[box.shape[0] // parts, *box.shape[1:]], pair=False)
         coords = [coords[0] * parts + part, *coords[1:]]
@@ -420,7 +427,7 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
     agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
     share = row_share(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else None
     deliveries = []
-    for c in m.cluster.ctas if o.multicast else [m]:
+    for c in m.members(o.ctas) if o.multicast else [m]:
         signalled = pairs.leader(m) if o.pair else c
         bar = signalled.barrier(w, o.barrier, o)
         if (bar.name, bar.stage) in signalled.init_unfenced:

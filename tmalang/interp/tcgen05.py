@@ -166,8 +166,8 @@ def _as_input(tile: np.ndarray) -> np.ndarray:
 def tcgen05_commit(m, w, o: ops.Tcgen05Commit) -> None:
     """One arrival, once every tcgen05 op this warp issued before it has run: on the barrier of
     this CTA, or with cta_group 2 on the barrier at the same offset in both CTAs of the pair;
-    a `tcgen05_commit_cluster` (.multicast::cluster) on it in every CTA of the cluster."""
-    ctas = m.cluster.ctas if isinstance(o, ops.Tcgen05CommitCluster) else pairs.pair(m)
+    a `tcgen05_commit_cluster` (.multicast::cluster) on it in every CTA of its set (ctaMask)."""
+    ctas = m.members(o.ctas) if isinstance(o, ops.Tcgen05CommitCluster) else pairs.pair(m)
     targets = [(c, c.barrier(w, o.barrier, o)) for c in ctas]
     upto, queue = w.tc_issued, w.tc_queue
     known = dict(w.tc_summary)

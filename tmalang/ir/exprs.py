@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 BINARY_OPS = ("+", "-", "*", "/", "%", "&", "^", ">", "max", "min", "udiv", "urem", "umin")
 CALL_FORM = ("max", "min", "udiv", "urem", "umin")   # printed op(a, b)
-SREGS = ("ctaid.x", "nctaid.x")
+SREGS = ("ctaid.x", "nctaid.x", "cluster.ctarank")
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,9 @@ class Param:
 
 @dataclass(frozen=True)
 class Sreg:
-    """A special register read: `ctaid.x` (this CTA's index in the grid) or `nctaid.x` (the grid's
-    size in CTAs). The tile walk reads them; each read is one instruction, in evaluation order."""
+    """A special register read: `ctaid.x` (this CTA's index in the grid), `nctaid.x` (the grid's
+    size in CTAs) or `cluster.ctarank` (this CTA's rank in its cluster: `cluster.rank` in the
+    source). The tile walk reads the first two; each read is one instruction, in evaluation order."""
 
     name: str
 

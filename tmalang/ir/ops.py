@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..diagnostics import Span
-from ..target import tma
+from ..target import cluster, tma
 from .exprs import BufferRef, Expr, TmemRef
 from .exprs import walk as walk_expr
 
@@ -57,6 +57,11 @@ class KernelOp(Op):
     threads: int                    # 0 until dispatch_roles sizes the block
     smem_bytes: int                 # 0 until plan_smem
     body: list[Op]
+    cluster_cols: int = 1           # of the cluster's CTAs, how many along the second tile index
+
+    def cluster_shape(self) -> tuple[int, int]:
+        """(R, C): the cluster takes R x C tiles, R along the first tile index (target/cluster.py)."""
+        return self.cluster // self.cluster_cols, self.cluster_cols
 
 
 @op("tensor")
@@ -240,12 +245,14 @@ class Tcgen05Commit(Op):
 @op("tcgen05_commit_cluster")
 @dataclass
 class Tcgen05CommitCluster(Tcgen05Commit):
-    """A tcgen05_commit that arrives on this barrier (same offset) in every CTA of the cluster
-    (`.multicast::cluster`): the release of a slot that other CTAs multicast into."""
+    """A tcgen05_commit that arrives on this barrier (same offset) in every CTA of this CTA's set
+    `ctas` (`.multicast::cluster` with its mask): the release of a slot that other CTAs multicast into."""
+
+    ctas: str = "cluster"
 
     def senders(self, kernel: KernelOp) -> int:
-        """How many CTAs' commit sites reach one CTA's barrier."""
-        return kernel.cluster
+        """How many CTAs' commit sites reach one CTA's barrier (the sets are symmetric)."""
+        return cluster.size(kernel.cluster_shape(), self.ctas)
 
 
 @op("tmem_epilogue")
@@ -419,12 +426,13 @@ class TmaLoad(Op):
     coords: list[Expr]            # tile indices, outermost first
     dest: BufferRef
     barrier: BufferRef | None
-    multicast: bool               # this CTA's slice of the box, written into every CTA of the cluster
+    multicast: bool               # this CTA's slice of the box, written into every CTA of its set `ctas`
     pair: bool                    # completes its bytes on the barrier of the CTA pair's leader (cta_group 2)
     elements: bool = False        # coords are element indices (innermost last), not tile indices
     # an index tensor: coords[0] is then a tile position p in it, and tile row j comes from tensor
     # row gather[p * rows + j] (tile::gather4, four rows per copy); "": a box at tile coordinates
     gather: str = ""
+    ctas: str = "cluster"         # a multicast's CTA set: cluster, row or column (target/cluster.py)
 
 
 @op("tma_store")
@@ -572,13 +580,15 @@ class MbarArrive(Op):
 @op("mbar_arrive_cluster")
 @dataclass
 class MbarArriveCluster(Op):
-    """Arrive on this barrier (same offset) in every CTA of the cluster."""
+    """Arrive on this barrier (same offset) in every CTA of this CTA's set `ctas`: the whole
+    cluster, or its row, column or cross (target/cluster.py)."""
 
     barrier: BufferRef
+    ctas: str = "cluster"
 
     def senders(self, kernel: KernelOp) -> int:
-        """How many CTAs' arrive sites reach one CTA's barrier."""
-        return kernel.cluster
+        """How many CTAs' arrive sites reach one CTA's barrier (the sets are symmetric)."""
+        return cluster.size(kernel.cluster_shape(), self.ctas)
 
 
 @op("mbar_arrive_leader")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..diagnostics import TmalangError
-from ..target import tma
+from ..target import cluster, tma
 from ..target.dtypes import DTYPES, SCALAR_DTYPES
 from ..target.reduce import BULK_REDUCE_TYPES, REDUCE_OPS
 from . import exprs as ex
@@ -96,6 +96,8 @@ def _kernel(v: Scope, o: ops.KernelOp) -> None:
     v.within(o)
     v.check(o, "grid", o.grid in ("tiles", "persistent"), "not tiles or persistent")
     v.check(o, "cluster", o.cluster in (1, 2, 4, 8), "not 1, 2, 4 or 8 CTAs")
+    v.check(o, "cluster_cols", o.cluster_cols in (1, 2, 4, 8) and o.cluster % o.cluster_cols == 0,
+            "not 1, 2, 4 or 8 CTAs dividing the cluster")
     v.check(o, "cta_group", o.cta_group in (1, 2) and o.cluster % o.cta_group == 0, "not 1, or 2 in an even cluster")
     v.check(o, "threads", o.threads >= 0 and o.threads % 32 == 0, "not whole warps")
     v.check(o, "smem_bytes", o.smem_bytes >= 0, "negative")
@@ -281,6 +283,11 @@ def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
     if o.barrier is not None:
         v.tile(o, "barrier", "mbarrier")
     v.check(o, "multicast", not o.multicast or box.multicast > 1, f"box @{box.symbol} is not multicast")
+    _cta_set(v, o, ("cluster", "row", "column"))
+    v.check(o, "ctas", o.ctas == "cluster" or o.multicast, "a CTA set on a load without multicast")
+    if o.multicast and o.ctas in cluster.SETS:   # each CTA of the set loads one slice
+        size = cluster.size(v.kernel.cluster_shape(), o.ctas)
+        v.check(o, "ctas", box.multicast == size, f"{size} CTAs, but box @{box.symbol} has {box.multicast} slices")
     v.check(o, "pair", not (box.bulk and o.pair), f"bulk box @{box.symbol} has no pair form")
     v.check(o, "elements", not o.elements or box.slices() == 1,
             "element coordinates on a sliced box (multicast or pair), whose slices are placed by tile")
@@ -408,10 +415,21 @@ def _cluster_arrive(v: Scope, o: ops.MbarArriveCluster | ops.Tcgen05CommitCluste
     _barrier_op(v, o)
     if v.kernel.cluster < 2:
         v.fail(f"{o.name} in a kernel without a cluster", o)
+    _cta_set(v, o, cluster.SETS)
+
+
+def _cta_set(v: Scope, o: ops.Op, allowed: tuple[str, ...]) -> None:
+    """A CTA set other than the whole cluster is a proper part of it, of two CTAs or more: a row
+    or column of a cluster with more than one of each (a cross, then, too)."""
+    v.check(o, "ctas", o.ctas in allowed, f"not one of {', '.join(allowed)}")
+    rows, cols = v.kernel.cluster_shape()
+    v.check(o, "ctas", o.ctas == "cluster" or (rows > 1 and cols > 1),
+            f"a {o.ctas} of a {rows}x{cols} cluster is one CTA or the whole cluster")
 
 
 def _leader_arrive(v: Scope, o: ops.MbarArriveLeader) -> None:
     _barrier_op(v, o)
+    v.check(o, "ctas", o.ctas == "cluster", "the pair's leader is the only target")
     _pair_kernel(v, o)
 
 

@@ -17,14 +17,15 @@ from ..sema.declarations import (
 )
 from ..ir import exprs as ex
 from ..ir import ops
+from ..sema.scope import CLUSTER
 from ..syntax import ast
-from ..target import tma
+from ..target import cluster, tma
 
 
 def lower_kernel(info: KernelInfo) -> ops.KernelOp:
     body: list[ops.Op] = [_param(info.symbols[p.name]) for p in info.node.params]
     for sym in info.symbols.values():
-        decl = _declaration(sym, info.cluster if info.multicast_boxes.get(getattr(sym, "name", "")) else 1)
+        decl = _declaration(sym, _slices(info, getattr(sym, "name", "")))
         if decl is not None:
             body.append(decl)
     if info.prefetch_maps is not None:   # one thread, before anything else: the maps are in cache for every role
@@ -37,7 +38,19 @@ def lower_kernel(info: KernelInfo) -> ops.KernelOp:
         lowerer.rows = set()
         body.append(ops.RoleOp(role.name, role.first_warp, role.last_warp, role.regs or 0,
                                lowerer.block(role.decl.body), span=role.decl.span))
-    return ops.KernelOp(info.node.name, info.grid, info.cluster, info.cta_group, 0, 0, body, span=info.node.span)
+    return ops.KernelOp(info.node.name, info.grid, info.cluster, info.cta_group, 0, 0, body,
+                        cluster_cols=info.cluster_cols, span=info.node.span)
+
+
+def _shape(info: KernelInfo) -> tuple[int, int]:
+    return info.cluster // info.cluster_cols, info.cluster_cols
+
+
+def _slices(info: KernelInfo, box: str) -> int:
+    """Into how many slices a multicast box splits: the size of the CTA set it is multicast to."""
+    if not info.multicast_boxes.get(box):
+        return 1
+    return cluster.size(_shape(info), info.multicast_sets[box])
 
 
 def _param(sym) -> ops.Op:
@@ -108,8 +121,10 @@ class _Statements:
 
     def _Load(self, s: ast.Load):
         barrier = ex.BufferRef(s.barrier.name, ex.Const(0)) if s.barrier else None
-        return ops.TmaLoad(self.info.box_for(s.source).name, self.copy_coords(s), self.tile(s.dest), barrier,
-                           s.multicast, False, elements=s.elements, gather=s.gather, span=s.span)
+        box = self.info.box_for(s.source).name
+        ctas = self.info.multicast_sets.get(box, "cluster")
+        return ops.TmaLoad(box, self.copy_coords(s), self.tile(s.dest), barrier, s.multicast, False,
+                           elements=s.elements, gather=s.gather, ctas=ctas, span=s.span)
 
     def _Store(self, s: ast.Store):
         return ops.TmaStore(self.info.box_for(s.target).name, self.copy_coords(s), self.tile(s.source), s.reduce,
@@ -207,6 +222,8 @@ class _Statements:
     def int_expr(self, e) -> ex.Expr:
         if isinstance(e, ast.Number):
             return ex.Const(e.value)
+        if isinstance(e, ast.Ref) and e.name == CLUSTER and e.field is not None:
+            return self._cluster_coordinate(e.field)
         if isinstance(e, ast.Ref):
             # sema forbids locals that shadow kernel names, so a launch-bound name is never a local
             launch_bound = e.name in self.info.dims or isinstance(self.info.symbols.get(e.name), Scalar)
@@ -215,6 +232,16 @@ class _Statements:
             inner = self.int_expr(e.operand)
             return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)
         return ex.Bin(e.op, self.int_expr(e.lhs), self.int_expr(e.rhs))
+
+    def _cluster_coordinate(self, name: str) -> ex.Expr:
+        """cluster.rank is %cluster_ctarank; x and y split it as target/cluster.py does."""
+        rows, cols = _shape(self.info)
+        rank = ex.Sreg("cluster.ctarank")
+        if name == "rank":
+            return rank
+        if name == "x":
+            return ex.Bin("urem", rank, ex.Const(rows)) if rows > 1 else ex.Const(0)
+        return ex.Bin("udiv", rank, ex.Const(rows)) if cols > 1 else ex.Const(0)
 
     def tile_expr(self, e) -> ex.Expr:
         if isinstance(e, ast.Number):

@@ -24,6 +24,8 @@ accumulator an in-flight one reads) is preceded by `wgmma_wait pending=0` (see
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..ir import exprs as ex
 from ..ir import ops
 from ..target.arch import Target
@@ -102,7 +104,7 @@ def _retarget(release: list[ops.Op], previous: str) -> list[ops.Op]:
     copies = []
     for o in release:
         if isinstance(o, ops.Elect):
-            body = [type(s)(ex.BufferRef(s.barrier.name, ex.Var(previous)), span=s.span)
+            body = [replace(s, barrier=ex.BufferRef(s.barrier.name, ex.Var(previous)))   # same CTA set, span
                     if isinstance(s, _RELEASES) else s for s in o.body]
             copies.append(ops.Elect(o.scope, body, span=o.span))
         else:

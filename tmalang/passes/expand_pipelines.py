@@ -10,15 +10,17 @@ both produces and consumes P keeps the two positions apart, `%P.put` for its pro
 `%P.get` for its consume blocks: it runs ahead of itself (prefetch_own_pipelines). The
 producer's single elected thread arms `full` with the bytes of all its loads and issues them;
 the consumer's elected thread issues its stores and then arrives on `empty`. When another
-CTA's producer multicasts into the slot, the release arrives on `empty` in every CTA of the
-cluster (`mbar_arrive_cluster`): no producer may refill a slot any of its receivers still reads.
+CTA's producer multicasts into the slot, the release arrives on `empty` in every CTA that does
+(`mbar_arrive_cluster ctas=S`, S the union of the multicast loads' CTA sets: the cluster, a row, a
+column, or the cross of a row and a column; target/cluster.py): no producer may refill a slot any
+of its receivers still reads, and `empty` counts the releases of exactly those CTAs.
 
 A tmem pipeline's fields become Tensor Memory tiles (`tmem @P.field`, S stages). Its producer is
 an MMA role: after the `empty` wait, the block's MMAs run, and one thread's `tcgen05_commit` on
 `full` arrives once they have completed. Operand slots that such a role consumes with `mma` are
 released the same way, by a `tcgen05_commit` on their `empty` barrier: the slot is free when the
 tensor cores have read it, not when the issuing thread moves on (`tcgen05_commit_cluster`, in
-every CTA of the cluster, when other CTAs multicast into the slot). Such a commit arrives whenever
+every CTA of the same set, when other CTAs multicast into the slot). Such a commit arrives whenever
 the tensor cores finish, so the ring's producer, after its last block, waits until every slot
 has been released (`%P.tail`): no commit may land on the barrier of a CTA that has exited.
 
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target import tma
+from ..target import cluster, tma
 from ..target.arch import Target
 from ..target.dtypes import DTYPES
 from . import peer_slots
@@ -52,8 +54,7 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
         else:
             body.append(o)
     blocks = [o for role in ops.roles(kernel) for o in ops.walk(role.body) if isinstance(o, (ops.Produce, ops.Consume))]
-    multicast = {o.pipeline for o in blocks if isinstance(o, ops.Produce)
-                 and any(isinstance(x, ops.TmaLoad) and x.multicast for x in o.body)}
+    multicast = _release_sets(kernel, blocks)
     committed = {o.pipeline for o in blocks if isinstance(o, ops.Consume)
                  and any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body))}
     buffers = {b.symbol: b for b in body if isinstance(b, ops.BufferDecl)}
@@ -67,6 +68,18 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
         role.body += [_drain(pipelines[p], _counter(p, True, own))
                       for p in used if p in committed and (p, True) in sides]
     kernel.body = body
+
+
+def _release_sets(kernel: ops.KernelOp, blocks) -> dict[str, str]:
+    """Pipeline -> the CTA set its releases reach: every CTA that multicasts into its slots (the
+    union of its multicast loads' sets; target/cluster.py). Pipelines without multicast are absent."""
+    sets: dict[str, set[str]] = {}
+    for o in blocks:
+        if isinstance(o, ops.Produce):
+            for x in o.body:
+                if isinstance(x, ops.TmaLoad) and x.multicast:
+                    sets.setdefault(o.pipeline, set()).add(x.ctas)
+    return {p: cluster.union(kernel.cluster_shape(), found) for p, found in sets.items()}
 
 
 def _sides(role: ops.RoleOp) -> set[tuple[str, bool]]:
@@ -105,7 +118,7 @@ def _declare(p: ops.PipelineDecl, boxes) -> list[ops.Op]:
     return decls
 
 
-def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str], own: set[str], peers) -> list[ops.Op]:
+def _expand(region: list[ops.Op], pipelines, boxes, multicast: dict[str, str], own: set[str], peers) -> list[ops.Op]:
     out: list[ops.Op] = []
     for o in region:
         for r in o.regions():   # nested blocks first: an enclosing block sees their explicit ops
@@ -115,7 +128,7 @@ def _expand(region: list[ops.Op], pipelines, boxes, multicast: set[str], own: se
             continue
         p, at = pipelines[o.pipeline], _counter(o.pipeline, isinstance(o, ops.Produce), own)
         if isinstance(o, ops.Consume):
-            out += _consume(o, p, at, o.pipeline in multicast, peers[1])
+            out += _consume(o, p, at, multicast.get(o.pipeline), peers[1])
         elif p.peer:
             slot = [_slot(p, at, o.slot, o.span), _wait_free(p, at, o.slot, o.span)]
             out += peer_slots.produce(o, p, slot, _advance(at, o.span), peers[0])
@@ -146,7 +159,7 @@ def _advance(at: ex.Var, span) -> ops.Let:
 def _produce(o: ops.Produce, p: ops.PipelineDecl, at: ex.Var, boxes) -> list[ops.Op]:
     full = ex.BufferRef(f"{p.symbol}.full", ex.Var(o.slot))
     loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, l.multicast, l.pair, elements=l.elements, gather=l.gather,
-                         span=l.span) for l in o.body]
+                         ctas=l.ctas, span=l.span) for l in o.body]
     nbytes = sum(boxes[l.box].bytes(DTYPES[boxes[l.box].dtype].itemsize) for l in loads)
     issue = ops.Elect("role", [ops.MbarArriveExpectTx(full, ex.Const(nbytes), span=o.span), *loads], span=o.span)
     return [_slot(p, at, o.slot, o.span), _wait_free(p, at, o.slot, o.span), issue, _advance(at, o.span)]
@@ -181,14 +194,18 @@ def _drain(p: ops.PipelineDecl, at: ex.Var) -> ops.ForRange:
                         span=p.span)
 
 
-def _consume(o: ops.Consume, p: ops.PipelineDecl, at: ex.Var, cluster_wide: bool, cluster: int) -> list[ops.Op]:
+def _consume(o: ops.Consume, p: ops.PipelineDecl, at: ex.Var, ctas: str | None, cluster: int) -> list[ops.Op]:
+    """`ctas`: the CTA set that multicasts into the slot, which the release reaches (None: this CTA);
+    a peer pipeline's release goes to the CTA that pushed into the slot instead."""
     stage = ex.Var(o.slot)
     body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TmaStore) else s for s in o.body]
-    arrive = ops.MbarArriveCluster if cluster_wide else ops.MbarArrive
     empty = ex.BufferRef(f"{p.symbol}.empty", stage)
-    if any(isinstance(s, ops.TENSOR_CORE_OPS) for s in ops.walk(o.body)):   # free once the tensor cores have read it
-        arrive = ops.Tcgen05CommitCluster if cluster_wide else ops.Tcgen05Commit
-    release = ops.Elect("role", [arrive(empty, span=o.span)], span=o.span)
+    tensor_cores = any(isinstance(s, ops.TENSOR_CORE_OPS) for s in ops.walk(o.body))   # free once they read it
+    if ctas is None:
+        arrive = (ops.Tcgen05Commit if tensor_cores else ops.MbarArrive)(empty, span=o.span)
+    else:
+        arrive = (ops.Tcgen05CommitCluster if tensor_cores else ops.MbarArriveCluster)(empty, ctas, span=o.span)
+    release = ops.Elect("role", [arrive], span=o.span)
     if p.peer:
         release = peer_slots.release(p, stage, cluster, o.span)
     ready = ops.MbarWait(ex.BufferRef(f"{p.symbol}.full", stage), ex.parity_of(at, p.stages), span=o.span)

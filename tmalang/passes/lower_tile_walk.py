@@ -1,22 +1,28 @@
 """lower_tile_walk: a tile loop becomes index arithmetic around a strided loop.
 
 Requires: every pass that looks for the tile loop (`for_tiles`) has run; it is the last pass.
-Guarantees: no `for_tiles` remains. In its place, with I the loop's `index` and S the cluster size
-(the lines marked S > 1 only in a cluster):
+Guarantees: no `for_tiles` remains. In its place, with I the loop's `index`, S the cluster size
+and R x C its shape (R along dim 0, C along dim 1; the lines marked R > 1, C > 1 or S > 1 only
+in such a cluster):
 
     val %I.n<d>          = udiv(dim_d + box_d - 1, box_d)     tiles along each dim d
-    val %I.cluster_rows  = udiv(%I.n0 + S - 1, S)              S > 1: dim 0 counted in clusters
-    val %I.tiles         = %I.n0 * %I.n1 * ..                  (%I.cluster_rows for %I.n0)
-    val %I.cta           = sreg(ctaid.x)                       S > 1: read once, for both uses
+    val %I.cluster_rows  = udiv(%I.n0 + R - 1, R)              R > 1: dim 0 counted in clusters
+    val %I.cluster_cols  = udiv(%I.n1 + C - 1, C)              C > 1: dim 1 counted in clusters
+    val %I.tiles         = %I.n0 * %I.n1 * ..                  (the cluster counts in their place)
+    val %I.cta           = sreg(ctaid.x)                       S > 1: read once, for all uses
     for_step var=I.tile count=I start=udiv(ctaid, S) stop=%I.tiles step=udiv(sreg(nctaid.x), S) {
       val %vars          = the coordinates of tile %I.tile     row-major, or banded (`group`)
-      val %v0            = %I.cluster_row * S + urem(%I.cta, S)   S > 1: this CTA's row in its cluster
+      val %v0            = %I.cluster_row * R + urem(%I.cta, R)               R > 1: this CTA's row
+      val %v1            = %I.cluster_col * C + urem(udiv(%I.cta, R), C)      C > 1: and column
       body
     }
 
+The CTA of rank r = ctaid mod S takes the tile at (r mod R, r / R) of its cluster's R x C block
+(target/cluster.py); a 1-D `cluster N` is N x 1.
+
 A persistent grid strides over the tiles by the grid size; a `tiles` grid runs one iteration per
 CTA. `%I` counts the iterations, as the loop's index did. Division and comparison are unsigned
-32-bit. A banded walk (`group` G, 2-D; G' = G / S rows of clusters per band) takes tile t to band
+32-bit. A banded walk (`group` G, 2-D; G' = G / R rows of clusters per band) takes tile t to band
 t / (G' n1), whose first row is %I.band_row0 and which has %I.band_rows = min(n0 - band_row0, G')
 rows, walked column by column (%I.in_band = t mod G' n1), so that CTAs running together share
 operand tiles in L2.
@@ -43,6 +49,7 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
 
 def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op]:
     cluster = kernel.cluster
+    rows, cols = kernel.cluster_shape()
     name = lambda suffix: f"{o.index}.{suffix}"   # noqa: E731
     var = lambda suffix: ex.Var(name(suffix))     # noqa: E731
     val = lambda target, value: ops.Val(target, value, span=o.span)   # noqa: E731
@@ -50,9 +57,12 @@ def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op
     prologue = [val(name(f"n{d}"), ex.Bin("udiv", ex.add(_dim(dim), ex.Const(extent - 1)), ex.Const(extent)))
                 for d, (dim, extent) in enumerate(shape)]
     counts = [var(f"n{d}") for d in range(len(shape))]
-    if cluster > 1:   # a cluster takes `cluster` adjacent tiles of dim 0, one per CTA
-        prologue.append(val(name("cluster_rows"), _udiv(ex.add(counts[0], ex.Const(cluster - 1)), cluster)))
-        counts[0] = var("cluster_rows")
+    # a cluster takes a block of `rows` x `cols` adjacent tiles of dims 0 and 1, one per CTA
+    blocked = [(d, side, suffix) for d, side, suffix in ((0, rows, "cluster_rows"), (1, cols, "cluster_cols"))
+               if side > 1]
+    for d, side, suffix in blocked:
+        prologue.append(val(name(suffix), _udiv(ex.add(counts[d], ex.Const(side - 1)), side)))
+        counts[d] = var(suffix)
     total = counts[0]
     for count in counts[1:]:
         total = ex.Bin("*", total, count)
@@ -61,14 +71,23 @@ def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op
     if cluster > 1:   # read once: the first tile and the rank in the cluster both come from it
         prologue.append(val(name("cta"), ctaid))
         ctaid = var("cta")
-    names = [name("cluster_row") if cluster > 1 else o.vars[0], *o.vars[1:]]
-    coords = [val(n, v) for n, v in _coords(o.index, names, var("tile"), counts, o.group // cluster)]
-    if cluster > 1:   # this CTA's row of its cluster's tiles: rank = ctaid mod cluster size
-        rank = ex.Bin("urem", ctaid, ex.Const(cluster))
-        coords.append(val(o.vars[0], ex.add(ex.Bin("*", var("cluster_row"), ex.Const(cluster)), rank)))
+    names = list(o.vars)
+    for d, _, suffix in blocked:
+        names[d] = name(suffix[:-1])   # cluster_row / cluster_col
+    coords = [val(n, v) for n, v in _coords(o.index, names, var("tile"), counts, o.group // rows)]
+    for d, side, suffix in blocked:   # this CTA's tile of its cluster's block: rank = ctaid mod cluster size
+        coords.append(val(o.vars[d], ex.add(ex.Bin("*", var(suffix[:-1]), ex.Const(side)), _place(ctaid, d, rows, cluster))))
     loop = ops.ForStep(name("tile"), o.index, _udiv(ctaid, cluster), var("tiles"),
                        _udiv(ex.Sreg("nctaid.x"), cluster), coords + o.body, span=o.span)
     return prologue + [loop]
+
+
+def _place(ctaid: ex.Expr, d: int, rows: int, cluster: int) -> ex.Expr:
+    """This CTA's cluster coordinate along dim d (target/cluster.py): x = rank mod R, y = rank / R,
+    with rank = ctaid mod R·C (clusters are consecutive CTAs of the 1-D grid)."""
+    if d == 0:
+        return ex.Bin("urem", ctaid, ex.Const(rows))
+    return ex.Bin("urem", _udiv(ctaid, rows), ex.Const(cluster // rows))
 
 
 def _coords(index: str, names: list[str], t: ex.Expr, counts: list[ex.Var], group: int) -> list[tuple]:

@@ -4,8 +4,8 @@ Requires: explicit barrier operations (pipelines expanded, releases ordered).
 Guarantees:
   - every mbarrier's `count` is the number of arrivals one phase receives: per arrive site, 1
     inside `elect` (one per warpgroup for warpgroup scope), else the role's thread count; times
-    the cluster size for a cluster-wide arrive or tcgen05 commit (every CTA's site arrives on every
-    CTA's barrier),
+    the size of its CTA set for a cluster arrive or tcgen05 commit (each CTA's site arrives on the
+    barriers of its set, and the sets are symmetric, so each barrier hears that many sites),
     times 2 for an arrive on a CTA pair's leader (both CTAs' sites arrive on the leader's barrier).
     The sites of a user's barrier add up across roles. Within one role, a `wait` on the barrier
     separates its sites into phases: sites between two waits arrive in the same phase and add

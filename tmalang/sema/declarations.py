@@ -140,9 +140,11 @@ class KernelInfo:
     target: Target
     grid: str = "tiles"
     grid_decl: ast.GridDecl | None = None
-    cluster: int = 1
+    cluster: int = 1                   # CTAs per cluster
+    cluster_cols: int = 1              # of which along the second tile index (`cluster RxC`: C)
     cluster_decl: ast.ClusterDecl | None = None
     multicast_boxes: dict = field(default_factory=dict)   # box name -> loaded with multicast
+    multicast_sets: dict = field(default_factory=dict)    # box name -> the CTA set (target/cluster.py)
     cta_group: int = 1                 # 2: one tcgen05.mma works for a pair of CTAs (sema/pairs.py)
     cta_group_decl: ast.CtaGroupDecl | None = None
     symbols: dict[str, object] = field(default_factory=dict)
@@ -381,10 +383,25 @@ def check_cluster(info: KernelInfo, d: ast.ClusterDecl) -> None:
     if info.cluster_decl is not None:
         raise error("E057", "the cluster is already declared", d.span)
     sizes = info.target.cluster_sizes
-    if d.size not in sizes:
+    if d.cols == 1 and d.size not in sizes:
         raise error("E058", f"cluster size must be one of {', '.join(map(str, sizes))}, got {d.size}",
                     d.span, "larger clusters need a non-portable opt-in")
-    info.cluster, info.cluster_decl = d.size, d
+    if d.cols != 1:
+        _check_cluster_shape(d, sizes)
+    info.cluster, info.cluster_cols, info.cluster_decl = d.size, d.cols, d
+
+
+def _check_cluster_shape(d: ast.ClusterDecl, sizes: tuple[int, ...]) -> None:
+    """`cluster RxC`: R and C each a portable size (powers of two, so that the rank splits into
+    coordinates by mask and shift), and R·C CTAs at most the portable limit."""
+    shape = f"{d.rows}x{d.cols}"
+    if d.rows not in sizes or d.cols not in sizes:
+        raise error("E462", f"cluster {shape}: each side must be one of {', '.join(map(str, sizes))}", d.span)
+    if d.size > max(sizes):
+        why = ("16 CTAs need the non-portable opt-in (cudaFuncAttributeNonPortableClusterSizeAllowed), "
+               "which tmalang does not set (v0)" if d.size == 16 else "no GPU runs a cluster of more than 16 CTAs")
+        raise error("E462", f"cluster {shape} has {d.size} CTAs, more than the portable limit of {max(sizes)}",
+                    d.span, why)
 
 
 def check_roles(info: KernelInfo, decls: list[ast.RoleDecl]) -> None:

@@ -44,15 +44,24 @@ def check_kernel(info: KernelInfo) -> None:
                         "v0 keeps distributed shared memory and CTA pairs apart")
 
 
-def check_block(s, pipe: Pipeline, scope, producing: bool) -> None:
+def cluster_varying(info: KernelInfo, scope) -> list[str]:
+    """The names whose value differs between the CTAs of one cluster: the tile indices the cluster
+    spreads its CTAs along (the first; the second too for `cluster RxC` with C > 1) and the CTA's
+    cluster coordinates."""
+    spread = scope.tile_vars[:2 if info.cluster_cols > 1 else 1]
+    return [*spread, "cluster.rank", "cluster.x", "cluster.y"]
+
+
+def check_block(info: KernelInfo, s, pipe: Pipeline, scope, producing: bool) -> None:
     """Before the block's statements: the loops around it, and what a produce block holds."""
     if not pipe.peer:
         return
-    first = scope.tile_vars[0] if scope.tile_vars else None
     for loop in scope.nest:
-        if loop[0] == "steps" and first is not None and first in re.findall(r"[A-Za-z_]\w*", loop[1]):
+        names = set(re.findall(r"[A-Za-z_][\w.]*", loop[1])) if loop[0] == "steps" else set()
+        varying = next((v for v in cluster_varying(info, scope) if v in names), None)
+        if varying is not None:
             raise error("E479", f"a block of peer pipeline '{pipe.name}' under a steps loop whose extent uses "
-                        f"'{first}'", s.span, f"'{first}' differs between the CTAs of a cluster, so their trip "
+                        f"'{varying}'", s.span, f"'{varying}' differs between the CTAs of a cluster, so their trip "
                         "counts would differ and a push would wait for a peer that never consumes it")
     if producing:
         for x in s.body:

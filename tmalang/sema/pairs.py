@@ -57,6 +57,9 @@ def check_kernel(info: KernelInfo) -> None:
     if info.cluster % 2:
         raise error("E060", "cta_group 2 pairs the CTAs of a cluster, so the cluster size must be even", decl.span,
                     "declare `cluster 2` (or 4, 8)")
+    if info.cluster_cols > 1:   # a pair is two CTAs of adjacent tile rows, same tile column
+        raise error("E464", "cta_group 2 with a 2-D cluster is not in v0", info.cluster_decl.span,
+                    "a CTA pair takes two adjacent tile rows: declare `cluster N`")
     mma_roles = [r for r in info.roles if any(isinstance(s, ast.Mma) for s in ast.statements(r.decl.body))]
     if not mma_roles:
         raise error("E060", "cta_group 2 pairs tcgen05.mma, and this kernel has no mma", decl.span)

@@ -113,7 +113,9 @@ def int_expr(info: KernelInfo, e, scope: Scope) -> None:
     elif isinstance(e, ast.Ref):
         if e.block is not None:
             raise error("E066", f"'{e.text()}' is not an integer variable", e.span)
-        if e.field is not None or (e.name not in scope.ints and not is_int_param(info, e.name)):
+        if e.name == CLUSTER and e.field is not None:
+            check_cluster_coordinate(e)
+        elif e.field is not None or (e.name not in scope.ints and not is_int_param(info, e.name)):
             raise error("E066", f"unknown integer variable '{e.text()}'", e.span,
                         f"in scope: {', '.join(sorted(scope.ints)) or 'none'}")
     elif isinstance(e, ast.BinOp):
@@ -127,8 +129,27 @@ def int_expr(info: KernelInfo, e, scope: Scope) -> None:
         raise error("E066", "calls are not allowed in index expressions", e.span)
 
 
+CLUSTER = "cluster"                               # `cluster.rank`, `cluster.x`, `cluster.y` (§18)
+CLUSTER_COORDINATES = ("rank", "x", "y")
+
+
+def check_cluster_coordinate(e: ast.Ref) -> None:
+    if e.field not in CLUSTER_COORDINATES:
+        raise error("E465", f"'{e.text()}' is not a cluster coordinate", e.span,
+                    "the CTA's place in its cluster is cluster.rank, cluster.x (along the first tile index) "
+                    "or cluster.y (along the second)")
+
+
 def is_int_param(info: KernelInfo, name: str) -> bool:
     found = info.symbols.get(name)
     if isinstance(found, Scalar):
         return found.dtype.kind in ("int", "uint")
     return name in info.dims
+
+
+def mentions(e, name: str) -> bool:
+    """Whether index expression `e` uses the name (or `cluster.x` and the like) `name`."""
+    if isinstance(e, ast.Ref):   # a name, or `cluster.x`; `idx[p]` (gathered rows) mentions what p does
+        return any(mentions(c, name) for c in e.block) if e.block else e.text() == name
+    return any(mentions(c, name) for c in {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand]}
+               .get(type(e), list)())

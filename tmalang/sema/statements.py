@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk, dsmem, gather, mma, offsets, own_pipelines, prefetch, reduce, rows
+from . import bulk, dsmem, gather, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -20,6 +20,7 @@ from .declarations import (
 from ..target.dtypes import TILE_MATH_DTYPES
 from .scope import (
     Scope,
+    mentions,
     check_local,
     check_operation,
     int_expr,
@@ -50,9 +51,15 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
                     f"indices, not {len(s.vars)}", s.span)
     if s.group is not None and (s.group < 1 or len(box.shape) != 2):
         raise error("E052", "grouped tile order needs a 2-D tile space and a group of at least 1 row", s.span)
-    if s.group and s.group % info.cluster:
-        raise error("E052", f"the group ({s.group} rows) must be a multiple of the cluster size ({info.cluster})",
+    rows = info.cluster // info.cluster_cols
+    if s.group and s.group % rows:
+        size = (f"cluster size ({rows})" if info.cluster_cols == 1 else
+                f"{rows} tile rows that a {rows}x{info.cluster_cols} cluster takes")
+        raise error("E052", f"the group ({s.group} rows) must be a multiple of the {size}",
                     s.span, "the CTAs of a cluster take adjacent rows of one band")
+    if info.cluster_cols > 1 and len(box.shape) < 2:
+        raise error("E464", f"a {rows}x{info.cluster_cols} cluster takes a 2-D block of tiles, but this tile "
+                    f"space is 1-D", s.span, "use `cluster N` (N x 1) for a 1-D tile space")
     space = (tuple(tensor.shape), tuple(box.shape), s.group or 0)
     if info.tile_space is None:
         info.tile_space = space + (s,)
@@ -116,7 +123,7 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
     users.append(scope.role.name)
     (pipe.produce_nests if producing else pipe.consume_nests).append((scope.nest, s.span))
     check_local(info, scope, s.slot, s.span)
-    dsmem.check_block(s, pipe, scope, producing)
+    dsmem.check_block(info, s, pipe, scope, producing)
     loads = producing and any(isinstance(x, ast.Load) for x in s.body)
     if loads and pipe.tmem_fields:
         raise error("E069", "a tmem pipeline's produce block holds the MMA work only",
@@ -178,7 +185,7 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
     offsets.check_load(box, s)
     box.tensor.read = True
     bulk.check_load(s, box)
-    _check_multicast(info, s, box, scope)
+    multicast.check_load(info, s, box, scope)
     if scope.pipeline is not None:
         if not scope.producing:
             raise error("E061", "a consume block cannot issue loads", s.span,
@@ -196,42 +203,6 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
                     "write `load BOX[...] -> buffer, BARRIER`")
     info.lookup(s.barrier, Mbarrier, what="mbarrier")
     _require_elected(s, scope, "TMA load")
-
-
-def _check_multicast(info: KernelInfo, s: ast.Load, box: Box, scope: Scope) -> None:
-    """A multicast load: every CTA of the cluster loads one slice along dim 0 into all of them."""
-    used = info.multicast_boxes.setdefault(box.name, s.multicast)
-    if used != s.multicast:
-        raise error("E059", f"box '{box.name}' is loaded both with and without multicast", s.span,
-                    "a multicast box's tensor map describes one CTA's slice; declare a second box")
-    if not s.multicast:
-        return
-    if info.cluster == 1:
-        raise error("E059", "multicast needs a cluster", s.span, "declare `cluster 2` (or 4, 8)")
-    if info.cta_group == 2:
-        raise error("E060", "multicast loads in a cta_group 2 kernel are not in v0", s.span,
-                    "load a pair box instead: each CTA of the pair loads half of it")
-    if scope.pipeline is None:
-        raise error("E059", "multicast loads belong in produce blocks (v0)", s.span)
-    rows, size = box.shape[0], info.cluster
-    if box.strides[0] != 1:
-        raise error("E059", f"box '{box.name}' strides its rows, which multicast splits between the CTAs", s.span,
-                    "a multicast box takes every row (strides [1, ...])")
-    if rows % size or (box.swizzle != "none" and (rows // size) % 8):
-        raise error("E059", f"box '{box.name}' has {rows} rows, which do not split into {size} slices"
-                    + (" of whole 8-row swizzle atoms" if box.swizzle != "none" else ""), s.span)
-    varying = scope.tile_vars[0] if scope.tile_vars else None
-    if varying and any(_mentions(c, varying) for c in s.coords):
-        raise error("E059", f"a multicast load must be the same in every CTA of the cluster, but '{varying}' "
-                    "differs between them", s.span,
-                    "the cluster's CTAs walk adjacent tiles along the first tile index")
-
-
-def _mentions(e, name: str) -> bool:
-    if isinstance(e, ast.Ref):   # `idx[p]` (a gathered row) mentions what its position does
-        return e.field is None and (e.name == name or any(_mentions(c, name) for c in e.block or []))
-    return any(_mentions(c, name) for c in {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand]}
-               .get(type(e), list)())
 
 
 def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
@@ -260,7 +231,7 @@ def _check_store_follows_tiles(info: KernelInfo, s: ast.Store, scope: Scope) -> 
     shape, extents = info.tile_space[0], info.tile_space[1]
     for var, dim, extent in zip(scope.tile_vars, shape, extents):
         single = isinstance(dim, int) and dim <= extent
-        if not single and not any(_mentions(c, var) for c in s.coords):
+        if not single and not any(mentions(c, var) for c in s.coords):
             raise error("E105", f"this store does not use tile index '{var}', so every tile along it stores "
                         "to the same elements", s.span,
                         "tiles run in different CTAs, which nothing orders: a race; index the store by the tile")

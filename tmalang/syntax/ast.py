@@ -152,6 +152,7 @@ class Load(Node):
     multicast: bool = False      # each CTA of the cluster loads a slice into every CTA's smem
     elements: bool = False       # `T@[r, c]`: coordinates are element indices, not tile indices
     gather: str = ""             # sema: the index tensor of `load X[idx[p], c]` (tile::gather4)
+    multicast_over: list = field(default_factory=list)   # `multicast(n)`: the tile indices that vary in the set
 
 
 @dataclass
@@ -268,9 +269,15 @@ class GridDecl(Node):
 
 @dataclass
 class ClusterDecl(Node):
-    """`cluster N`: CTAs launch in clusters of N along the grid; tiles pair up along dim 0."""
+    """`cluster N` or `cluster RxC`: CTAs launch in clusters of R·C; a cluster takes an R x C block
+    of adjacent tiles (R along the first tile index, C along the second; `cluster N` is N x 1)."""
 
-    size: int
+    rows: int
+    cols: int = 1
+
+    @property
+    def size(self) -> int:
+        return self.rows * self.cols
 
 
 @dataclass

@@ -64,14 +64,18 @@ _PUNCT = {
 }
 
 
+_CLASSES = {"NAME": "a name", "INT": "an integer", "NUMBER": "a number", "SIZE": "a size like 128B",
+            "CLUSTER_SHAPE": "a cluster shape like 2x2"}
+
+
 def _describe(terminal: str) -> str:
     if terminal in _PUNCT:
         return f"'{_PUNCT[terminal]}'"
     literal = _literal_terminals().get(terminal)
     if literal is not None:
         return f"'{literal}'"
-    if terminal in ("NAME", "INT", "NUMBER", "SIZE"):
-        return {"NAME": "a name", "INT": "an integer", "NUMBER": "a number", "SIZE": "a size like 128B"}[terminal]
+    if terminal in _CLASSES:
+        return _CLASSES[terminal]
     return f"'{terminal.lower()}'"
 
 
@@ -129,7 +133,8 @@ class _Builder(Transformer):
         return ast.GridDecl(self._span(meta), self._ref(children[0]))
 
     def cluster_decl(self, meta, children):
-        return ast.ClusterDecl(self._span(meta), int(children[0]))
+        rows, _, cols = str(children[0]).partition("x")
+        return ast.ClusterDecl(self._span(meta), int(rows), int(cols or 1))
 
     def cta_group_decl(self, meta, children):
         return ast.CtaGroupDecl(self._span(meta), int(children[0]))
@@ -257,7 +262,12 @@ class _Builder(Transformer):
     def load(self, meta, children):
         source, (elements, coords), dest, barrier, multicast = children
         barrier = self._ref(barrier) if barrier is not None else None
-        return ast.Load(self._span(meta), self._ref(source), coords, dest, barrier, multicast is not None, elements)
+        return ast.Load(self._span(meta), self._ref(source), coords, dest, barrier, multicast is not None, elements,
+                        multicast_over=multicast or [])
+
+    def multicast(self, meta, children):
+        """The tile indices named in `multicast(...)`, as refs; empty for a bare `multicast`."""
+        return [self._ref(t) for t in children[1:] if t is not None]
 
     def store(self, meta, children):
         target, (elements, coords), source = children
