@@ -9,6 +9,8 @@ box (one tensor map, one slice size) and records it in `info.multicast_sets` for
 
 from __future__ import annotations
 
+import re
+
 from ..diagnostics import error
 from ..syntax import ast
 from ..target import cluster
@@ -53,6 +55,21 @@ def check_load(info: KernelInfo, s: ast.Load, box: Box, scope: Scope) -> None:
         if any(mentions(c, name) for c in s.coords):
             raise error("E059", f"a multicast load must be the same in every CTA of the {_set_name(ctas)}, but '{name}' "
                         "differs between them", s.span, _WALK_NOTE[ctas])
+    _check_same_trip_counts(s, scope, varying, ctas)
+
+
+def _check_same_trip_counts(s: ast.Load, scope: Scope, varying: list[str], ctas: str) -> None:
+    """Every CTA of the set fills (and releases) a multicast slot together, so each must run the
+    loops around the load as often as the others: no steps extent may use what differs between
+    them, or one CTA waits forever for a slice or a release its partner never sends."""
+    for loop in scope.nest:
+        used = set(re.findall(r"[A-Za-z_][\w.]*", loop[1])) if loop[0] == "steps" else set()
+        name = next((v for v in varying if v in used), None)
+        if name is not None:
+            raise error("E059", f"a multicast load under a steps loop whose extent uses '{name}', which differs "
+                        f"between the CTAs of the {_set_name(ctas)}", s.span,
+                        "their trip counts would differ, and a CTA would wait forever for a slice or a release "
+                        "its partner never sends: make the extent the same in every CTA of the set")
 
 
 _WALK_NOTE = {"cluster": "the cluster's CTAs walk adjacent tiles along the first tile index",

@@ -27,6 +27,7 @@ class Scope:
     in_loop: bool = False                       # inside a tile loop
     nest: tuple = ()                            # the loops around here, for trip-count agreement
     tile_vars: tuple = ()                       # the enclosing tile loop's indices
+    steps_vars: tuple = ()                      # the enclosing steps loops' indices, outermost first
     loaded: set = field(default_factory=set, compare=False)  # fields a produce block fills
     accs: dict = field(default_factory=dict, compare=False)  # the role's accumulators (sema/mma.py)
     slots: tuple = ()                           # every open produce/consume block, outermost first

@@ -87,7 +87,8 @@ def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
     if s.chunk < 1:
         raise error("E077", "steps(..., 0) divides by zero", s.span)
     loop = ("steps", _expr_key(s.extent), s.chunk)
-    _block(info, s.body, replace(scope, ints=scope.ints | {s.var}, nest=scope.nest + (loop,)))
+    _block(info, s.body, replace(scope, ints=scope.ints | {s.var}, nest=scope.nest + (loop,),
+                                 steps_vars=scope.steps_vars + (s.var,)))
 
 
 def _expr_key(e) -> str:
@@ -226,6 +227,8 @@ def _check_store_follows_tiles(info: KernelInfo, s: ast.Store, scope: Scope) -> 
     """Tiles run in different CTAs (and iterations), which nothing orders: a store whose coordinates
     ignore a tile index that takes more than one value writes the same elements from several of
     them, a race. An index is exempt only when its tile count is 1 by the literal shapes."""
+    if scope.pipeline is not None:
+        _check_store_follows_steps(s, scope)
     if not scope.tile_vars:
         return
     shape, extents = info.tile_space[0], info.tile_space[1]
@@ -235,6 +238,19 @@ def _check_store_follows_tiles(info: KernelInfo, s: ast.Store, scope: Scope) -> 
             raise error("E105", f"this store does not use tile index '{var}', so every tile along it stores "
                         "to the same elements", s.span,
                         "tiles run in different CTAs, which nothing orders: a race; index the store by the tile")
+
+
+def _check_store_follows_steps(s: ast.Store, scope: Scope) -> None:
+    """A consume block's store runs once per step of the steps loops around it, each from another
+    slot and bulk group, which the compiler orders only within one step: a store that ignores a
+    steps index writes the same elements every step, unordered (outside pipelines the user's own
+    `wait_group` may order them; the interpreter checks, E421)."""
+    for var in scope.steps_vars:
+        if not any(mentions(c, var) for c in s.coords):
+            raise error("E105", f"this store does not use steps index '{var}', so every step stores to the same "
+                        "elements", s.span, "the stores of successive steps are not ordered: a race; store once "
+                        "after the steps loop (from an accumulator or smem buffer), index the store by the step, "
+                        "or reduce (atomic per element)")
 
 
 def _require_elected(s, scope: Scope, what: str) -> None:
