@@ -23,6 +23,7 @@ from .races import RaceDetector
 from .shares import rows as row_share
 from .state import Blocked, BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
 from .tiles import box_region, box_tile_bytes, check_bulk_inside, math_share, read_box, tile_math_share
+from .im2col import read_im2col
 
 
 @dataclass
@@ -404,10 +405,14 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         coords = [coords[0] * parts + part, *coords[1:]]
     if box.bulk:
         check_bulk_inside(m.launch.arrays[box.tensor].shape, box, coords, o, m.who(w))
-    data = read_box(m.launch.arrays[box.tensor], box, coords)
+    if box.im2col:   # gathered pixels: take the whole tensor as what the load may read
+        data = read_im2col(m.launch.arrays[box.tensor], box, coords, [m.value(w, c) for c in o.offsets], o, m.who(w))
+        region = tuple((0, n) for n in m.launch.arrays[box.tensor].shape)
+    else:
+        data = read_box(m.launch.arrays[box.tensor], box, coords)
+        region = box_region(m.launch.arrays[box.tensor].shape, box, coords)
     agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
     share = row_share(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else None
-    region = box_region(m.launch.arrays[box.tensor].shape, box, coords)
     deliveries = []
     for c in m.cluster.ctas if o.multicast else [m]:
         signalled = pairs.leader(m) if o.pair else c

@@ -89,6 +89,16 @@ class BoxDecl(Op):
     pair: bool                      # a CTA pair's box: each CTA of the pair loads and holds half of dim 0
     cache: str = "none"             # L2 eviction policy (tma.CACHE_POLICIES) of every copy through the box
     bulk: bool = False              # no tensor map: each copy is one cp.async.bulk of the innermost chunk
+    # an im2col box (cuTensorMapEncodeIm2col) when `lower` is not empty: shape is [pixels,
+    # channels]; the pixel box runs from lower[i] to dim - 1 + upper[i] along spatial dim i
+    # (outermost first) by traversal stride im2col_strides[i]
+    lower: list[int] = field(default_factory=list)
+    upper: list[int] = field(default_factory=list)
+    im2col_strides: list[int] = field(default_factory=list)
+
+    @property
+    def im2col(self) -> bool:
+        return bool(self.lower)
 
     def slices(self) -> int:
         """Into how many parts along dim 0 the CTAs split the box: each tensor map covers one."""
@@ -412,6 +422,9 @@ class TmaLoad(Op):
     barrier: BufferRef | None
     multicast: bool               # this CTA's slice of the box, written into every CTA of the cluster
     pair: bool                    # completes its bytes on the barrier of the CTA pair's leader (cta_group 2)
+    # through an im2col box: coords are element coordinates (N, spatial..., C) and these the
+    # filter position added to each pixel, one per spatial dim, outermost first
+    offsets: list[Expr] = field(default_factory=list)
 
 
 @op("tma_store")

@@ -48,8 +48,11 @@ def _param(sym) -> ops.Op:
 
 def _declaration(sym, multicast: int) -> ops.Op | None:
     if isinstance(sym, Box):
+        pixel_box = sym.im2col
         return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
-                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, sym.bulk, span=sym.span)
+                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, sym.bulk,
+                           *([list(pixel_box.lower), list(pixel_box.upper), list(pixel_box.strides)] if pixel_box else []),
+                           span=sym.span)
     if isinstance(sym, Pipeline):
         fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
         fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]
@@ -107,8 +110,12 @@ class _Statements:
 
     def _Load(self, s: ast.Load):
         barrier = ex.BufferRef(s.barrier.name, ex.Const(0)) if s.barrier else None
-        return ops.TmaLoad(self.info.box_for(s.source).name, [self.int_expr(c) for c in s.coords],
-                           self.tile(s.dest), barrier, s.multicast, False, span=s.span)
+        box = self.info.box_for(s.source)
+        offsets = [self.int_expr(c) for c in s.offsets or []]
+        if box.im2col and not offsets:   # no `offsets`: the filter position 0 along every spatial dim
+            offsets = [ex.Const(0)] * len(box.im2col.lower)
+        return ops.TmaLoad(box.name, [self.int_expr(c) for c in s.coords], self.tile(s.dest), barrier, s.multicast,
+                           False, offsets, span=s.span)
 
     def _Store(self, s: ast.Store):
         return ops.TmaStore(self.info.box_for(s.target).name, [self.int_expr(c) for c in s.coords],

@@ -53,6 +53,7 @@ class Box:
     pair_span: Span | None = None
     cache: str = "none"              # L2 eviction policy of every copy through the box (sema/prefetch.py)
     bulk: bool = False               # no tensor map: copies are cp.async.bulk of one row chunk (sema/bulk.py)
+    im2col: object = None            # sema/im2col.py's Im2col (the pixel box): shape is [pixels, channels]
 
     @property
     def dtype(self) -> DType:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk
+from . import bulk, im2col
 from .declarations import Box, KernelInfo
 from .scope import Scope, int_expr
 
@@ -20,6 +20,7 @@ PREFETCH_DECLS = ("tensormaps",)
 def check_prefetch(info: KernelInfo, s: ast.Prefetch, scope: Scope) -> None:
     box = info.box_for(s.box)
     bulk.check_prefetch(s, box)
+    im2col.refuse(box, "be prefetched", s.span)
     if len(s.coords) != len(box.shape):
         raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(s.coords)} coordinates", s.span)
     for c in s.coords:

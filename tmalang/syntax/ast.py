@@ -150,6 +150,8 @@ class Load(Node):
     dest: Ref
     barrier: Ref | None
     multicast: bool = False      # each CTA of the cluster loads a slice into every CTA's smem
+    offsets: list[Expr] | None = None   # `offsets [r, s]`: an im2col load's filter position
+    offsets_span: Span | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -286,6 +288,9 @@ class BoxDecl(Node):
     pair: bool = False           # a CTA pair's box: each CTA of the pair loads and holds half its rows
     cache: str = "none"          # `cache evict_last`: the L2 eviction policy of every copy through the box
     bulk: bool = False           # `bulk Row = x[CHUNK]`: shape is [CHUNK]; no tensor map (cp.async.bulk)
+    im2col: bool = False         # `im2col A = x[PIXELS, CHANNELS] lower [..] upper [..]` (sema/im2col.py)
+    lower: list[int] | None = None   # im2col: the pixel box's lower corner, one per spatial dim
+    upper: list[int] | None = None   # im2col: its upper corner, relative to the far edge of each dim
     option_spans: dict[str, Span] = field(default_factory=dict, repr=False, compare=False)
 
 

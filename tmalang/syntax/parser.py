@@ -146,6 +146,23 @@ class _Builder(Transformer):
         name, tensor, chunk = children
         return ast.BoxDecl(self._span(meta), str(name), self._ref(tensor), [int(chunk)], bulk=True)
 
+    def im2col_decl(self, meta, children):
+        box = self.box_decl(meta, children)
+        box.im2col = True
+        return box
+
+    def lower_option(self, meta, children):
+        return ("lower", children[0], self._span(meta))
+
+    def upper_option(self, meta, children):
+        return ("upper", children[0], self._span(meta))
+
+    def signed_list(self, meta, children):
+        return [int(c) for c in children]
+
+    def negative_int(self, meta, children):
+        return -int(children[0])
+
     def swizzle_option(self, meta, children):
         return ("swizzle", str(children[0]), self._span(meta))
 
@@ -244,9 +261,15 @@ class _Builder(Transformer):
         return exprs
 
     def load(self, meta, children):
-        source, coords, dest, barrier, multicast = children
+        source, coords, offsets, dest, barrier, multicast = children
         barrier = self._ref(barrier) if barrier is not None else None
-        return ast.Load(self._span(meta), self._ref(source), coords, dest, barrier, multicast is not None)
+        load = ast.Load(self._span(meta), self._ref(source), coords, dest, barrier, multicast is not None)
+        if offsets is not None:
+            load.offsets, load.offsets_span = offsets
+        return load
+
+    def im2col_offsets(self, meta, exprs):
+        return exprs, self._span(meta)
 
     def store(self, meta, children):
         target, coords, source = children
