@@ -258,6 +258,17 @@ def test_ir_round_trips_and_the_verifier_holds_the_im2col_rules():
         verify(parse_ir(text.replace(offsets, "offsets=[1]"))[0], "lower_tile_walk", DONE)
 
 
+def test_explain_shows_each_gather_and_its_pixel_box(capsys):
+    source = ROOT / "examples" / "conv2d_sm90.tma"
+    assert cli_main([str(source), "--kernel", "conv2d_s2", "--explain", "-o", "/dev/null"]) == 0
+    captured = capsys.readouterr()
+    out = captured.err + captured.out
+    assert "A: 128 pixels x 64 channels of x; pixel box -1 .. H - 2 by 2 x -1 .. W - 2 by 2" in out
+    assert cli_main([str(ROOT / "examples" / "gemm_sm90.tma"), "--explain", "-o", "/dev/null"]) == 0
+    captured = capsys.readouterr()
+    assert "im2col" not in captured.err + captured.out
+
+
 def _ptx(source: str, kernel: str | None = None) -> str:
     return compile_source(source, "<im2col>", Options(arch="sm_90a", kernel=kernel)).ptx
 
