@@ -189,6 +189,22 @@ def test_a_hand_worked_load():
     np.testing.assert_array_equal(out, x.reshape(9, 4))
 
 
+def test_a_walk_wraps_inside_the_pixel_box_and_into_the_next_image():
+    """Two 4x4 images numbered 1..32 (pixel order), pixel box [-1, 2] x [-1, 2]: 16 pixels from
+    (0, 1, 2) are 7, then row 2 from column -1 (padding, 9, 10, 11), then image 1 from its box's
+    corner (-1, -1): a padding row, and rows 0 and 1 each after a padding column. (The published
+    Gluon im2col tutorial measures this very sequence on Hopper.)"""
+    g = Gather("wrap", "f32", (2, 4, 4, 4), 16, 4, (-1, -1), (-1, -1), (1, 1), 1)
+    x = np.repeat(np.arange(1, 33, dtype=np.float32), 4).reshape(2, 4, 4, 4)
+    walked = reference_gather(x, g, [0, 1, 2, 0], [0, 0])[:, 0]
+    np.testing.assert_array_equal(walked, [7, 0, 9, 10, 11, 0, 0, 0, 0, 0, 17, 18, 19, 0, 21, 22])
+    source = GATHER.format(dt="f32", xdims="N, H, W, C", ch=4, pixels=16, lower="-1, -1", upper="-1, -1",
+                           strides="1, 1", opts="", store_opts="", coords="0, 1, 2, 0", offsets="0, 0")
+    out = np.zeros((16, 4), dtype=np.float32)
+    tmalang.compile(source).interpret(x, out)
+    np.testing.assert_array_equal(out[:, 0], walked)
+
+
 def _one_load(coords: str, offsets: str) -> str:
     return GATHER.format(dt="f32", xdims="N, H, W, C", ch=4, pixels=9, lower="-1, -1", upper="-1, -1",
                          strides="1, 1", opts="", store_opts="", coords=coords, offsets=offsets)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from ..diagnostics import error
 from ..syntax import ast
 from ..target import tma
-from .declarations import MAX_TX_BYTES, Box, KernelInfo, Tensor, check_static_strides, declare
-from .declarations import _cache_policy, _check_option
+from .declarations import (MAX_TX_BYTES, Box, KernelInfo, Tensor, cache_policy, check_option, check_static_strides,
+                           declare)
 
 
 @dataclass(frozen=True)
@@ -60,13 +60,13 @@ def check_decl(info: KernelInfo, d: ast.BoxDecl) -> None:
                     d.option_spans.get("strides", d.span), "the convolution stride, outermost first")
     _check_area(d, tensor, lower, upper)
     for key, allowed in (("swizzle", tma.SWIZZLES), ("oob", tma.OOB_FILLS), ("l2", tma.L2_PROMOTIONS)):
-        _check_option(d, key, allowed)
+        check_option(d, key, allowed)
     if d.oob == "nan" and tensor.dtype.kind != "float":
         raise error("E024", f"oob nan needs a floating-point tensor; '{tensor.name}' is {tensor.dtype.name}",
                     d.option_spans["oob"])
     check_static_strides(tensor, d)
     box = Box(d.name, tensor, [pixels, channels], [1, 1], d.swizzle, d.oob, d.l2, d.span,
-              cache=_cache_policy(d), im2col=Im2col(tuple(lower), tuple(upper), tuple(strides)))
+              cache=cache_policy(d), im2col=Im2col(tuple(lower), tuple(upper), tuple(strides)))
     if box.bytes > MAX_TX_BYTES:
         raise error("E483", f"an im2col load of {box.bytes} bytes is more than one mbarrier phase counts "
                     f"({MAX_TX_BYTES} bytes)", d.span, "load fewer pixels or channels")
