@@ -292,6 +292,7 @@ def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
         rank = len(v.decl(box, "tensor", ops.TensorDecl).shape)
         v.check(o, "coords", len(o.coords) == rank, f"not one per dimension of im2col box @{box.symbol}'s tensor")
         v.check(o, "offsets", len(o.offsets) == rank - 2, f"not one per spatial dimension of @{box.symbol}'s tensor")
+        v.check(o, "pair", not o.multicast and not o.pair, f"im2col box @{box.symbol} has no multicast or pair load")
     else:
         v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
         v.check(o, "offsets", not o.offsets, f"box @{box.symbol} is not an im2col box")

@@ -133,6 +133,9 @@ def check_load(info: KernelInfo, s: ast.Load, box: Box) -> None:
     if s.multicast:
         raise error("E487", f"im2col box '{box.name}' cannot be loaded with multicast (v0)", s.span,
                     "load the im2col tile in each CTA; multicast the tiled operand")
+    if info.cta_group == 2:   # a pair's load completes on the leader's barrier (.cta_group::2)
+        raise error("E487", f"im2col box '{box.name}' cannot be loaded in a cta_group 2 kernel (v0)", s.span,
+                    "the im2col load has no CTA-pair form here; run the convolution without CTA pairs")
     offsets = s.offsets or []
     if s.offsets is not None and len(offsets) != rank - 2:
         raise error("E486", f"an im2col load over a rank-{rank} tensor takes {rank - 2} offsets (one per spatial "
