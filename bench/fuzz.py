@@ -251,6 +251,23 @@ def _whole_bulk_chunks(manifest, dims: dict[str, int]) -> None:
         dims[d] = -(-dims[d] // unit) * unit
 
 
+def _fit_images(manifest, dims: dict[str, int]) -> None:
+    """A tensor of rank 3 or more (an image for im2col: N, spatial dims, C) multiplies several
+    random dims and can pass MAX_ELEMENTS where a matrix does not: halve its largest symbolic dim
+    until it fits. A bulk box's innermost symbol keeps its whole chunks."""
+    from tmalang.contract.manifest import BulkParam, TensorArg
+
+    shapes = {a.name: a.shape for a in manifest.args if isinstance(a, TensorArg)}
+    kept = {shapes[p.tensor][-1] for p in manifest.ptx_params if isinstance(p, BulkParam)}
+    for shape in (s for s in shapes.values() if len(s) >= 3):
+        free = [d for d in shape if isinstance(d, str) and d not in kept]
+        while free and math.prod(dims[d] if isinstance(d, str) else d for d in shape) > MAX_ELEMENTS:
+            largest = max(free, key=dims.get)
+            if dims[largest] == 1:
+                break
+            dims[largest] = max(1, dims[largest] // 2)
+
+
 def _small_dims(manifest, rng: random.Random) -> dict[str, int] | None:
     """Small random dims: at most about three tiles along each tiled dim; None if too large."""
     from tmalang.contract.manifest import TensorArg
@@ -265,6 +282,7 @@ def _small_dims(manifest, rng: random.Random) -> dict[str, int] | None:
                     dims[d] = rng.choice([1, box - 1, box, box + 3, 2 * box + 5, rng.randint(1, 200)])
                     dims[d] = max(1, dims[d])
     _whole_bulk_chunks(manifest, dims)
+    _fit_images(manifest, dims)
     for arg in manifest.args:
         if isinstance(arg, TensorArg):
             n = 1

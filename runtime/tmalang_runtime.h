@@ -99,6 +99,42 @@ inline Error encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, uint64_t 
                "cuTensorMapEncodeTiled");
 }
 
+// Encodes an im2col tensor map: `pixels` pixels of `channels` channels per load, walked through
+// the pixel box from `lower` to dim - 1 + `upper` along each spatial dim by `strides` (all
+// outermost first, like the tensor). The pixel box must hold a pixel along every spatial dim.
+inline Error encode_im2col(CUtensorMap* map, CUtensorMapDataType dtype, const Tensor& t, uint32_t pixels,
+                           uint32_t channels, const int* lower, const int* upper, const uint32_t* strides,
+                           CUtensorMapSwizzle swizzle, CUtensorMapFloatOOBfill oob, CUtensorMapL2promotion l2) {
+  cuuint64_t dims[5], byte_strides[4];
+  cuuint32_t elem[5];
+  int lo[3], hi[3];
+  char text[256];
+  const int spatial = t.rank - 2;
+  for (int i = 0; i < t.rank; ++i) {
+    int d = t.rank - 1 - i;
+    dims[i] = t.shape[d];
+    elem[i] = (i == 0 || i == t.rank - 1) ? 1 : strides[d - 1];
+    if (i > 0) {
+      cuuint64_t stride = t.strides[d];
+      byte_strides[i - 1] = (t.shape[d] == 1 && (stride == 0 || stride % 16 != 0)) ? 16 : stride;
+    }
+  }
+  for (int i = 0; i < spatial; ++i) {
+    int d = spatial - 1 - i;   // innermost spatial dim first
+    lo[i] = lower[d];
+    hi[i] = upper[d];
+    if (int64_t(t.shape[d + 1]) - 1 + upper[d] < lower[d]) {
+      std::snprintf(text, sizeof text, "im2col: dim %d of the tensor (%llu) leaves the pixel box empty", d + 1,
+                    (unsigned long long)t.shape[d + 1]);
+      return fail(CUDA_ERROR_INVALID_VALUE, text);
+    }
+  }
+  return check(cuTensorMapEncodeIm2col(map, dtype, t.rank, reinterpret_cast<void*>(t.data), dims, byte_strides,
+                                       lo, hi, channels, pixels, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2,
+                                       oob),
+               "cuTensorMapEncodeIm2col");
+}
+
 inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // A 1-D launch configuration; `attribute` (kept alive by the caller) carries the cluster shape.

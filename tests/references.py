@@ -180,14 +180,52 @@ def dsmem_ring_case(rng, shape, cluster=4, rows=64):
     return [x, padded(rng, shape, np.nan)], expected
 
 
+def conv2d_reference(x, w, stride: int) -> np.ndarray:
+    """3x3 convolution, padding 1, in float64: x NHWC [N, H, W, C], w KRSC [K, 3, 3, C]; the
+    result as the kernel writes it, [N·P·Q, K] (NHWC output rows of pixels)."""
+    n, h, wd, c = x.shape
+    p, q = (h - 1) // stride + 1, (wd - 1) // stride + 1
+    padded_x = np.zeros((n, h + 2, wd + 2, c))
+    padded_x[:, 1:h + 1, 1:wd + 1] = x.astype(np.float64)
+    out = np.zeros((n, p, q, w.shape[0]))
+    for r in range(3):
+        for s in range(3):
+            window = padded_x[:, r:r + stride * (p - 1) + 1:stride, s:s + stride * (q - 1) + 1:stride]
+            out += window @ w[:, r, s, :].astype(np.float64).T
+    return out.reshape(n * p * q, -1)
+
+
+def conv2d_inputs(rng, n, h, wd, c, k, stride):
+    """bf16 activations and KRSC weights, the output NaN-filled, and the float64 reference; the
+    kernel takes the weights as their [K, 9·C] view."""
+    import ml_dtypes
+
+    bf16 = ml_dtypes.bfloat16
+    x = rng.standard_normal((n, h, wd, c)).astype(bf16)
+    w = rng.standard_normal((k, 3, 3, c)).astype(bf16)
+    p, q = (h - 1) // stride + 1, (wd - 1) // stride + 1
+    o = np.full((n * p * q, k), np.nan, dtype=bf16)
+    return [x, w.reshape(k, 9 * c), o], conv2d_reference(x, w, stride)
+
+
+def conv2d_case(rng, shape, stride=1):
+    """A small convolution picked from the test's (rows, cols): spatial dims that are not tile
+    multiples, one or two images, 64 or 128 channels in and 64..192 out."""
+    rows, cols = shape
+    n, h, wd = 1 + rows % 2, 3 + rows % 9, 3 + cols % 13
+    c, k = 64 * (1 + cols % 2), 64 * (1 + rows % 3)
+    return conv2d_inputs(rng, n, h, wd, c, k, stride)
+
+
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
          "blocksum_prefetch": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
          "attention": attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
-         "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case}
+         "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case,
+         "conv2d": conv2d_case, "conv2d_s2": lambda rng, shape: conv2d_case(rng, shape, stride=2)}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_cluster2x2": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
-        "moe_gemm": 1e-2, "reduce_rows": 1e-5}   # relative Frobenius error against float64; others are exact
+        "moe_gemm": 1e-2, "conv2d": 1e-2, "conv2d_s2": 1e-2, "reduce_rows": 1e-5}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:

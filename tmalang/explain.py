@@ -28,6 +28,7 @@ def explain(kernel: ops.KernelOp, target: Target) -> str:
     lines += _tmem_map(kernel, target)
     lines += _l2(kernel)
     lines += _pushes(kernel)
+    lines += _im2col(kernel)
     return "\n".join(lines) + "\n"
 
 
@@ -47,6 +48,28 @@ def _pushes(kernel: ops.KernelOp) -> list[str]:
     rows = [f"  {o.source.name} -> {o.dest.name} of rank (r + {o.peer}) % {kernel.cluster}, {o.bytes} bytes on "
             f"{o.barrier.name} there" for o in ops.walk(kernel.body) if isinstance(o, ops.BulkPush)]
     return ["", "distributed shared memory (bulk pushes, CTA of rank r):", *dict.fromkeys(rows)] if rows else []
+
+
+def _im2col(kernel: ops.KernelOp) -> list[str]:
+    """Each im2col box's gather: what one load brings and the pixel box its walk stays in (where
+    each filter corner may sit), per spatial dim of the tensor, outermost first."""
+    tensors = ops.decls(kernel, ops.TensorDecl)
+    rows = []
+    for box in (b for b in ops.decls(kernel, ops.BoxDecl).values() if b.im2col):
+        dims = tensors[box.tensor].shape[1:-1]
+        spans = [f"{lo} .. {_last(dim, hi)} by {step}" for dim, lo, hi, step in zip(dims, box.lower, box.upper, box.im2col_strides)]
+        rows.append(f"  {box.symbol}: {box.shape[0]} pixels x {box.shape[1]} channels of {box.tensor}; "
+                    f"pixel box {' x '.join(spans)}")
+    return ["", "im2col (a load walks the pixel box from its coordinates, reading each pixel at its offsets):",
+            *rows] if rows else []
+
+
+def _last(dim, upper: int) -> str:
+    """dim - 1 + upper, folded when the dim is a literal."""
+    shift = upper - 1
+    if isinstance(dim, int):
+        return str(dim + shift)
+    return dim if shift == 0 else f"{dim} - {-shift}" if shift < 0 else f"{dim} + {shift}"
 
 
 def _tmem_map(kernel: ops.KernelOp, target: Target) -> list[str]:

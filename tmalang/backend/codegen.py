@@ -23,7 +23,7 @@ from .row_codegen import ROW_EMITTERS
 from .tcgen05_codegen import TCGEN05_EMITTERS
 from .tile_math import INT_BINARY, emit_tile_assign
 
-I1, I32, I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+I1, I16, I32, I64 = ir.IntType(1), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 VOID = ir.VoidType()
 TCGEN05_EXTRA_REGISTERS = 32
 SCALAR_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i32": I32, "u32": I32, "i64": I64, "u64": I64}
@@ -297,6 +297,9 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
     if o.gather:   # sema and the verifier allow no multicast or pair form
         gather_codegen.gather_load(g, o, box)
         return
+    if box.im2col:   # sema and the verifier allow no multicast or pair form
+        _im2col_load(g, box, o)
+        return
     coords = g.element_coords(box, o.coords, o.elements)
     rank, dest, barrier = len(coords), g.address(o.dest), g.address(o.barrier)
     constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"])
@@ -322,6 +325,16 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
     last = ".multicast::cluster" if o.multicast else ".cta_group::2" if o.pair else "::bytes"   # hint goes after
     template = ptx_asm.cache_hint(template, last, box.cache)
     g.asm(template, constraints, [dest, g.tensor_map(o.box), *coords, barrier, *extra])
+
+
+def _im2col_load(g: KernelCodegen, box: ops.BoxDecl, o: ops.TmaLoad) -> None:
+    """Coordinates are elements already; both they and the offsets go innermost first."""
+    coords = [g.expr(c) for c in reversed(o.coords)]
+    offsets = [g.b.trunc(g.expr(c), I16) for c in reversed(o.offsets)]
+    rank = len(coords)
+    constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"] + ["h"] * len(offsets))
+    template = ptx_asm.cache_hint(ptx_asm.tma_load_im2col(rank), "::bytes", box.cache)
+    g.asm(template, constraints, [g.address(o.dest), g.tensor_map(o.box), *coords, g.address(o.barrier), *offsets])
 
 
 def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
@@ -456,6 +469,11 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     params: list = []
     for box in (b for b in boxes if not b.bulk):
         shape = tuple(box.map_shape())   # a CTA's slice of a split box; one row of a gathered one
+        if box.im2col:   # the traversal strides of the spatial dims; N and C are walked one by one
+            params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, (1, *box.im2col_strides, 1),
+                                         box.swizzle, box.oob, box.l2, lower=tuple(box.lower),
+                                         upper=tuple(box.upper)))
+            continue
         params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, tuple(box.strides),
                                      box.swizzle, box.oob, box.l2, box.interleave))
     symbols = dict.fromkeys(d for t in tensors.values() for d in t.shape if isinstance(d, str))

@@ -21,6 +21,15 @@ def tma_load(rank: int, pair: bool = False) -> str:
             f"[$0], [$1, {{{coords}}}], [${rank + 2}];")
 
 
+def tma_load_im2col(rank: int) -> str:
+    """An im2col load: element coordinates of the first pixel (innermost first), then after the
+    barrier the 16-bit im2col offsets, one per spatial dim (innermost first)."""
+    coords = ", ".join(f"${i + 2}" for i in range(rank))
+    offsets = ", ".join(f"${rank + 3 + i}" for i in range(rank - 2))
+    return (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes "
+            f"[$0], [$1, {{{coords}}}], [${rank + 2}], {{{offsets}}};")
+
+
 def tma_load_multicast(rank: int, mask: int | str) -> str:
     """A load whose data and complete_tx go to the same smem/mbarrier offsets of every CTA in `mask`
     (an immediate, or an operand such as `$5` holding a 16-bit register)."""

@@ -19,8 +19,8 @@ from ..target import dtypes, tma
 from .arrays import array_view, is_array_like
 from .manifest import BulkParam, DimParam, Manifest, ScalarArg, TensorArg, TensorMapParam
 from .errors import (
-    ALIGNMENT, ARG_COUNT, ARG_KIND, DEVICE, DIM_MISMATCH, DIM_RANGE, DTYPE, LAUNCH_OPTION, LAYOUT,
-    MANIFEST, OVERLAP, RANK, SCALAR_VALUE, LaunchError,
+    ALIGNMENT, ARG_COUNT, ARG_KIND, DEVICE, DIM_MISMATCH, DIM_RANGE, DTYPE, IM2COL_PIXEL_BOX, LAUNCH_OPTION,
+    LAYOUT, MANIFEST, OVERLAP, RANK, SCALAR_VALUE, LaunchError,
 )
 from .view import ArrayView
 
@@ -71,6 +71,7 @@ def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None)
     _check_tile_count(manifest, symbols.values)
     _check_bulk_chunks(manifest, views)
     _check_interleave(manifest, views)
+    _check_pixel_boxes(manifest, views)
     common_device({name: v.device for name, v in views.items() if v.device is not None})
     return Binding(manifest, symbols.values, views, scalars)
 
@@ -121,6 +122,23 @@ def _check_interleave(manifest: Manifest, views: dict[str, ArrayView]) -> None:
             raise LaunchError(ALIGNMENT, f"argument '{p.tensor}': base address {view.ptr:#x} is not {align}-byte "
                               f"aligned, which box '{p.box}' (interleave 32B) needs")
         views[p.tensor] = replace(view, strides=(*strides, view.strides[-1]))
+
+
+def _check_pixel_boxes(manifest: Manifest, views: Mapping[str, ArrayView]) -> None:
+    """E485 when an im2col box's pixel box holds no pixel along a spatial dim of the bound tensor
+    (from `lower` to dim - 1 + `upper`): the driver refuses to encode such a map."""
+    for p in manifest.ptx_params:
+        if not isinstance(p, TensorMapParam) or not p.lower:
+            continue
+        spatial = views[p.tensor].shape[1:-1]
+        for axis, (dim, lo, hi) in enumerate(zip(spatial, p.lower, p.upper), start=1):
+            if dim - 1 + hi < lo:
+                raise LaunchError(
+                    IM2COL_PIXEL_BOX,
+                    f"argument '{p.tensor}': dim {axis} is {dim}, which leaves im2col box '{p.box}' an empty "
+                    f"pixel box (from {lo} to {dim} - 1 + ({hi}))",
+                    "a larger image, or corners that leave room for at least one filter position",
+                )
 
 
 def _check_count(manifest: Manifest, args: tuple) -> None:

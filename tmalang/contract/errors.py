@@ -29,6 +29,9 @@ E214  malformed manifest (compiler and runtime disagree; a tmalang bug, not a us
 E215  grid cannot be launched: too many CTAs, or not a multiple of the cluster size
 E216  a written array whose elements overlap in memory (e.g. `as_strided` rows that alias)
 E217  the device cannot run the kernel's target (an sm_100a kernel on an sm_90 GPU, ...)
+
+E485  an im2col box's pixel box is empty along a spatial dim of the bound tensor (it runs from
+      `lower` to dim - 1 + `upper`; cuTensorMapEncodeIm2col refuses an empty one)
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ NO_DRIVER = "E210"
 DRIVER_CALL = "E211"
 LAUNCH_OPTION = "E212"
 SCALAR_VALUE = "E213"
+IM2COL_PIXEL_BOX = "E485"
 MANIFEST = "E214"
 GRID = "E215"
 OVERLAP = "E216"

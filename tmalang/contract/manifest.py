@@ -44,6 +44,11 @@ class TensorMapParam:
     oob_fill: str                   # "zero" | "nan"
     l2_promotion: str = "none"      # "none" | "64B" | "128B" | "256B"
     interleave: str = "none"        # "none" | "16B" | "32B" (NC/8HWC8-like tensors)
+    # an im2col map (cuTensorMapEncodeIm2col) when `lower` is not empty: box_shape is (pixels per
+    # column, channels per pixel), element_strides the tensor's (1, spatial strides..., 1), and
+    # lower/upper the pixel box's corners per spatial dim, all outermost first
+    lower: tuple[int, ...] = ()
+    upper: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,15 @@ class GridSpec:
     tile_dims: tuple[tuple[str | int, int], ...]
 
 
+def _fields(param) -> dict:
+    """A parameter's fields; a tiled tensor map leaves out the empty im2col corners, so its JSON
+    reads as it did before im2col maps existed."""
+    data = asdict(param)
+    if isinstance(param, TensorMapParam) and not param.lower:
+        del data["lower"], data["upper"]
+    return data
+
+
 @dataclass(frozen=True)
 class Manifest:
     kernel: str                     # entry name in the PTX
@@ -121,7 +135,7 @@ class Manifest:
     def to_json(self) -> dict:
         data = asdict(self)
         data["ptx_params"] = [
-            {"kind": type(p).__name__, **asdict(p)} for p in self.ptx_params
+            {"kind": type(p).__name__, **_fields(p)} for p in self.ptx_params
         ]
         data["args"] = [{"kind": type(a).__name__, **asdict(a)} for a in self.args]
         return data

@@ -96,6 +96,16 @@ class BoxDecl(Op):
     bulk: bool = False              # no tensor map: each copy is one cp.async.bulk of the innermost chunk
     gather: bool = False            # copied by rows (tile::gather4/scatter4): the tensor map holds one row
     interleave: str = "none"        # tma.INTERLEAVES: the tensor map's interleaved layout (NC/8HWC8-like)
+    # an im2col box (cuTensorMapEncodeIm2col) when `lower` is not empty: shape is [pixels,
+    # channels]; the pixel box runs from lower[i] to dim - 1 + upper[i] along spatial dim i
+    # (outermost first) by traversal stride im2col_strides[i]
+    lower: list[int] = field(default_factory=list)
+    upper: list[int] = field(default_factory=list)
+    im2col_strides: list[int] = field(default_factory=list)
+
+    @property
+    def im2col(self) -> bool:
+        return bool(self.lower)
 
     def map_shape(self) -> list[int]:
         """The box one CTA's tensor map describes: its slice of a split box, one row of a gathered one."""
@@ -433,6 +443,9 @@ class TmaLoad(Op):
     # row gather[p * rows + j] (tile::gather4, four rows per copy); "": a box at tile coordinates
     gather: str = ""
     ctas: str = "cluster"         # a multicast's CTA set: cluster, row or column (target/cluster.py)
+    # through an im2col box: coords are element coordinates (N, spatial..., C) and these the
+    # filter position added to each pixel, one per spatial dim, outermost first
+    offsets: list[Expr] = field(default_factory=list)
 
 
 @op("tma_store")

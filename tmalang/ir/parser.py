@@ -224,7 +224,7 @@ def _parse_op(line: _Line) -> tuple[Op, bool]:
         line.fail(f"unknown op '{opname}'")
     values = {}
     annotations = {f.name: f.type for f in cls.operand_fields()}
-    defaulted = {f.name for f in cls.operand_fields() if f.default is not MISSING}
+    defaulted = {f.name for f in cls.operand_fields() if f.default is not MISSING or f.default_factory is not MISSING}
     if line.peek()[0] == "sym" and "symbol" in annotations:
         values["symbol"] = line.take()[1][1:]
     while line.peek()[0] == "word" and line.peek(1)[1] == "=":

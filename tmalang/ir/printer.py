@@ -3,7 +3,8 @@
     mbar_wait barrier=@ring.full[(%ring.it % 4)] parity=((%ring.it / 4) & 1)
 
 An op whose first field is `symbol` prints it positionally as `@name`. A field declared with a
-default (an optional modifier, e.g. tma_store's `reduce`) is left out while it holds that default,
+default (an optional modifier, e.g. tma_store's `reduce`, or an empty list such as tma_load's
+`offsets`) is left out while it holds that default,
 so ops without the modifier print as they always did.
 """
 
@@ -29,6 +30,13 @@ def format_value(value) -> str:
     return str(value)
 
 
+def _default(f):
+    """A field's default value (a list field's is made by its factory), or MISSING."""
+    if f.default is not MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not MISSING else MISSING
+
+
 def print_op(o: Op, indent: int = 0) -> list[str]:
     pad = "  " * indent
     parts = [o.name]
@@ -37,7 +45,7 @@ def print_op(o: Op, indent: int = 0) -> list[str]:
         value = getattr(o, f.name)
         if f.type == "list[Op]":
             regions.append(value)
-        elif f.default is not MISSING and value == f.default:
+        elif value == _default(f):
             continue
         elif f.name == "symbol":
             parts.append(f"@{value}")

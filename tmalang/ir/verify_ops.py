@@ -119,7 +119,10 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     v.within(o, ops.KernelOp)
     tensor = v.decl(o, "tensor", ops.TensorDecl)
     v.check(o, "dtype", o.dtype == tensor.dtype, f"not the dtype of tensor @{tensor.symbol}")
-    v.check(o, "shape", len(o.shape) == len(tensor.shape), f"not the rank of tensor @{tensor.symbol}")
+    if o.im2col:
+        _im2col_box(v, o, tensor)
+    else:
+        v.check(o, "shape", len(o.shape) == len(tensor.shape), f"not the rank of tensor @{tensor.symbol}")
     if o.bulk:   # one row chunk: [1, ..., 1, CHUNK], a multiple of 16 bytes, plain and whole
         v.check(o, "shape", all(n == 1 for n in o.shape[:-1]) and o.shape[-1] >= 1
                 and (o.dtype not in DTYPES or o.shape[-1] * DTYPES[o.dtype].itemsize % tma.BULK_ALIGNMENT == 0),
@@ -270,6 +273,25 @@ def _in_pair_leader(v: Scope, o: ops.InPairLeader) -> None:
     _pair_kernel(v, o)
 
 
+def _im2col_box(v: Scope, o: ops.BoxDecl, tensor: ops.TensorDecl) -> None:
+    """[pixels, channels] over a rank 3..5 tensor; corners and strides per spatial dim, in range."""
+    rank = len(tensor.shape)
+    v.check(o, "shape", rank in tma.IM2COL_RANKS and len(o.shape) == 2, "not [pixels, channels] over a rank 3..5 tensor")
+    if rank not in tma.IM2COL_RANKS:
+        return
+    low, high = tma.im2col_corner_range(rank)
+    for name in ("lower", "upper"):
+        corner = getattr(o, name)
+        v.check(o, name, len(corner) == rank - 2 and all(low <= c <= high for c in corner),
+                f"not {rank - 2} values in [{low}, {high}]")
+    v.check(o, "im2col_strides", len(o.im2col_strides) == rank - 2
+            and all(1 <= s <= tma.MAX_ELEMENT_STRIDE for s in o.im2col_strides),
+            f"not {rank - 2} traversal strides in 1..{tma.MAX_ELEMENT_STRIDE}")
+    v.check(o, "shape", len(o.shape) == 2 and 1 <= o.shape[0] <= tma.IM2COL_MAX_PIXELS
+            and 1 <= o.shape[1] <= tma.IM2COL_MAX_CHANNELS, "pixels or channels out of range")
+    v.check(o, "multicast", o.multicast == 1 and not o.pair and not o.bulk, "an im2col box is not sliced")
+
+
 def _pair_kernel(v: Scope, o: ops.Op) -> None:
     if v.kernel.cta_group != 2:
         v.fail(f"{o.name} belongs to CTA pairs, and the kernel has cta_group={v.kernel.cta_group}", o)
@@ -278,7 +300,14 @@ def _pair_kernel(v: Scope, o: ops.Op) -> None:
 def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
     v.in_role(o)
     box = v.decl(o, "box", ops.BoxDecl)
-    v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
+    if box.im2col:   # element coordinates of the tensor; an offset per spatial dim
+        rank = len(v.decl(box, "tensor", ops.TensorDecl).shape)
+        v.check(o, "coords", len(o.coords) == rank, f"not one per dimension of im2col box @{box.symbol}'s tensor")
+        v.check(o, "offsets", len(o.offsets) == rank - 2, f"not one per spatial dimension of @{box.symbol}'s tensor")
+        v.check(o, "pair", not o.multicast and not o.pair, f"im2col box @{box.symbol} has no multicast or pair load")
+    else:
+        v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
+        v.check(o, "offsets", not o.offsets, f"box @{box.symbol} is not an im2col box")
     v.tile(o, "dest", "smem")
     if o.barrier is not None:
         v.tile(o, "barrier", "mbarrier")
@@ -305,6 +334,7 @@ def _tma_store(v: Scope, o: ops.TmaStore) -> None:
     v.check(o, "elements", not (o.elements and box.bulk), "element coordinates on a bulk box (whole chunks)")
     _gathered(v, o, box)
     v.check(o, "reduce", not (o.gather and o.reduce), "a gathered store has no reduce form (no .tile::scatter4)")
+    v.check(o, "box", not box.im2col, "an im2col box only loads")
     if o.reduce and box.bulk:
         v.check(o, "reduce", box.dtype in BULK_REDUCE_TYPES.get(o.reduce, {}),
                 f"not a bulk reduce of box @{box.symbol}'s {box.dtype} elements")
@@ -332,6 +362,7 @@ def _tma_prefetch(v: Scope, o: ops.TmaPrefetch) -> None:
     _gathered(v, o, box)
     v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
     v.check(o, "box", box.slices() == 1, "a sliced box (multicast or pair): its tensor map covers part of it")
+    v.check(o, "box", not box.im2col, "an im2col box only loads")
     _one_thread(v, o)
 
 

@@ -61,9 +61,11 @@ def _param(sym) -> ops.Op:
 
 def _declaration(sym, multicast: int) -> ops.Op | None:
     if isinstance(sym, Box):
+        pixel_box = sym.im2col
         return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
                            sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, sym.bulk, sym.gather,
-                           sym.interleave, span=sym.span)
+                           sym.interleave, *([list(pixel_box.lower), list(pixel_box.upper), list(pixel_box.strides)]
+                                             if pixel_box else []), span=sym.span)
     if isinstance(sym, Pipeline):
         fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
         fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]
@@ -121,10 +123,13 @@ class _Statements:
 
     def _Load(self, s: ast.Load):
         barrier = ex.BufferRef(s.barrier.name, ex.Const(0)) if s.barrier else None
-        box = self.info.box_for(s.source).name
-        ctas = self.info.multicast_sets.get(box, "cluster")
-        return ops.TmaLoad(box, self.copy_coords(s), self.tile(s.dest), barrier, s.multicast, False,
-                           elements=s.elements, gather=s.gather, ctas=ctas, span=s.span)
+        box = self.info.box_for(s.source)
+        offsets = [self.int_expr(c) for c in s.offsets or []]
+        if box.im2col and not offsets:   # no `offsets`: the filter position 0 along every spatial dim
+            offsets = [ex.Const(0)] * len(box.im2col.lower)
+        ctas = self.info.multicast_sets.get(box.name, "cluster")
+        return ops.TmaLoad(box.name, self.copy_coords(s), self.tile(s.dest), barrier, s.multicast, False,
+                           elements=s.elements, gather=s.gather, ctas=ctas, offsets=offsets, span=s.span)
 
     def _Store(self, s: ast.Store):
         return ops.TmaStore(self.info.box_for(s.target).name, self.copy_coords(s), self.tile(s.source), s.reduce,

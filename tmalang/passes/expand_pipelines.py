@@ -159,7 +159,7 @@ def _advance(at: ex.Var, span) -> ops.Let:
 def _produce(o: ops.Produce, p: ops.PipelineDecl, at: ex.Var, boxes) -> list[ops.Op]:
     full = ex.BufferRef(f"{p.symbol}.full", ex.Var(o.slot))
     loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, l.multicast, l.pair, elements=l.elements, gather=l.gather,
-                         ctas=l.ctas, span=l.span) for l in o.body]
+                         ctas=l.ctas, offsets=l.offsets, span=l.span) for l in o.body]
     nbytes = sum(boxes[l.box].bytes(DTYPES[boxes[l.box].dtype].itemsize) for l in loads)
     issue = ops.Elect("role", [ops.MbarArriveExpectTx(full, ex.Const(nbytes), span=o.span), *loads], span=o.span)
     return [_slot(p, at, o.slot, o.span), _wait_free(p, at, o.slot, o.span), issue, _advance(at, o.span)]

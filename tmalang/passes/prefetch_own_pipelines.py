@@ -91,9 +91,11 @@ def _prefetched(loop: ops.ForRange, pairs) -> list[ops.Op]:
 
 
 def _shifted(produce: ops.Produce, var: str, value: ex.Expr) -> ops.Produce:
-    """The produce block with the loop index `var` replaced by `value` in its load coordinates."""
+    """The produce block with the loop index `var` replaced by `value` in its load coordinates
+    (and an im2col load's offsets)."""
     loads = [ops.TmaLoad(l.box, [_substitute(c, var, value) for c in l.coords], l.dest, l.barrier, l.multicast,
-                         l.pair, elements=l.elements, gather=l.gather, ctas=l.ctas, span=l.span) for l in produce.body]
+                         l.pair, elements=l.elements, gather=l.gather, ctas=l.ctas,
+                         offsets=[_substitute(c, var, value) for c in l.offsets], span=l.span) for l in produce.body]
     return ops.Produce(produce.pipeline, produce.slot, loads, span=produce.span)
 
 

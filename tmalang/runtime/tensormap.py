@@ -1,4 +1,5 @@
-"""Encoding CUtensorMap descriptors with cuTensorMapEncodeTiled.
+"""Encoding CUtensorMap descriptors with cuTensorMapEncodeTiled (or cuTensorMapEncodeIm2col for
+an im2col box, whose manifest entry carries the pixel box's corners).
 
 The manifest and ArrayViews list dimensions outermost first, as the source language and NumPy
 do; the driver wants them innermost first. `tensor_map_fields` does that translation as a pure
@@ -37,6 +38,8 @@ class TensorMapFields:
     l2_promotion: str
     oob_fill: str
     interleave: str = "CU_TENSOR_MAP_INTERLEAVE_NONE"
+    lower: tuple[int, ...] = ()       # im2col: the pixel box's corners, innermost spatial dim first
+    upper: tuple[int, ...] = ()
 
 
 def tensor_map_fields(param: TensorMapParam, view: ArrayView, device_ptr: int) -> TensorMapFields:
@@ -54,6 +57,8 @@ def tensor_map_fields(param: TensorMapParam, view: ArrayView, device_ptr: int) -
         l2_promotion=_lookup(tma.L2_PROMOTIONS, param.l2_promotion, "l2_promotion", param),
         oob_fill=_lookup(tma.OOB_FILLS, param.oob_fill, "oob_fill", param),
         interleave=_lookup(_INTERLEAVES, param.interleave, "interleave", param),
+        lower=tuple(reversed(param.lower)),
+        upper=tuple(reversed(param.upper)),
     )
 
 
@@ -61,21 +66,18 @@ def encode_tensor_map(param: TensorMapParam, view: ArrayView, device_ptr: int) -
     """The 128-byte CUtensorMap for box `param.box` over the array at `device_ptr`."""
     f = tensor_map_fields(param, view, device_ptr)
     cu = driver.api()
+    head = (getattr(cu.CUtensorMapDataType, f.data_type), f.rank, f.address,
+            [cu.cuuint64_t(n) for n in f.global_dim], [cu.cuuint64_t(s) for s in _strides_argument(f)])
+    tail = (getattr(cu.CUtensorMapInterleave, f.interleave), getattr(cu.CUtensorMapSwizzle, f.swizzle),
+            getattr(cu.CUtensorMapL2promotion, f.l2_promotion), getattr(cu.CUtensorMapFloatOOBfill, f.oob_fill))
+    strides = [cu.cuuint32_t(s) for s in f.element_strides]
     try:
-        tensor_map = driver.call(
-            "cuTensorMapEncodeTiled",
-            getattr(cu.CUtensorMapDataType, f.data_type),
-            f.rank,
-            f.address,
-            [cu.cuuint64_t(n) for n in f.global_dim],
-            [cu.cuuint64_t(s) for s in _strides_argument(f)],
-            [cu.cuuint32_t(n) for n in f.box_dim],
-            [cu.cuuint32_t(s) for s in f.element_strides],
-            getattr(cu.CUtensorMapInterleave, f.interleave),
-            getattr(cu.CUtensorMapSwizzle, f.swizzle),
-            getattr(cu.CUtensorMapL2promotion, f.l2_promotion),
-            getattr(cu.CUtensorMapFloatOOBfill, f.oob_fill),
-        )
+        if f.lower:   # box_dim is (channels per pixel, pixels per column), innermost first
+            tensor_map = driver.call("cuTensorMapEncodeIm2col", *head, list(f.lower), list(f.upper),
+                                     f.box_dim[0], f.box_dim[1], strides, *tail)
+        else:
+            tensor_map = driver.call("cuTensorMapEncodeTiled", *head, [cu.cuuint32_t(n) for n in f.box_dim],
+                                     strides, *tail)
     except LaunchError as exc:
         raise LaunchError(
             exc.code, f"box '{param.box}' of argument '{param.tensor}': {exc.message}", repr(f)

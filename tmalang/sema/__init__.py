@@ -6,12 +6,16 @@ from ..diagnostics import error
 from ..syntax import ast
 from ..target.arch import Target
 from . import declarations as d
-from . import bulk, dsmem, gather, pairs, prefetch
+from . import bulk, dsmem, gather, im2col, pairs, prefetch
 from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 
+def _box_decl(info: KernelInfo, x) -> None:
+    (bulk.check_decl if x.bulk else im2col.check_decl if x.im2col else d.check_box)(info, x)
+
+
 _DECLS = {
-    ast.GridDecl: d.check_grid, ast.ClusterDecl: d.check_cluster, ast.BoxDecl: lambda info, x: (bulk.check_decl if x.bulk else d.check_box)(info, x), ast.PipelineDecl: d.check_pipeline,
+    ast.GridDecl: d.check_grid, ast.ClusterDecl: d.check_cluster, ast.BoxDecl: _box_decl, ast.PipelineDecl: d.check_pipeline,
     ast.SmemDecl: d.check_smem, ast.MbarrierDecl: d.check_mbarrier, ast.TmemDecl: d.check_tmem,
     ast.CtaGroupDecl: pairs.check_cta_group, ast.PrefetchDecl: prefetch.check_decl,
 }

@@ -56,6 +56,7 @@ class Box:
     bulk: bool = False               # no tensor map: copies are cp.async.bulk of one row chunk (sema/bulk.py)
     gather: bool = False             # copied by rows (tile::gather4/scatter4): a one-row tensor map (sema/gather.py)
     interleave: str = "none"         # NC/8HWC8-like tensor, one channel slice innermost (sema/interleave.py)
+    im2col: object = None            # sema/im2col.py's Im2col (the pixel box): shape is [pixels, channels]
 
     @property
     def dtype(self) -> DType:
@@ -235,9 +236,9 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
         if not 1 <= extent <= tma.MAX_BOX_EXTENT:
             raise error("E021", f"box extents must be 1..{tma.MAX_BOX_EXTENT}, got {extent}", d.span,
                         f"a TMA box is at most {tma.MAX_BOX_EXTENT} elements along each dimension")
-    _check_option(d, "swizzle", tma.SWIZZLES)
-    _check_option(d, "oob", tma.OOB_FILLS)
-    _check_option(d, "l2", tma.L2_PROMOTIONS)
+    check_option(d, "swizzle", tma.SWIZZLES)
+    check_option(d, "oob", tma.OOB_FILLS)
+    check_option(d, "l2", tma.L2_PROMOTIONS)
     strides = d.strides or [1] * rank
     if len(strides) != rank or not all(1 <= s <= tma.MAX_ELEMENT_STRIDE for s in strides):
         raise error("E025", f"element strides must be {rank} values in 1..{tma.MAX_ELEMENT_STRIDE}, got {strides}",
@@ -263,21 +264,21 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
     check_static_strides(tensor, d)
     interleave.check(d, tensor)
     tensor_box = Box(d.name, tensor, list(d.shape), strides, d.swizzle, d.oob, d.l2, d.span, d.pair,
-                     d.option_spans.get("pair"), _cache_policy(d), interleave=d.interleave)
+                     d.option_spans.get("pair"), cache_policy(d), interleave=d.interleave)
     if d.oob == "nan" and tensor.dtype.kind not in ("float",):
         raise error("E024", f"oob nan needs a floating-point tensor; '{tensor.name}' is {tensor.dtype.name}",
                     d.option_spans["oob"])
     declare(info, d.name, tensor_box, d.span)
 
 
-def _cache_policy(d: ast.BoxDecl) -> str:
+def cache_policy(d: ast.BoxDecl) -> str:
     if d.cache not in tma.CACHE_POLICIES:
         raise error("E454", f"unknown L2 cache policy '{d.cache}'", d.option_spans.get("cache", d.span),
                     f"expected one of: {', '.join(tma.CACHE_POLICIES[1:])}")
     return d.cache
 
 
-def _check_option(d: ast.BoxDecl, key: str, allowed) -> None:
+def check_option(d: ast.BoxDecl, key: str, allowed) -> None:
     value = getattr(d, key)
     if value not in allowed:
         raise error("E024", f"unknown {key} '{value}'", d.option_spans.get(key, d.span),

@@ -32,6 +32,9 @@ def _whole_chunks(box: Box, s) -> None:
     if box.bulk:
         raise error("E460", f"bulk box '{box.name}' takes chunk coordinates, not element coordinates", s.span,
                     f"a bulk copy moves whole chunks of the innermost dimension: write `{box.name}[...]`")
+    if box.im2col:
+        raise error("E460", f"im2col box '{box.name}' takes its own element coordinates, without `@`", s.span,
+                    f"an im2col load's coordinates are always elements (N, spatial..., C): write `{box.name}[...]`")
     if box.interleave != "none":
         raise error("E460", f"interleaved box '{box.name}' takes tile coordinates, not element coordinates", s.span,
                     "an interleaved tensor map moves whole channel slices, and element offsets on it are not "
@@ -43,6 +46,8 @@ def _whole_chunks(box: Box, s) -> None:
 
 
 def check_load(box: Box, s: ast.Load) -> None:
+    if box.im2col and not s.elements:   # element coordinates by nature: the channel start is the innermost
+        check_inner_alignment(box, s.coords)
     if not s.elements:
         return
     _whole_chunks(box, s)
@@ -64,9 +69,9 @@ def check_inner_alignment(box: Box, coords: list) -> None:
     """The innermost element coordinate is a multiple of 16 bytes whatever its variables hold (E476)."""
     step = max(1, tma.INNER_START_ALIGNMENT // box.dtype.itemsize)
     inner = coords[-1]
-    form = _linear(inner)
-    if form is not None and all(k % step == 0 for k in [*form[0].values(), form[1]]):
+    if _multiple_of(inner, step):
         return
+    form = _linear(inner)
     if form is None:
         why = "sema cannot see through it"
     else:
@@ -78,6 +83,22 @@ def check_inner_alignment(box: Box, coords: list) -> None:
                 "the H100's TMA unit faults on a copy whose innermost start is not 16-byte aligned: shift "
                 f"by whole multiples of {step} along the innermost dimension (e.g. load a wider box and "
                 "read inside it), or shift along an outer dimension")
+
+
+def _multiple_of(e, step: int) -> bool:
+    """Whether integer expression `e` is a multiple of `step` whatever its variables hold: a
+    literal that is; a sum or difference of such; a product with one such factor; `a % b` with
+    both such (a - b*trunc(a/b))."""
+    if isinstance(e, ast.Number):
+        return isinstance(e.value, int) and e.value % step == 0
+    if isinstance(e, ast.Neg):
+        return _multiple_of(e.operand, step)
+    if not isinstance(e, ast.BinOp):
+        return False
+    lhs, rhs = _multiple_of(e.lhs, step), _multiple_of(e.rhs, step)
+    if e.op == "*":
+        return lhs or rhs
+    return e.op in "+-%" and lhs and rhs
 
 
 def _check_not_negative(coords: list, ints: frozenset, what: str) -> None:

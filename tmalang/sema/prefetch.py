@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import gather, offsets
+from . import gather, im2col, offsets
 from .declarations import Box, KernelInfo
 from .scope import Scope, int_expr
 
@@ -21,6 +21,7 @@ PREFETCH_DECLS = ("tensormaps",)
 
 def check_prefetch(info: KernelInfo, s: ast.Prefetch, scope: Scope) -> None:
     box = info.box_for(s.box)
+    im2col.refuse(box, "be prefetched", s.span)
     coords = gather.check_copy(info, s, box, s.coords, scope)
     if len(coords) != len(box.shape):
         raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(coords)} coordinates", s.span)

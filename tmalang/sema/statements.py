@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk, dsmem, gather, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows
+from . import bulk, dsmem, gather, im2col, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -44,6 +44,7 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
         raise error("E054", "tile loops cannot nest (v0)", s.span)
     tensor = info.lookup(s.tensor, Tensor, what="tensor")
     box = info.lookup(s.box, Box, what="box")
+    im2col.refuse(box, "be walked by a tile loop", s.box.span)
     if box.tensor is not tensor:
         raise error("E051", f"box '{box.name}' cuts tensor '{box.tensor.name}', not '{s.tensor.name}'", s.box.span)
     if len(s.vars) != len(box.shape):
@@ -162,7 +163,7 @@ def _consume(info, s, scope):
 
 
 def _coords(info: KernelInfo, box: Box, coords: list, span, scope: Scope) -> None:
-    if len(coords) != len(box.shape):
+    if box.im2col is None and len(coords) != len(box.shape):
         raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(coords)} coordinates", span)
     for c in coords:
         int_expr(info, c, scope)
@@ -182,7 +183,9 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
     box = info.box_for(s.source)
     tile = tile_ref(info, s.dest, scope, pair_ok=scope.pipeline is not None, strided_ok=True)
     _same_tile(box, tile, s.span)
-    _coords(info, box, gather.check_copy(info, s, box, s.coords, scope), s.span, scope)
+    im2col.check_load(info, s, box)
+    coords = gather.check_copy(info, s, box, s.coords, scope)
+    _coords(info, box, [*coords, *(s.offsets or [])], s.span, scope)
     offsets.check_load(box, s)
     box.tensor.read = True
     bulk.check_load(s, box)
@@ -208,6 +211,7 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
 
 def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     box = info.box_for(s.target)
+    im2col.refuse(box, "reduce into its tensor" if s.reduce else "store", s.span)
     tile = tile_ref(info, s.source, scope, strided_ok=True)
     _same_tile(box, tile, s.span)
     _coords(info, box, gather.check_copy(info, s, box, s.coords, scope), s.span, scope)

@@ -153,6 +153,8 @@ class Load(Node):
     elements: bool = False       # `T@[r, c]`: coordinates are element indices, not tile indices
     gather: str = ""             # sema: the index tensor of `load X[idx[p], c]` (tile::gather4)
     multicast_over: list = field(default_factory=list)   # `multicast(n)`: the tile indices that vary in the set
+    offsets: list[Expr] | None = None   # `offsets [r, s]`: an im2col load's filter position
+    offsets_span: Span | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -300,6 +302,9 @@ class BoxDecl(Node):
     cache: str = "none"          # `cache evict_last`: the L2 eviction policy of every copy through the box
     bulk: bool = False           # `bulk Row = x[CHUNK]`: shape is [CHUNK]; no tensor map (cp.async.bulk)
     interleave: str = "none"     # `interleave 16B|32B`: the tensor is NC/8HWC8-like, one C slice innermost
+    im2col: bool = False         # `im2col A = x[PIXELS, CHANNELS] lower [..] upper [..]` (sema/im2col.py)
+    lower: list[int] | None = None   # im2col: the pixel box's lower corner, one per spatial dim
+    upper: list[int] | None = None   # im2col: its upper corner, relative to the far edge of each dim
     option_spans: dict[str, Span] = field(default_factory=dict, repr=False, compare=False)
 
 

@@ -151,6 +151,23 @@ class _Builder(Transformer):
         name, tensor, chunk = children
         return ast.BoxDecl(self._span(meta), str(name), self._ref(tensor), [int(chunk)], bulk=True)
 
+    def im2col_decl(self, meta, children):
+        box = self.box_decl(meta, children)
+        box.im2col = True
+        return box
+
+    def lower_option(self, meta, children):
+        return ("lower", children[0], self._span(meta))
+
+    def upper_option(self, meta, children):
+        return ("upper", children[0], self._span(meta))
+
+    def signed_list(self, meta, children):
+        return [int(c) for c in children]
+
+    def negative_int(self, meta, children):
+        return -int(children[0])
+
     def swizzle_option(self, meta, children):
         return ("swizzle", str(children[0]), self._span(meta))
 
@@ -260,14 +277,20 @@ class _Builder(Transformer):
         return at is not None, exprs          # (element coordinates?, the coordinates)
 
     def load(self, meta, children):
-        source, (elements, coords), dest, barrier, multicast = children
+        source, (elements, coords), offsets, dest, barrier, multicast = children
         barrier = self._ref(barrier) if barrier is not None else None
-        return ast.Load(self._span(meta), self._ref(source), coords, dest, barrier, multicast is not None, elements,
+        load = ast.Load(self._span(meta), self._ref(source), coords, dest, barrier, multicast is not None, elements,
                         multicast_over=multicast or [])
+        if offsets is not None:
+            load.offsets, load.offsets_span = offsets
+        return load
 
     def multicast(self, meta, children):
         """The tile indices named in `multicast(...)`, as refs; empty for a bare `multicast`."""
         return [self._ref(t) for t in children[1:] if t is not None]
+
+    def im2col_offsets(self, meta, exprs):
+        return exprs, self._span(meta)
 
     def store(self, meta, children):
         target, (elements, coords), source = children

@@ -89,3 +89,23 @@ def tile_shape(box_shape, element_strides) -> list[int]:
 def tile_bytes(itemsize: int, box_shape, element_strides) -> int:
     """The bytes one load of the box writes into shared memory."""
     return itemsize * prod(tile_shape(box_shape, element_strides))
+
+
+# im2col mode (CUDA Driver API cuTensorMapEncodeIm2col; PTX ISA "im2col mode" and
+# cp.async.bulk.tensor's im2colOffsets): a tensor of rank 3..5 laid out N, spatial dims, C
+# (outermost first). The pixel box's corners are signed and narrower the more spatial dims there
+# are; the offsets a load adds (the filter position) are unsigned, as wide as the corners.
+IM2COL_RANKS = (3, 4, 5)
+IM2COL_CORNER_BITS = {3: 16, 4: 8, 5: 5}     # signed: [-2^(b-1), 2^(b-1) - 1]
+IM2COL_OFFSET_BITS = {3: 16, 4: 8, 5: 5}     # unsigned: [0, 2^b - 1]
+IM2COL_MAX_CHANNELS = 256                    # channelsPerPixel
+IM2COL_MAX_PIXELS = 1024                     # pixelsPerColumn
+
+
+def im2col_corner_range(rank: int) -> tuple[int, int]:
+    bits = IM2COL_CORNER_BITS[rank]
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def im2col_offset_range(rank: int) -> tuple[int, int]:
+    return 0, (1 << IM2COL_OFFSET_BITS[rank]) - 1
