@@ -9,6 +9,11 @@ memory. The cuTensorMapEncodeTiled rules become located errors here: rank 3..5 (
 swizzle 32B only (E449), and outer strides and the base address 32-byte aligned: a dense tensor's
 strides are whole slices, so only a padded array can break that, which the launch checks (E207,
 E208).
+
+A box that passes those rules is still refused (E457): on the H100 the copies fault with the map
+this compiler encodes (the physical [N, C/k, spatial.., k] shape with the interleave flag; a
+logical (N, spatial.., C) map did not land the expected bytes either), so the encoding is not
+settled. The rules above stay, so a user learns every driver rule before that one.
 """
 
 from __future__ import annotations
@@ -43,6 +48,10 @@ def check(d: ast.BoxDecl, tensor) -> None:
     if d.interleave == "32B" and d.swizzle != "32B":
         raise error("E449", f"interleave 32B needs swizzle 32B, got swizzle {d.swizzle}",
                     d.option_spans.get("swizzle", _span(d)), "add `swizzle 32B` (the driver's rule)")
+    raise error("E457", f"interleaved tensor maps are refused for now: on the H100 a copy through box '{d.name}' "
+                "as this compiler encodes it faults (an out-of-range shared address; measured 2026-11-23)",
+                _span(d), "store the tensor without interleave (NHWC, channels innermost) and use a plain box; "
+                "docs/language.md §23")
 
 
 
