@@ -82,8 +82,11 @@ inline Error encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, uint64_t 
   (void)itemsize;
   cuuint64_t dims[5], strides[4];
   cuuint32_t box_dims[5], elem[5];
-  for (int i = 0; i < t.rank; ++i) {
-    int d = t.rank - 1 - i;
+  // an interleaved map leaves out the innermost dim, the channel slice: one index of the next dim
+  // moves a whole slice (sema/interleave.py)
+  int rank = interleave == CU_TENSOR_MAP_INTERLEAVE_NONE ? t.rank : t.rank - 1;
+  for (int i = 0; i < rank; ++i) {
+    int d = rank - 1 - i;
     dims[i] = t.shape[d];
     box_dims[i] = box[d];
     elem[i] = element_strides[d];
@@ -94,7 +97,7 @@ inline Error encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, uint64_t 
       strides[i - 1] = (t.shape[d] == 1 && (stride == 0 || stride % align != 0)) ? align : stride;
     }
   }
-  return check(cuTensorMapEncodeTiled(map, dtype, t.rank, reinterpret_cast<void*>(t.data), dims, strides,
+  return check(cuTensorMapEncodeTiled(map, dtype, rank, reinterpret_cast<void*>(t.data), dims, strides,
                                       box_dims, elem, interleave, swizzle, l2, oob),
                "cuTensorMapEncodeTiled");
 }

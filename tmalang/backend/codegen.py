@@ -187,6 +187,8 @@ class KernelCodegen:
             values = [self.expr(c) for c in coords]
         else:
             values = [self.b.mul(self.expr(c), I32(extent)) for c, extent in zip(coords, box.shape)]
+        if box.interleave != "none":   # the map has no slice dim: one index moves a whole slice
+            values = values[:-1]
         return values[::-1]
 
 

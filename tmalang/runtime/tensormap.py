@@ -10,7 +10,7 @@ and returns the 128 opaque bytes that are passed to the kernel as a __grid_const
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..contract.errors import MANIFEST, LaunchError
 from ..contract.manifest import TensorMapParam
@@ -42,8 +42,18 @@ class TensorMapFields:
     upper: tuple[int, ...] = ()
 
 
+def _without_slice(param: TensorMapParam, view: ArrayView) -> tuple[TensorMapParam, ArrayView]:
+    """An interleaved map leaves out the innermost dim, the channel slice: the TMA moves one whole
+    slice per index of the next dim (sema/interleave.py)."""
+    view = replace(view, shape=view.shape[:-1], strides=view.strides[:-1])
+    param = replace(param, box_shape=param.box_shape[:-1], element_strides=param.element_strides[:-1])
+    return param, view
+
+
 def tensor_map_fields(param: TensorMapParam, view: ArrayView, device_ptr: int) -> TensorMapFields:
     """Translate a manifest tensor-map parameter and a bound array into driver terms."""
+    if param.interleave != "none":
+        param, view = _without_slice(param, view)
     return TensorMapFields(
         data_type=_lookup(_DATA_TYPES, param.dtype, "dtype", param),
         itemsize=view.itemsize,
