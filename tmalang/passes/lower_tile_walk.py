@@ -14,6 +14,12 @@ Guarantees: no `for_tiles` remains. In its place, with I the loop's `index` and 
       body
     }
 
+With a split of P parts per tile (`split`, binding `part`), the walk has P times the tiles and
+the part is the slowest index: `%I.per_part` is the product above, `%I.tiles` = per_part * P, and
+in the loop `%part` = udiv(%I.tile, per_part) and `%I.in_part` = urem(%I.tile, per_part) stands
+for %I.tile in the coordinates. The CTAs of a cluster share one part (their tiles are adjacent
+in dim 0 of one part), so a multicast box is the same K slice for all of them.
+
 A persistent grid strides over the tiles by the grid size; a `tiles` grid runs one iteration per
 CTA. `%I` counts the iterations, as the loop's index did. Division and comparison are unsigned
 32-bit. A banded walk (`group` G, 2-D; G' = G / S rows of clusters per band) takes tile t to band
@@ -56,13 +62,20 @@ def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op
     total = counts[0]
     for count in counts[1:]:
         total = ex.Bin("*", total, count)
+    tile, parts = var("tile"), []
+    if o.part:   # the part is the slowest index: tiles t of one part are t = part * per_part + ..
+        prologue.append(val(name("per_part"), total))
+        total = ex.Bin("*", var("per_part"), o.split)
+        parts = [val(o.part, ex.Bin("udiv", tile, var("per_part"))),
+                 val(name("in_part"), ex.Bin("urem", tile, var("per_part")))]
+        tile = var("in_part")
     prologue.append(val(name("tiles"), total))
     ctaid = ex.Sreg("ctaid.x")
     if cluster > 1:   # read once: the first tile and the rank in the cluster both come from it
         prologue.append(val(name("cta"), ctaid))
         ctaid = var("cta")
     names = [name("cluster_row") if cluster > 1 else o.vars[0], *o.vars[1:]]
-    coords = [val(n, v) for n, v in _coords(o.index, names, var("tile"), counts, o.group // cluster)]
+    coords = parts + [val(n, v) for n, v in _coords(o.index, names, tile, counts, o.group // cluster)]
     if cluster > 1:   # this CTA's row of its cluster's tiles: rank = ctaid mod cluster size
         rank = ex.Bin("urem", ctaid, ex.Const(cluster))
         coords.append(val(o.vars[0], ex.add(ex.Bin("*", var("cluster_row"), ex.Const(cluster)), rank)))
