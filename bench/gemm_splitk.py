@@ -12,6 +12,8 @@ launch or match is reported in the JSON with its error and left out of the timin
 The split-K kernel needs C zeroed before each product. `splitk_S` times the zeroing (c.zero_())
 and the kernel together, the cost a caller pays; `splitk_S_nozero` times the kernel alone (C then
 keeps accumulating across launches: the timing is unaffected, the values are not looked at).
+`splitk_cluster2_S` is the example with clusters of two and B multicast (as gemm_sm90 runs),
+zeroing included.
 
     python bench/gemm_splitk.py                       # writes bench/results/gemm-splitk-<date>-<gpu>.json
     python bench/gemm_splitk.py --samples 9 --splits 2 4 --out /tmp/quick.json
@@ -83,15 +85,22 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".strip()[:2000]
 
 
-def _compile(name: str):
+def _compile(name: str, clustered: bool = False):
+    """An example, or (clustered) the split-K example with clusters of two and B multicast, as
+    gemm_sm90 runs: the CTAs of a cluster take adjacent tile rows of one part."""
     try:
-        return tmalang.compile_file(ROOT / "examples" / name), None
+        text = (ROOT / "examples" / name).read_text()
+        if clustered:
+            text = text.replace("    grid persistent\n", "    grid persistent\n    cluster 2\n", 1).replace(
+                "-> s.b\n", "-> s.b multicast\n", 1)
+            assert "cluster 2" in text and "multicast" in text, "the example no longer has the lines to edit"
+        return tmalang.compile(text), None
     except Exception as exc:   # noqa: BLE001
         traceback.print_exc()
         return None, _describe(exc)
 
 
-def shape_row(m: int, n: int, k: int, splits: list[int], samples: int, gemm, splitk) -> dict:
+def shape_row(m: int, n: int, k: int, splits: list[int], samples: int, gemm, splitk, clustered) -> dict:
     sets = [(torch.randn(m, k, device="cuda").to(torch.bfloat16), torch.randn(n, k, device="cuda").to(torch.bfloat16))
             for _ in range(2)]
     c16 = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
@@ -109,6 +118,11 @@ def shape_row(m: int, n: int, k: int, splits: list[int], samples: int, gemm, spl
             parts = np.int32(s)
             runs[f"splitk_{s}"] = (lambda i, p=parts: (c32.zero_(), splitk(p, sets[i][0], sets[i][1], c32)), c32)
             runs[f"splitk_{s}_nozero"] = (lambda i, p=parts: splitk(p, sets[i][0], sets[i][1], c32), c32)
+    if clustered is not None:
+        for s in splits:
+            parts = np.int32(s)
+            runs[f"splitk_cluster2_{s}"] = (lambda i, p=parts: (c32.zero_(), clustered(p, sets[i][0], sets[i][1], c32)),
+                                            c32)
     failed: dict[str, str] = {}
     checked = {}
     for name, (run, out) in runs.items():
@@ -127,9 +141,12 @@ def shape_row(m: int, n: int, k: int, splits: list[int], samples: int, gemm, spl
                 failed[name] = f"wrong result: relative error {err:.3g} >= {TOLERANCE}"
                 continue
             checked[name] = run
-        except Exception as exc:   # noqa: BLE001
+        except Exception as exc:   # noqa: BLE001 - a fault may poison the CUDA context: later work then fails too
             failed[name] = _describe(exc)
-            torch.cuda.synchronize()
+            try:
+                torch.cuda.synchronize()
+            except Exception:   # noqa: BLE001
+                pass
     for s in splits:   # the kernel alone only where the kernel with its zeroing was correct
         if f"splitk_{s}" not in checked:
             checked.pop(f"splitk_{s}_nozero", None)
@@ -156,7 +173,8 @@ def _print(row: dict, splits: list[int]) -> None:
         ratio = f" {e['vs_cublas']:.2f}x" if "vs_cublas" in e else ""
         return f"{name} {e['tflops']:.0f} TF/s{ratio}"
 
-    best = [f"S={s}: {fig(f'splitk_{s}')} | no zero {fig(f'splitk_{s}_nozero')}" for s in splits]
+    best = [f"S={s}: {fig(f'splitk_{s}')} | no zero {fig(f'splitk_{s}_nozero')} | "
+            f"{fig(f'splitk_cluster2_{s}')}" for s in splits]
     print(f"{m}x{n}x{k} ({row['tiles_128x256']} tiles): {fig('cublas')}; {fig('gemm_sm90')}; zero_c "
           f"{row.get('zero_c', {}).get('ms', float('nan')) * 1e3:.1f} us", flush=True)
     for line in best:
@@ -176,21 +194,24 @@ def main() -> None:
     out = args.out or ROOT / "bench" / "results" / f"gemm-splitk-{date}-{_slug(gpu)}.json"
     gemm, gemm_error = _compile("gemm_sm90.tma")
     splitk, splitk_error = _compile("gemm_splitk_sm90.tma")
+    clustered, clustered_error = _compile("gemm_splitk_sm90.tma", clustered=True)
     rows = []
     for m, n, k in shapes:
         try:
-            rows.append(shape_row(m, n, k, args.splits, args.samples, gemm, splitk))
+            rows.append(shape_row(m, n, k, args.splits, args.samples, gemm, splitk, clustered))
         except Exception as exc:   # noqa: BLE001 - one shape's failure (e.g. out of memory) is a row
             traceback.print_exc()
             rows.append({"shape": [m, n, k], "error": _describe(exc)})
         report = {
             "benchmark": "split-K bf16 GEMM C += A·Bᵀ into f32 C (examples/gemm_splitk_sm90.tma, TMA reduce-add) vs "
-                         "cuBLAS (torch.matmul, bf16 out) and the persistent examples/gemm_sm90.tma (bf16 out)",
+                         "cuBLAS (torch.matmul, bf16 out) and the persistent examples/gemm_sm90.tma (bf16 out); "
+                         "splitk_cluster2_S: the example with cluster 2 and B multicast",
             "gpu": gpu, "date": date, "torch": torch.__version__,
             "method": f"median of {args.samples} event-timed batches per contender after warm-up, contenders timed "
                       "in turns within each round; splitk_S includes zeroing C (c.zero_()), splitk_S_nozero is the "
                       "kernel alone, zero_c the zeroing alone; vs_cublas = cuBLAS ms / variant ms",
-            "compile_errors": {k: v for k, v in (("gemm_sm90", gemm_error), ("gemm_splitk", splitk_error)) if v},
+            "compile_errors": {k: v for k, v in (("gemm_sm90", gemm_error), ("gemm_splitk", splitk_error),
+                                                 ("gemm_splitk_cluster2", clustered_error)) if v},
             "results": rows,
         }
         out.write_text(json.dumps(report, indent=2) + "\n")   # after every shape: a crash keeps the rows so far

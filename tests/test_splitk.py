@@ -28,10 +28,37 @@ def splitk():
     return tmalang.compile_file(EXAMPLE)
 
 
+def clustered_source() -> str:
+    """The example with clusters of two and B multicast, as gemm_sm90: the CTAs of a cluster take
+    adjacent tile rows of one part (the part is the walk's slowest index)."""
+    text = EXAMPLE.read_text()
+    assert "\n    cluster" not in text and "-> s.b\n" in text
+    return text.replace("    grid persistent\n", "    grid persistent\n    cluster 2\n").replace(
+        "-> s.b\n", "-> s.b multicast\n")
+
+
+@pytest.fixture(scope="module")
+def clustered():
+    return tmalang.compile(clustered_source())
+
+
 @pytest.mark.parametrize("shape,k,parts", CPU_CASES, ids=[f"{m}x{n}x{k}-S{s}" for (m, n), k, s in CPU_CASES])
 def test_splitk_gemm_matches_float64_in_the_interpreter(splitk, shape, k, parts):
     args, expected = gemm_splitk_case(np.random.default_rng(k + parts), shape, parts, k)
     splitk.interpret(*args, seed=parts)
+    check("gemm_splitk", args[-1], expected)
+
+
+# the clustered walk: M of 1, 2 and 3 tile rows (a padded second cluster row whose rank-1 CTA
+# reduces nothing), parts that do not divide the steps
+CLUSTER_CASES = [((257, 300), 333, 3), ((100, 600), 256, 2), ((200, 129), 100, 4)]
+
+
+@pytest.mark.parametrize("shape,k,parts", CLUSTER_CASES, ids=[f"{m}x{n}x{k}-S{s}" for (m, n), k, s in CLUSTER_CASES])
+def test_clustered_splitk_gemm_matches_float64_in_the_interpreter(clustered, shape, k, parts):
+    assert clustered.manifest.cluster == (2, 1, 1)
+    args, expected = gemm_splitk_case(np.random.default_rng(k), shape, parts, k)
+    clustered.interpret(*args, seed=k, ctas=6)
     check("gemm_splitk", args[-1], expected)
 
 
@@ -147,6 +174,14 @@ GPU_CASES = [((128, 8192), 8192, 4), ((1000, 1000), 1000, 3), ((257, 513), 4099,
 def test_splitk_gemm_matches_float64_on_the_gpu(splitk, shape, k, parts):
     args, expected = gemm_splitk_case(np.random.default_rng(k * parts), shape, parts, k)
     splitk(*args)
+    check("gemm_splitk", args[-1], expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,k,parts", GPU_CASES[:3], ids=[f"{m}x{n}x{k}-S{s}" for (m, n), k, s in GPU_CASES[:3]])
+def test_clustered_splitk_gemm_matches_float64_on_the_gpu(clustered, shape, k, parts):
+    args, expected = gemm_splitk_case(np.random.default_rng(k + parts), shape, parts, k)
+    clustered(*args)
     check("gemm_splitk", args[-1], expected)
 
 
