@@ -83,10 +83,11 @@ def _tiles(manifest: Manifest, symbols: Mapping[str, int], scalars: Mapping[str,
     )
 
 
-def _check_tile_count(manifest: Manifest, symbols: Mapping[str, int], scalars: Mapping[str, np.generic]) -> None:
+def _check_tile_count(manifest: Manifest, symbols: Mapping[str, int],
+                      scalars: Mapping[str, np.generic] | None = None) -> None:
     """E206 when the tiles to walk overflow the kernel's 32-bit tile index (each dim alone fits),
     or when a split count given as a scalar argument is below 1 (no part, or a negative count)."""
-    split = manifest.grid.split
+    split, scalars = manifest.grid.split, scalars or {}
     if isinstance(split, str) and int(scalars[split]) < 1:
         raise LaunchError(
             DIM_RANGE,
