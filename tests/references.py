@@ -75,9 +75,7 @@ SPLITK_PARTS = 3   # examples/gemm_splitk_sm90.tma: parts per tile (with small K
 def gemm_splitk_case(rng, shape, parts=SPLITK_PARTS, k=None):
     """C += A·Bᵀ with C f32 and not zero at the start (the kernel only adds to it): the parts'
     f32 sums land in the GPU's order, so RTOL holds their rounding."""
-    [a, b, _], product = gemm_case(rng, shape)
-    if k is not None:
-        [a, b, _], product = gemm_case_k(rng, shape, k)
+    [a, b, _], product = gemm_case(rng, shape) if k is None else gemm_case_k(rng, shape, k)
     c = padded(rng, shape)
     return [np.int32(parts), a, b, c], c.astype(np.float64) + product
 
