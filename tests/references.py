@@ -69,6 +69,27 @@ def gemm_case(rng, shape):
     return [a, b, c], a.astype(np.float64) @ b.astype(np.float64).T
 
 
+SPLITK_PARTS = 3   # examples/gemm_splitk_sm90.tma: parts per tile (with small K, some parts get no step)
+
+
+def gemm_splitk_case(rng, shape, parts=SPLITK_PARTS, k=None):
+    """C += A·Bᵀ with C f32 and not zero at the start (the kernel only adds to it): the parts'
+    f32 sums land in the GPU's order, so RTOL holds their rounding."""
+    [a, b, _], product = gemm_case(rng, shape) if k is None else gemm_case_k(rng, shape, k)
+    c = padded(rng, shape)
+    return [np.int32(parts), a, b, c], c.astype(np.float64) + product
+
+
+def gemm_case_k(rng, shape, k):
+    """gemm_case's inputs with an explicit K."""
+    import ml_dtypes
+
+    def matrix(rows, cols):
+        return rng.standard_normal((rows, -(-cols // 8) * 8)).astype(ml_dtypes.bfloat16)[:, :cols]
+    a, b = matrix(shape[0], k), matrix(shape[1], k)
+    return [a, b, None], a.astype(np.float64) @ b.astype(np.float64).T
+
+
 def moe_gemm_case(rng, shape):
     """Y = X[idx]·Wᵀ: M routed rows (shape = (M, N)) picked from T = M // 2 + 3 tokens, in random
     order with repeats, so some rows of X are picked twice and some never."""
@@ -223,9 +244,10 @@ CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case,
          "attention": attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
          "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case,
-         "conv2d": conv2d_case, "conv2d_s2": lambda rng, shape: conv2d_case(rng, shape, stride=2)}
+         "conv2d": conv2d_case, "conv2d_s2": lambda rng, shape: conv2d_case(rng, shape, stride=2),
+         "gemm_splitk": gemm_splitk_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_cluster2x2": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
-        "moe_gemm": 1e-2, "conv2d": 1e-2, "conv2d_s2": 1e-2, "reduce_rows": 1e-5}   # relative Frobenius error against float64; others are exact
+        "moe_gemm": 1e-2, "conv2d": 1e-2, "conv2d_s2": 1e-2, "reduce_rows": 1e-5, "gemm_splitk": 1e-5}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:

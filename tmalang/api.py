@@ -41,7 +41,7 @@ class Kernel:
         self._launcher = None
 
     def explain(self) -> str:
-        return explain(self._c.ir, self._c.target)
+        return explain(self._c.ir, self._c.target, self._c.manifest.grid)
 
     @property
     def cubin(self) -> bytes:

@@ -98,7 +98,7 @@ def _run(args, source: str) -> int:
     if args.manifest and c.manifest is not None:
         write_file(args.manifest, json.dumps(c.manifest.to_json(), indent=2) + "\n")
     if args.explain:
-        print(explain(c.ir, c.target), end="")
+        print(explain(c.ir, c.target, c.manifest.grid), end="")
         if not args.output:
             return 0
     _write_output(args, c)

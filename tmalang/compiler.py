@@ -20,6 +20,7 @@ from llvmlite import ir as llir
 from .backend import codegen, llvm_to_ptx, ptxas
 from .contract.manifest import GridSpec, Manifest, ScalarArg, TensorArg
 from .diagnostics import error
+from .ir import exprs as ex
 from .ir import ops
 from .lower import lower_kernel
 from .passes import PassLog, run_passes
@@ -141,7 +142,8 @@ def grid_spec(kernel: ops.KernelOp) -> GridSpec:
     """The launch grid: the tiles of the kernel's tile loops (sema makes them all walk one space)."""
     loop = next(o for o in ops.walk(kernel.body) if isinstance(o, ops.ForTiles))
     tensor = ops.decls(kernel, ops.TensorDecl)[loop.tensor]
-    return GridSpec(kernel.grid, tuple(zip(tensor.shape, ops.decls(kernel, ops.BoxDecl)[loop.box].shape)))
+    split = loop.split.value if isinstance(loop.split, ex.Const) else loop.split.name
+    return GridSpec(kernel.grid, tuple(zip(tensor.shape, ops.decls(kernel, ops.BoxDecl)[loop.box].shape)), split)
 
 
 def build_manifest(kernel: ops.KernelOp, arch: str, grid: GridSpec) -> Manifest:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from .contract.manifest import GridSpec
 from .ir import ops
 from .passes.plan_smem import smem_map
 from .target.arch import Target
 
 
-def explain(kernel: ops.KernelOp, target: Target) -> str:
+def explain(kernel: ops.KernelOp, target: Target, grid: GridSpec | None = None) -> str:
     rows, cols = kernel.cluster_shape()
     cluster = f", clusters of {kernel.cluster}" if kernel.cluster > 1 else ""
     cluster += f" ({rows}x{cols} tiles)" if cols > 1 else ""
@@ -21,7 +22,7 @@ def explain(kernel: ops.KernelOp, target: Target) -> str:
              if kernel.cta_group == 2 else "")
     header = (f"kernel {kernel.symbol}: grid {kernel.grid}{cluster}{pairs}, {kernel.threads} threads, "
               f"{kernel.smem_bytes} bytes dynamic smem")
-    lines = [header, ""]
+    lines = [header, *_split(grid), ""]
     lines += _table(["role", "warps", "threads", "regs"], _roles(kernel))
     lines += [""] + _table(["barrier", "stages", "count", "tx bytes", "waits (parity)", "arrives"], _barriers(kernel))
     lines += ["", "smem map (offset +bytes name):", *("  " + row for row in smem_map(kernel))]
@@ -30,6 +31,15 @@ def explain(kernel: ops.KernelOp, target: Target) -> str:
     lines += _pushes(kernel)
     lines += _im2col(kernel)
     return "\n".join(lines) + "\n"
+
+
+def _split(grid: GridSpec | None) -> list[str]:
+    """A split tile walk: how many times each tile runs, and in which order (it sizes the grid)."""
+    if grid is None or grid.split == 1:
+        return []
+    tiles = " x ".join(f"ceil({d}/{b})" for d, b in grid.tile_dims)
+    return [f"tile walk: {tiles} tiles, each split into {grid.split} parts of its K steps ({grid.split} x "
+            "the tiles in all, the part slowest: CTAs running together work on the same part)"]
 
 
 def _l2(kernel: ops.KernelOp) -> list[str]:

@@ -49,8 +49,8 @@ class Binding:
         return self.symbols[dim] if isinstance(dim, str) else dim
 
     def tile_count(self) -> int:
-        """prod(ceil(dim / box)) over the manifest's grid tile dimensions."""
-        return math.prod(-(-self.dim(d) // box) for d, box in self.manifest.grid.tile_dims)
+        """split x prod(ceil(dim / box)) over the manifest's grid tile dimensions."""
+        return _tiles(self.manifest, self.symbols, self.scalars)
 
 
 def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None) -> Binding:
@@ -68,7 +68,7 @@ def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None)
         else:
             scalars[spec.name] = _bind_scalar(spec, value)
     symbols.check_complete()
-    _check_tile_count(manifest, symbols.values)
+    _check_tile_count(manifest, symbols.values, scalars)
     _check_bulk_chunks(manifest, views)
     _check_interleave(manifest, views)
     _check_pixel_boxes(manifest, views)
@@ -76,11 +76,25 @@ def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None)
     return Binding(manifest, symbols.values, views, scalars)
 
 
-def _check_tile_count(manifest: Manifest, symbols: Mapping[str, int]) -> None:
-    """E206 when the tiles to walk overflow the kernel's 32-bit tile index (each dim alone fits)."""
-    tiles = math.prod(
+def _tiles(manifest: Manifest, symbols: Mapping[str, int], scalars: Mapping[str, np.generic]) -> int:
+    split = manifest.grid.split
+    parts = int(scalars[split]) if isinstance(split, str) else split
+    return parts * math.prod(
         -(-(symbols[d] if isinstance(d, str) else d) // box) for d, box in manifest.grid.tile_dims
     )
+
+
+def _check_tile_count(manifest: Manifest, symbols: Mapping[str, int],
+                      scalars: Mapping[str, np.generic] | None = None) -> None:
+    """E206 when the tiles to walk overflow the kernel's 32-bit tile index (each dim alone fits),
+    or when a split count given as a scalar argument is below 1 (no part, or a negative count)."""
+    split, scalars = manifest.grid.split, scalars or {}
+    if isinstance(split, str) and int(scalars[split]) < 1:
+        raise LaunchError(
+            DIM_RANGE,
+            f"argument '{split}' splits every tile into {int(scalars[split])} parts; the split count must be at least 1",
+        )
+    tiles = _tiles(manifest, symbols, scalars)
     if tiles >= MAX_TILES:
         raise LaunchError(
             DIM_RANGE,

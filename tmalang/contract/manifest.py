@@ -102,13 +102,14 @@ class IndexParam:
 class GridSpec:
     """How many CTAs to launch.
 
-    tiles = prod(ceil(dim / box) for dim, box in tile_dims), dims taken from the bound symbols
-    (or literal ints). kind "tiles": one CTA per tile. kind "persistent": min(tiles,
+    tiles = split x prod(ceil(dim / box) for dim, box in tile_dims), dims taken from the bound
+    symbols (or literal ints), split from the scalar argument it names (or a literal int). kind "tiles": one CTA per tile. kind "persistent": min(tiles,
     multiprocessors x resident CTAs per multiprocessor), each CTA strides over the tiles.
     """
 
     kind: str                       # "tiles" | "persistent"
     tile_dims: tuple[tuple[str | int, int], ...]
+    split: str | int = 1            # parts per tile (`split S`): a literal, or a scalar argument's name
 
 
 def _fields(param) -> dict:
@@ -158,7 +159,7 @@ class Manifest:
             ptx_params=tuple(build(p) for p in data["ptx_params"]),
             block_threads=data["block_threads"],
             smem_bytes=data["smem_bytes"],
-            grid=GridSpec(grid["kind"], tuple(tuple(d) for d in grid["tile_dims"])),
+            grid=GridSpec(grid["kind"], tuple(tuple(d) for d in grid["tile_dims"]), grid.get("split", 1)),
             cluster=tuple(data.get("cluster", (1, 1, 1))),
             extra=data.get("extra", {}),
         )

@@ -114,8 +114,9 @@ class CTA:
             return e.value
         if isinstance(e, ex.Var):
             return warp.env[e.name]
-        if isinstance(e, ex.Param):
-            return self.launch.params[e.name]
+        if isinstance(e, ex.Param):   # a scalar argument is a NumPy scalar: index math is on ints
+            value = self.launch.params[e.name]
+            return int(value) if isinstance(value, np.integer) else value
         if isinstance(e, ex.Sreg):
             return {"ctaid.x": self.cta, "nctaid.x": self.ctas, "cluster.ctarank": self.rank}[e.name]
         if isinstance(e, ex.Neg):

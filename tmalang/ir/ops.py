@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 
 from ..diagnostics import Span
 from ..target import cluster, tma
-from .exprs import BufferRef, Expr, TmemRef
+from .exprs import BufferRef, Const, Expr, TmemRef
 from .exprs import walk as walk_expr
 
 
@@ -323,9 +323,11 @@ class ForTiles(Op):
 
     Binds `vars` (tile index per dim, outermost first) and `index` (this CTA's iteration). With
     `group` G, tile t of a 2-D space lies in band t // (G * columns) and walks that band's G rows
-    first, so concurrently running CTAs share operand tiles in L2. The passes find the tile loop
-    by this op; the last one, lower_tile_walk, writes out what it means in vals and a for_step,
-    which is what the interpreter and the backend run.
+    first, so concurrently running CTAs share operand tiles in L2. With `split` S (a constant or
+    a scalar parameter) every tile is walked S times, binding `part` = 0 .. S - 1: the part is the
+    slowest index, so the CTAs running at once work on the same part of K. The passes find the
+    tile loop by this op; the last one, lower_tile_walk, writes out what it means in vals and a
+    for_step, which is what the interpreter and the backend run.
     """
 
     vars: list[str]
@@ -334,6 +336,8 @@ class ForTiles(Op):
     index: str
     group: int                      # 0: row-major; G: bands of G tile rows, walked column by column
     body: list[Op]
+    split: Expr = Const(1)          # parts per tile (`split S`); 1: no split
+    part: str = ""                  # the variable bound to the part (the split index), with a split
 
 
 @op("for_range")

@@ -230,6 +230,8 @@ def _for_tiles(v: Scope, o: ops.ForTiles) -> None:
     v.check(o, "box", box.tensor == o.tensor, f"cuts tensor @{box.tensor}, not @{o.tensor}")
     v.check(o, "vars", len(o.vars) == len(box.shape), "not one variable per box dimension")
     v.check(o, "group", o.group >= 0, "negative")
+    v.check(o, "split", not isinstance(o.split, ex.Const) or o.split.value >= 1, "not a positive count")
+    v.check(o, "part", bool(o.part) or o.split == ex.Const(1), "a split binds no part variable")
 
 
 def _statement(v: Scope, o: ops.Op) -> None:

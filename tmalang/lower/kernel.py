@@ -86,19 +86,32 @@ class _Statements:
         self.slots: dict[str, str] = {}   # slot name -> pipeline name, inside produce/consume
         self.loops = 0
         self.accs: set[str] = set()        # accumulators of the role being lowered
+        self.split: ex.Expr = ex.Const(1)  # the enclosing tile loop's parts per tile
+        self.renamed: dict[str, ex.Expr] = {}   # a `part` steps loop's index: its first step + the count
 
     def block(self, stmts: list) -> list[ops.Op]:
-        return [self.stmt(s) for s in stmts]
+        out: list[ops.Op] = []
+        for s in stmts:
+            lowered = self.stmt(s)
+            out += lowered if isinstance(lowered, list) else [lowered]
+        return out
 
-    def stmt(self, s) -> ops.Op:
+    def stmt(self, s) -> ops.Op | list[ops.Op]:
         return getattr(self, "_" + type(s).__name__)(s)
 
     def _ForTiles(self, s: ast.ForTiles):
         self.loops += 1
         index = s.index or f"tile{self.loops}"
         box = self.info.box_for(s.box)
-        return ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, s.group or 0, self.block(s.body),
-                            span=s.span)
+        if s.split is None:
+            return ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, s.group or 0,
+                                self.block(s.body), span=s.span)
+        self.split = self.int_expr(s.split)
+        body = self.block(s.body)
+        loop = ops.ForTiles(list(s.vars[1:]), box.tensor.name, box.name, index, s.group or 0, body,
+                            self.split, s.vars[0], span=s.span)
+        self.split = ex.Const(1)
+        return loop
 
     def _ForSteps(self, s: ast.ForSteps):
         extent = self.int_expr(s.extent)
@@ -107,7 +120,26 @@ class _Statements:
         whole = ex.Bin("/", extent, ex.Const(s.chunk))
         count = whole if s.chunk == 1 else ex.add(
             whole, ex.Bin(">", ex.Bin("%", extent, ex.Const(s.chunk)), ex.Const(0)))
-        return ops.ForRange(s.var, count, self.block(s.body), span=s.span)
+        if s.part is None:
+            return ops.ForRange(s.var, count, self.block(s.body), span=s.span)
+        return self._part(s, count)
+
+    def _part(self, s: ast.ForSteps, count: ex.Expr) -> list[ops.Op]:
+        """Part p of S of the steps 0 .. n - 1: q = n / S steps each, and the first n % S parts one
+        more, so that parts differ by at most one step and no product can wrap (all stay <= n). The
+        loop counts from 0 and the index `k` is first + count wherever the body reads it, which
+        keeps the loop body what it is without a part (the passes match on it)."""
+        name = lambda suffix: f"{s.var}.{suffix}"   # noqa: E731
+        steps, part = ex.Var(name("steps")), ex.Var(s.part.name)
+        share, rest = ex.Bin("udiv", steps, self.split), ex.Bin("urem", steps, self.split)
+        first = ex.add(ex.Bin("*", part, share), ex.Bin("umin", part, rest))
+        vals = [ops.Val(steps.name, ex.Bin("max", count, ex.Const(0)), span=s.span),
+                ops.Val(name("first"), first, span=s.span)]
+        self.renamed[s.var] = ex.add(ex.Var(name("first")), ex.Var(name("i")))
+        body = self.block(s.body)
+        del self.renamed[s.var]
+        trips = ex.add(share, ex.Bin(">", rest, part))
+        return vals + [ops.ForRange(name("i"), trips, body, span=s.span)]
 
     def _pipeline_block(self, cls, s):
         self.slots[s.slot] = s.pipeline.name
@@ -232,7 +264,7 @@ class _Statements:
         if isinstance(e, ast.Ref):
             # sema forbids locals that shadow kernel names, so a launch-bound name is never a local
             launch_bound = e.name in self.info.dims or isinstance(self.info.symbols.get(e.name), Scalar)
-            return ex.Param(e.name) if launch_bound else ex.Var(e.name)
+            return ex.Param(e.name) if launch_bound else self.renamed.get(e.name, ex.Var(e.name))
         if isinstance(e, ast.Neg):
             inner = self.int_expr(e.operand)
             return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)

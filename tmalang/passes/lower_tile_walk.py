@@ -20,6 +20,12 @@ in such a cluster):
 The CTA of rank r = ctaid mod S takes the tile at (r mod R, r / R) of its cluster's R x C block
 (target/cluster.py); a 1-D `cluster N` is N x 1.
 
+With a split of P parts per tile (`split`, binding `part`), the walk has P times the tiles and
+the part is the slowest index: `%I.per_part` is the product above, `%I.tiles` = per_part * P, and
+in the loop `%part` = udiv(%I.tile, per_part) and `%I.in_part` = urem(%I.tile, per_part) stands
+for %I.tile in the coordinates. The CTAs of a cluster share one part (their tiles are adjacent
+in dims 0 and 1 of one part), so a multicast box is the same K slice for all of them.
+
 A persistent grid strides over the tiles by the grid size; a `tiles` grid runs one iteration per
 CTA. `%I` counts the iterations, as the loop's index did. Division and comparison are unsigned
 32-bit. A banded walk (`group` G, 2-D; G' = G / R rows of clusters per band) takes tile t to band
@@ -66,6 +72,13 @@ def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op
     total = counts[0]
     for count in counts[1:]:
         total = ex.Bin("*", total, count)
+    tile, parts = var("tile"), []
+    if o.part:   # the part is the slowest index: tiles t of one part are t = part * per_part + ..
+        prologue.append(val(name("per_part"), total))
+        total = ex.Bin("*", var("per_part"), o.split)
+        parts = [val(o.part, ex.Bin("udiv", tile, var("per_part"))),
+                 val(name("in_part"), ex.Bin("urem", tile, var("per_part")))]
+        tile = var("in_part")
     prologue.append(val(name("tiles"), total))
     ctaid = ex.Sreg("ctaid.x")
     if cluster > 1:   # read once: the first tile and the rank in the cluster both come from it
@@ -74,7 +87,7 @@ def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op
     names = list(o.vars)
     for d, _, suffix in blocked:
         names[d] = name(suffix[:-1])   # cluster_row / cluster_col
-    coords = [val(n, v) for n, v in _coords(o.index, names, var("tile"), counts, o.group // rows)]
+    coords = parts + [val(n, v) for n, v in _coords(o.index, names, tile, counts, o.group // rows)]
     for d, side, suffix in blocked:   # this CTA's tile of its cluster's block: rank = ctaid mod cluster size
         coords.append(val(o.vars[d], ex.add(ex.Bin("*", var(suffix[:-1]), ex.Const(side)), _place(ctaid, d, rows, cluster))))
     loop = ops.ForStep(name("tile"), o.index, _udiv(ctaid, cluster), var("tiles"),

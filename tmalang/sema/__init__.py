@@ -6,7 +6,7 @@ from ..diagnostics import error
 from ..syntax import ast
 from ..target.arch import Target
 from . import declarations as d
-from . import bulk, dsmem, gather, im2col, pairs, prefetch
+from . import bulk, dsmem, gather, im2col, pairs, prefetch, split
 from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 
@@ -66,6 +66,7 @@ def check_kernel(kernel: ast.Kernel, target: Target) -> KernelInfo:
     if info.tile_space is None:
         raise error("E055", f"kernel '{kernel.name}' has no tile loop", kernel.name_span,
                     "the grid is sized from a `for tile (...) in tiles(T, BOX)` loop")
+    split.check_used(info)
     return info
 
 

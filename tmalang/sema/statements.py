@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk, dsmem, gather, im2col, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows
+from . import bulk, dsmem, gather, im2col, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows, split
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -47,7 +47,8 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
     im2col.refuse(box, "be walked by a tile loop", s.box.span)
     if box.tensor is not tensor:
         raise error("E051", f"box '{box.name}' cuts tensor '{box.tensor.name}', not '{s.tensor.name}'", s.box.span)
-    if len(s.vars) != len(box.shape):
+    parts = split.check_tile_split(info, s, len(box.shape))
+    if parts is None and len(s.vars) != len(box.shape):
         raise error("E052", f"tiles of rank-{len(box.shape)} box '{box.name}' bind {len(box.shape)} "
                     f"indices, not {len(s.vars)}", s.span)
     if s.group is not None and (s.group < 1 or len(box.shape) != 2):
@@ -61,11 +62,11 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
     if info.cluster_cols > 1 and len(box.shape) < 2:
         raise error("E464", f"a {rows}x{info.cluster_cols} cluster takes a 2-D block of tiles, but this tile "
                     f"space is 1-D", s.span, "use `cluster N` (N x 1) for a 1-D tile space")
-    space = (tuple(tensor.shape), tuple(box.shape), s.group or 0)
+    space = (tuple(tensor.shape), tuple(box.shape), s.group or 0, parts)
     if info.tile_space is None:
         info.tile_space = space + (s,)
-    elif info.tile_space[:3] != space:
-        first = info.tile_space[3]
+    elif info.tile_space[:4] != space:
+        first = info.tile_space[4]
         raise error("E053", f"this loop walks tiles {_space(space)} but an earlier loop walks tiles "
                     f"{_space(info.tile_space)}", s.span,
                     f"the loops must agree so that producers and consumers run the same trip count "
@@ -76,8 +77,9 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
         if name in names[:i]:
             raise error("E017", f"'{name}' is bound twice by this loop", s.span)
     loop = ("tiles", space)
+    split_var = s.vars[0] if parts is not None else None
     _block(info, s.body, replace(scope, ints=scope.ints | set(names), in_loop=True, nest=scope.nest + (loop,),
-                                 tile_vars=tuple(s.vars)))
+                                 tile_vars=tuple(s.vars[1:] if split_var else s.vars), split_var=split_var))
 
 
 def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
@@ -87,7 +89,8 @@ def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
     int_expr(info, s.extent, scope)
     if s.chunk < 1:
         raise error("E077", "steps(..., 0) divides by zero", s.span)
-    loop = ("steps", _expr_key(s.extent), s.chunk)
+    split.check_part(s, scope.split_var)
+    loop = ("steps", _expr_key(s.extent), s.chunk, s.part is not None)
     _block(info, s.body, replace(scope, ints=scope.ints | {s.var}, nest=scope.nest + (loop,),
                                  steps_vars=scope.steps_vars + (s.var,)))
 
@@ -104,8 +107,8 @@ def _expr_key(e) -> str:
 
 
 def _space(space) -> str:
-    shape, box, group = space[:3]
-    order = f" grouped {group}" if group else ""
+    shape, box, group, parts = space[:4]
+    order = (f" split {parts}" if parts is not None else "") + (f" grouped {group}" if group else "")
     return f"of [{', '.join(map(str, shape))}] by [{', '.join(map(str, box))}]{order}"
 
 
@@ -218,8 +221,10 @@ def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     offsets.check_store(info, box, s, scope)    # element coordinates: each tile's box in its own tile
     if s.reduce:   # atomic per element: many tiles may reduce into one (a bulk reduce names its type)
         (bulk.check_reduce if box.bulk else reduce.check)(s, box)
-    elif not s.elements:
-        _check_store_follows_tiles(info, s, scope)
+    else:
+        split.check_store(info, s, scope.split_var)
+        if not s.elements:
+            _check_store_follows_tiles(info, s, scope)
     box.tensor.written = True
     if scope.pipeline is not None and scope.producing:
         raise error("E061", "a produce block cannot store from its slot", s.span)

@@ -86,6 +86,8 @@ class ForTiles(Node):
     index: str | None
     body: list[Stmt]
     group: int | None = None     # `grouped G`: G rows of tiles walked column by column
+    # `split S` (an integer literal or scalar parameter): each tile S times; vars[0] is the split index
+    split: Number | Ref | None = None
 
 
 @dataclass
@@ -96,6 +98,7 @@ class ForSteps(Node):
     extent: Expr
     chunk: int
     body: list[Stmt]
+    part: Ref | None = None      # `part p`: only the p-th of the tile loop's S parts of the steps
 
 
 @dataclass

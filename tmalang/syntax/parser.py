@@ -242,15 +242,22 @@ class _Builder(Transformer):
 
     # ---- statements
     def for_tiles(self, meta, children):
-        *names, tensor, box, group, index, body = children
+        *names, tensor, box, split, group, index, body = children
         index = str(index) if index is not None else None
         vars_ = [str(n) for n in names]
         group = int(group) if group is not None else None
-        return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body, group)
+        return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body, group, split)
+
+    def tile_split(self, meta, children):
+        (count,) = children
+        if count.type == "INT":
+            return ast.Number(self._tok(count), int(count))
+        return self._ref(count)
 
     def for_steps(self, meta, children):
-        var, extent, chunk, body = children
-        return ast.ForSteps(self._span(meta), str(var), extent, int(chunk), body)
+        var, extent, chunk, part, body = children
+        part = self._ref(part) if part is not None else None
+        return ast.ForSteps(self._span(meta), str(var), extent, int(chunk), body, part)
 
     def accumulator_decl(self, meta, children):
         name, dtype, shape = children
