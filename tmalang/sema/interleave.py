@@ -15,7 +15,8 @@ interleaved map moves one whole slice per index of its innermost dim, so a physi
 [N, C/k, spatial.., k] tensor is described as the rank-1 map (spatial.., C/k, N) with the slice
 as its element; its innermost box extent counts slices, and the driver still checks it as if it
 counted dtype elements: a multiple of 16 / itemsize (E457). The tile then lands exactly as the
-physical box in row-major order. (Describing the slice as a dim of its own makes every index of
+physical box in row-major order. A box more than one image or one slice deep is refused too
+(E457): on the H100 such a copy never completed its barrier. (Describing the slice as a dim of its own makes every index of
 it a whole slice: eight times the bytes, and a fault.)
 """
 
@@ -51,6 +52,12 @@ def check(d: ast.BoxDecl, tensor) -> None:
     if d.interleave == "32B" and d.swizzle != "32B":
         raise error("E449", f"interleave 32B needs swizzle 32B, got swizzle {d.swizzle}",
                     d.option_spans.get("swizzle", _span(d)), "add `swizzle 32B` (the driver's rule)")
+    outer = [(dim, extent) for dim, extent in zip(("the batch", "the slices"), d.shape[:2]) if extent != 1]
+    if outer:
+        raise error("E457", f"box '{d.name}' takes {outer[0][1]} along {outer[0][0]} dim; with interleave a box takes "
+                    "one image and one channel slice", d.span,
+                    "measured on the H100 (2026-11-23): a box two slices deep never completes its barrier; load "
+                    "one slice per copy")
     pixels = d.shape[-2]
     if (pixels * size) % tma.GLOBAL_ALIGNMENT:
         step = tma.GLOBAL_ALIGNMENT // size
