@@ -44,11 +44,16 @@ VARIANTS = {  # (box rows, box cols, stages)
     "64x128, 3 stages (2 CTAs/SM)": (64, 128, 3),
     "64x64, 4 stages (3 CTAs/SM)": (64, 64, 4),
     "32x128, 2 stages (6 CTAs/SM)": (32, 128, 2),
+    "64x128, 4 stages, cache evict_first": (64, 128, 4, "evict_first"),
+    "64x128, 6 stages, cache evict_first": (64, 128, 6, "evict_first"),
+    "128x128, 3 stages, cache evict_first": (128, 128, 3, "evict_first"),
 }
 
 
-def variant_source(rows: int, cols: int, stages: int) -> str:
-    src = EXAMPLE.replace("[64, 128]", f"[{rows}, {cols}]")
+def variant_source(rows: int, cols: int, stages: int, cache: str = "") -> str:
+    """The example with another box and ring; `cache`: an L2 eviction policy on both boxes (§13b),
+    so that streamed data does not push out what is still to be read."""
+    src = EXAMPLE.replace("[64, 128]", f"[{rows}, {cols}]" + (f" cache {cache}" if cache else ""))
     return src.replace("ring[4]", f"ring[{stages}]")
 
 
