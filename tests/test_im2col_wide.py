@@ -9,7 +9,10 @@ ptxas -arch=sm_100a. No Blackwell GPU exists here: the GPU test needs compute ca
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -18,6 +21,7 @@ import pytest
 import tmalang
 from conftest import ROOT
 from tmalang.backend import ptxas
+from tmalang.cli import main as cli_main
 from tmalang.compiler import Options, compile_source
 from tmalang.contract.binding import bind
 from tmalang.contract.manifest import Manifest, TensorMapParam
@@ -267,3 +271,23 @@ def test_gpu_wide_gather_equals_numpy_and_the_interpreter(g):
     k.interpret(x, interp_out)
     np.testing.assert_array_equal(bits(gpu_out), bits(expected(g, x)))
     np.testing.assert_array_equal(bits(gpu_out), bits(interp_out))
+
+
+def test_the_launch_header_encodes_wide_maps(tmp_path):
+    cuda_h = Path("/usr/local/cuda/include/cuda.h")
+    if shutil.which("g++") is None or not cuda_h.exists():
+        pytest.skip("needs g++ and the CUDA driver header")
+    for g in CONFIGS:
+        source, header = tmp_path / f"{g.name}.tma", tmp_path / f"{g.name}.h"
+        source.write_text(g.source())
+        assert cli_main([str(source), "--arch", "sm_100a", "--emit", "header", "-o", str(header)]) == 0
+        text = header.read_text()
+        mode = {"w": "CU_TENSOR_MAP_IM2COL_WIDE_MODE_W", "w128": "CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128"}[g.mode]
+        assert f"tmalang::encode_im2col_wide(&m_A" in text and f"{g.lower}, {g.upper}, {g.stride}," in text
+        assert mode in text
+        unit = tmp_path / f"use_{g.name}.cpp"
+        unit.write_text(f'#include "{header.name}"\n')
+        run = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
+                              f"-I{ROOT / 'runtime'}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
