@@ -29,8 +29,10 @@ from tmalang.diagnostics import TmalangError
 from tmalang.ir.parser import parse_ir
 from tmalang.ir.printer import print_ir
 from tmalang.ir.verifier import verify
+from tmalang.opt import check_target
 from tmalang.passes import PASS_NAMES
 from tmalang.runtime import driver, tensormap
+from tmalang.target.arch import TARGETS
 
 WIDE = """
 kernel wide(x: {dt}[{xdims}], o: {dt}[M, {ch}]) {{
@@ -291,3 +293,12 @@ def test_the_launch_header_encodes_wide_maps(tmp_path):
                               f"-I{ROOT / 'runtime'}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
                              capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
+
+
+def test_tmalangc_opt_refuses_a_wide_box_for_sm90a():
+    """The IR of a wide box names an sm_100a mode: `tmalangc opt --arch sm_90a` refuses it (E434)."""
+    text = print_ir(compile_source(CONFIGS[0].source(), "<wide>", Options(arch="sm_100a"), until="ir").ir)
+    check_target(parse_ir(text)[0], TARGETS["sm_100a"])
+    with pytest.raises(TmalangError) as err:
+        check_target(parse_ir(text)[0], TARGETS["sm_90a"])
+    assert err.value.code == "E434" and "im2col_w" in err.value.message
