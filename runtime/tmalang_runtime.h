@@ -138,6 +138,32 @@ inline Error encode_im2col(CUtensorMap* map, CUtensorMapDataType dtype, const Te
                "cuTensorMapEncodeIm2col");
 }
 
+#if CUDA_VERSION >= 12080
+// Encodes a wide im2col tensor map (sm_100a, `wide w|w128`): `pixels` pixels along W only, the
+// bounding box from `lower` to W - 1 + `upper`, traversal stride `stride` along W.
+inline Error encode_im2col_wide(CUtensorMap* map, CUtensorMapDataType dtype, const Tensor& t, uint32_t pixels,
+                                uint32_t channels, int lower, int upper, uint32_t stride, CUtensorMapIm2ColWideMode mode,
+                                CUtensorMapSwizzle swizzle, CUtensorMapFloatOOBfill oob, CUtensorMapL2promotion l2) {
+  cuuint64_t dims[5], byte_strides[4];
+  cuuint32_t elem[5];
+  for (int i = 0; i < t.rank; ++i) {
+    int d = t.rank - 1 - i;
+    dims[i] = t.shape[d];
+    elem[i] = i == 1 ? stride : 1;   // W is the innermost spatial dim
+    if (i > 0) {
+      cuuint64_t s = t.strides[d];
+      byte_strides[i - 1] = (t.shape[d] == 1 && (s == 0 || s % 16 != 0)) ? 16 : s;
+    }
+  }
+  if (int64_t(t.shape[t.rank - 2]) - 1 + upper < lower)
+    return fail(CUDA_ERROR_INVALID_VALUE, "im2col wide: the tensor's W leaves the bounding box empty");
+  return check(cuTensorMapEncodeIm2colWide(map, dtype, t.rank, reinterpret_cast<void*>(t.data), dims, byte_strides,
+                                           lower, upper, channels, pixels, elem, CU_TENSOR_MAP_INTERLEAVE_NONE, mode,
+                                           swizzle, l2, oob),
+               "cuTensorMapEncodeIm2colWide");
+}
+#endif
+
 inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // A 1-D launch configuration; `attribute` (kept alive by the caller) carries the cluster shape.

@@ -67,6 +67,11 @@ def _im2col(kernel: ops.KernelOp) -> list[str]:
     rows = []
     for box in (b for b in ops.decls(kernel, ops.BoxDecl).values() if b.im2col):
         dims = tensors[box.tensor].shape[1:-1]
+        if box.wide:   # the walk moves along W only (sm_100a): D and H stay at the load's coordinates
+            rows.append(f"  {box.symbol}: {box.shape[0] - box.halo} pixels + {box.halo} halo x {box.shape[1]} channels "
+                        f"of {box.tensor}, along W only ({box.wide}); bounding box {box.lower[-1]} .. "
+                        f"{_last(dims[-1], box.upper[-1])} by {box.im2col_strides[-1]}, shifted by each load's wOffset")
+            continue
         spans = [f"{lo} .. {_last(dim, hi)} by {step}" for dim, lo, hi, step in zip(dims, box.lower, box.upper, box.im2col_strides)]
         rows.append(f"  {box.symbol}: {box.shape[0]} pixels x {box.shape[1]} channels of {box.tensor}; "
                     f"pixel box {' x '.join(spans)}")

@@ -13,7 +13,7 @@ from ..contract.manifest import BulkParam, BulkStrideParam, DimParam, IndexParam
 from ..ir import exprs as ex
 from ..ir import ops
 from ..passes.dispatch_roles import register_limit
-from ..target import dtypes
+from ..target import dtypes, tma
 from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
 from . import cluster_codegen, gather_codegen, pair_codegen, ptx_asm, tcgen05_codegen
@@ -334,6 +334,12 @@ def _im2col_load(g: KernelCodegen, box: ops.BoxDecl, o: ops.TmaLoad) -> None:
     coords = [g.expr(c) for c in reversed(o.coords)]
     offsets = [g.b.trunc(g.expr(c), I16) for c in reversed(o.offsets)]
     rank = len(coords)
+    if box.wide:   # {wHalo, wOffset}: the box's halo and the load's one offset
+        template = ptx_asm.cache_hint(ptx_asm.tma_load_im2col_wide(rank, tma.IM2COL_WIDE_MODES[box.wide]), "::bytes",
+                                      box.cache)
+        g.asm(template, ",".join(["r", "l"] + ["r"] * rank + ["r", "h", "h"]),
+              [g.address(o.dest), g.tensor_map(o.box), *coords, g.address(o.barrier), I16(box.halo), *offsets])
+        return
     constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"] + ["h"] * len(offsets))
     template = ptx_asm.cache_hint(ptx_asm.tma_load_im2col(rank), "::bytes", box.cache)
     g.asm(template, constraints, [g.address(o.dest), g.tensor_map(o.box), *coords, g.address(o.barrier), *offsets])
@@ -472,9 +478,11 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     for box in (b for b in boxes if not b.bulk):
         shape = tuple(box.map_shape())   # a CTA's slice of a split box; one row of a gathered one
         if box.im2col:   # the traversal strides of the spatial dims; N and C are walked one by one
+            if box.wide:   # the tensor map's pixels per column leave out the halo rows
+                shape = (shape[0] - box.halo, shape[1])
             params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, (1, *box.im2col_strides, 1),
                                          box.swizzle, box.oob, box.l2, lower=tuple(box.lower),
-                                         upper=tuple(box.upper)))
+                                         upper=tuple(box.upper), wide=box.wide))
             continue
         params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, tuple(box.strides),
                                      box.swizzle, box.oob, box.l2, box.interleave))

@@ -101,6 +101,7 @@ def render(manifest: Manifest, source: str) -> str:
         itemsize={n: d.itemsize for n, d in DTYPES.items()},
         tma_dtype={n: tma.DATA_TYPE_PREFIX + d.tma for n, d in DTYPES.items()},
         swizzle={s.name: s.tensor_map for s in tma.SWIZZLES.values()},
+        wide_mode=tma.IM2COL_WIDE_MODE_ENUM,
         interleave={i.name: i.tensor_map for i in tma.INTERLEAVES.values()},
         oob=tma.OOB_FILLS, l2=tma.L2_PROMOTIONS,
     )

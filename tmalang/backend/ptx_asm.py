@@ -30,6 +30,14 @@ def tma_load_im2col(rank: int) -> str:
             f"[$0], [$1, {{{coords}}}], [${rank + 2}], {{{offsets}}};")
 
 
+def tma_load_im2col_wide(rank: int, qualifier: str) -> str:
+    """A wide im2col load (sm_100a; `qualifier` is .im2col::w or .im2col::w::128): element
+    coordinates innermost first, then after the barrier the 16-bit {wHalo, wOffset} pair."""
+    coords = ", ".join(f"${i + 2}" for i in range(rank))
+    return (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global{qualifier}"
+            f".mbarrier::complete_tx::bytes [$0], [$1, {{{coords}}}], [${rank + 2}], {{${rank + 3}, ${rank + 4}}};")
+
+
 def tma_load_multicast(rank: int, mask: int | str) -> str:
     """A load whose data and complete_tx go to the same smem/mbarrier offsets of every CTA in `mask`
     (an immediate, or an operand such as `$5` holding a 16-bit register)."""

@@ -49,6 +49,9 @@ class TensorMapParam:
     # lower/upper the pixel box's corners per spatial dim, all outermost first
     lower: tuple[int, ...] = ()
     upper: tuple[int, ...] = ()
+    # a wide im2col map (cuTensorMapEncodeIm2colWide, sm_100a): "w" or "w128"; only the last
+    # (W) corner and stride count, the others are 0 and 1
+    wide: str = ""
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,8 @@ def _fields(param) -> dict:
     data = asdict(param)
     if isinstance(param, TensorMapParam) and not param.lower:
         del data["lower"], data["upper"]
+    if isinstance(param, TensorMapParam) and not param.wide:
+        del data["wide"]
     return data
 
 

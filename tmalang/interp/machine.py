@@ -26,6 +26,7 @@ from .state import Blocked, BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
 from .tiles import (box_region, box_tile_bytes, check_bulk_inside, check_element_start, math_share, read_box,
                     tile_math_share)
 from .im2col import read_im2col
+from .im2col_wide import read_im2col_wide
 
 
 @dataclass
@@ -421,7 +422,8 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
     if o.elements:
         check_element_start(box, coords, o, m.who(w))
     if box.im2col:   # gathered pixels: take the whole tensor as what the load may read
-        data = read_im2col(tensor, box, coords, [m.value(w, c) for c in o.offsets], o, m.who(w))
+        data = (read_im2col_wide if box.wide else read_im2col)(tensor, box, coords, [m.value(w, c) for c in o.offsets],
+                                                               o, m.who(w))
         regions = [tuple((0, n) for n in tensor.shape)]
     elif o.gather:   # tile rows from the rows an index tensor names (interp/gather.py)
         picked = gather.rows(m, w, o, box)

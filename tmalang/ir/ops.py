@@ -102,6 +102,11 @@ class BoxDecl(Op):
     lower: list[int] = field(default_factory=list)
     upper: list[int] = field(default_factory=list)
     im2col_strides: list[int] = field(default_factory=list)
+    # a wide im2col box (cuTensorMapEncodeIm2colWide, sm_100a): "w" or "w128"; the walk moves along
+    # W only, so lower/upper/im2col_strides hold 0/0/1 for D and H; `halo` more pixels of the walk
+    # (wHalo) follow the row in smem: shape[0] is pixels + halo
+    wide: str = ""
+    halo: int = 0
 
     @property
     def im2col(self) -> bool:

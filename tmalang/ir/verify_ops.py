@@ -281,6 +281,11 @@ def _im2col_box(v: Scope, o: ops.BoxDecl, tensor: ops.TensorDecl) -> None:
     v.check(o, "shape", rank in tma.IM2COL_RANKS and len(o.shape) == 2, "not [pixels, channels] over a rank 3..5 tensor")
     if rank not in tma.IM2COL_RANKS:
         return
+    v.check(o, "multicast", o.multicast == 1 and not o.pair and not o.bulk, "an im2col box is not sliced")
+    if o.wide:
+        _im2col_wide_box(v, o, rank)
+        return
+    v.check(o, "halo", not o.halo, "a halo belongs to a wide im2col box")
     low, high = tma.im2col_corner_range(rank)
     for name in ("lower", "upper"):
         corner = getattr(o, name)
@@ -291,7 +296,29 @@ def _im2col_box(v: Scope, o: ops.BoxDecl, tensor: ops.TensorDecl) -> None:
             f"not {rank - 2} traversal strides in 1..{tma.MAX_ELEMENT_STRIDE}")
     v.check(o, "shape", len(o.shape) == 2 and 1 <= o.shape[0] <= tma.IM2COL_MAX_PIXELS
             and 1 <= o.shape[1] <= tma.IM2COL_MAX_CHANNELS, "pixels or channels out of range")
-    v.check(o, "multicast", o.multicast == 1 and not o.pair and not o.bulk, "an im2col box is not sliced")
+
+
+def _im2col_wide_box(v: Scope, o: ops.BoxDecl, rank: int) -> None:
+    """sm_100a W-only modes: one W corner per side (D, H: 0), one W stride (D, H: 1), the halo's
+    range, [pixels + halo, channels] with 128 pixels in w128, and a swizzle."""
+    v.check(o, "wide", o.wide in tma.IM2COL_WIDE_MODES, "not a wide im2col mode (w, w128)")
+    if o.wide not in tma.IM2COL_WIDE_MODES:
+        return
+    low, high = tma.IM2COL_WIDE_CORNER
+    for name in ("lower", "upper"):
+        corner = getattr(o, name)
+        v.check(o, name, len(corner) == rank - 2 and all(c == 0 for c in corner[:-1]) and low <= corner[-1] <= high,
+                f"not {rank - 3} zeros and a W corner in [{low}, {high}]")
+    strides = o.im2col_strides
+    v.check(o, "im2col_strides", len(strides) == rank - 2 and all(s == 1 for s in strides[:-1])
+            and 1 <= strides[-1] <= tma.MAX_ELEMENT_STRIDE, "not ones and a W traversal stride")
+    v.check(o, "halo", 0 <= o.halo < tma.IM2COL_WIDE_HALO[o.wide] and not (o.wide == "w128" and o.halo),
+            "halo out of range for the mode")
+    pixels = o.shape[0] - o.halo if len(o.shape) == 2 else 0
+    v.check(o, "shape", len(o.shape) == 2 and 1 <= pixels <= tma.IM2COL_MAX_PIXELS
+            and (o.wide != "w128" or pixels == tma.IM2COL_W128_PIXELS)
+            and 1 <= o.shape[1] <= tma.IM2COL_MAX_CHANNELS, "pixels (+ halo) or channels out of range")
+    v.check(o, "swizzle", o.swizzle in tma.IM2COL_WIDE_SWIZZLES, "a wide im2col box swizzles 64B or 128B")
 
 
 def _pair_kernel(v: Scope, o: ops.Op) -> None:
@@ -305,7 +332,8 @@ def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
     if box.im2col:   # element coordinates of the tensor; an offset per spatial dim
         rank = len(v.decl(box, "tensor", ops.TensorDecl).shape)
         v.check(o, "coords", len(o.coords) == rank, f"not one per dimension of im2col box @{box.symbol}'s tensor")
-        v.check(o, "offsets", len(o.offsets) == rank - 2, f"not one per spatial dimension of @{box.symbol}'s tensor")
+        v.check(o, "offsets", len(o.offsets) == (1 if box.wide else rank - 2),
+                f"not one per spatial dimension of @{box.symbol}'s tensor (a wide box: one wOffset)")
         v.check(o, "pair", not o.multicast and not o.pair, f"im2col box @{box.symbol} has no multicast or pair load")
     else:
         v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")

@@ -64,8 +64,8 @@ def _declaration(sym, multicast: int) -> ops.Op | None:
         pixel_box = sym.im2col
         return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
                            sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, sym.bulk, sym.gather,
-                           sym.interleave, *([list(pixel_box.lower), list(pixel_box.upper), list(pixel_box.strides)]
-                                             if pixel_box else []), span=sym.span)
+                           sym.interleave, *([list(pixel_box.lower), list(pixel_box.upper), list(pixel_box.strides),
+                                               pixel_box.wide, pixel_box.halo] if pixel_box else []), span=sym.span)
     if isinstance(sym, Pipeline):
         fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
         fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]
@@ -158,7 +158,7 @@ class _Statements:
         box = self.info.box_for(s.source)
         offsets = [self.int_expr(c) for c in s.offsets or []]
         if box.im2col and not offsets:   # no `offsets`: the filter position 0 along every spatial dim
-            offsets = [ex.Const(0)] * len(box.im2col.lower)
+            offsets = [ex.Const(0)] * (1 if box.im2col.wide else len(box.im2col.lower))   # wide: wOffset
         ctas = self.info.multicast_sets.get(box.name, "cluster")
         return ops.TmaLoad(box.name, self.copy_coords(s), self.tile(s.dest), barrier, s.multicast, False,
                            elements=s.elements, gather=s.gather, ctas=ctas, offsets=offsets, span=s.span)

@@ -1,5 +1,6 @@
 """Encoding CUtensorMap descriptors with cuTensorMapEncodeTiled (or cuTensorMapEncodeIm2col for
-an im2col box, whose manifest entry carries the pixel box's corners).
+an im2col box, whose manifest entry carries the pixel box's corners, or cuTensorMapEncodeIm2colWide
+for a wide one: the W corners and a CU_TENSOR_MAP_IM2COL_WIDE_MODE_*).
 
 The manifest and ArrayViews list dimensions outermost first, as the source language and NumPy
 do; the driver wants them innermost first. `tensor_map_fields` does that translation as a pure
@@ -40,6 +41,7 @@ class TensorMapFields:
     interleave: str = "CU_TENSOR_MAP_INTERLEAVE_NONE"
     lower: tuple[int, ...] = ()       # im2col: the pixel box's corners, innermost spatial dim first
     upper: tuple[int, ...] = ()
+    wide_mode: str = ""               # wide im2col: CU_TENSOR_MAP_IM2COL_WIDE_MODE_W or _W128
 
 
 def _without_slice(param: TensorMapParam, view: ArrayView) -> tuple[TensorMapParam, ArrayView]:
@@ -69,6 +71,7 @@ def tensor_map_fields(param: TensorMapParam, view: ArrayView, device_ptr: int) -
         interleave=_lookup(_INTERLEAVES, param.interleave, "interleave", param),
         lower=tuple(reversed(param.lower)),
         upper=tuple(reversed(param.upper)),
+        wide_mode=tma.IM2COL_WIDE_MODE_ENUM[param.wide] if param.wide else "",
     )
 
 
@@ -82,7 +85,11 @@ def encode_tensor_map(param: TensorMapParam, view: ArrayView, device_ptr: int) -
             getattr(cu.CUtensorMapL2promotion, f.l2_promotion), getattr(cu.CUtensorMapFloatOOBfill, f.oob_fill))
     strides = [cu.cuuint32_t(s) for s in f.element_strides]
     try:
-        if f.lower:   # box_dim is (channels per pixel, pixels per column), innermost first
+        if f.wide_mode:   # the W corners come first innermost; the mode goes after the interleave
+            tensor_map = driver.call("cuTensorMapEncodeIm2colWide", *head, f.lower[0], f.upper[0], f.box_dim[0],
+                                     f.box_dim[1], strides, tail[0], getattr(cu.CUtensorMapIm2ColWideMode, f.wide_mode),
+                                     *tail[1:])
+        elif f.lower:   # box_dim is (channels per pixel, pixels per column), innermost first
             tensor_map = driver.call("cuTensorMapEncodeIm2col", *head, list(f.lower), list(f.upper),
                                      f.box_dim[0], f.box_dim[1], strides, *tail)
         else:

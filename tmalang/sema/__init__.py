@@ -6,12 +6,14 @@ from ..diagnostics import error
 from ..syntax import ast
 from ..target.arch import Target
 from . import declarations as d
-from . import bulk, dsmem, gather, im2col, pairs, prefetch, split
+from . import bulk, dsmem, gather, im2col, im2col_wide, pairs, prefetch, split
 from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 
 def _box_decl(info: KernelInfo, x) -> None:
-    (bulk.check_decl if x.bulk else im2col.check_decl if x.im2col else d.check_box)(info, x)
+    wide = x.im2col and (x.wide or x.halo is not None)
+    (bulk.check_decl if x.bulk else im2col_wide.check_decl if wide else im2col.check_decl if x.im2col
+     else d.check_box)(info, x)
 
 
 _DECLS = {

@@ -30,15 +30,22 @@ class Im2col:
     lower: tuple[int, ...]
     upper: tuple[int, ...]
     strides: tuple[int, ...]
+    wide: str = ""       # "w" / "w128": the sm_100a W-only modes (sema/im2col_wide.py); D and H corners are 0
+    halo: int = 0        # wide: the pixels past the row (wHalo), rows PIXELS.. of the tile
 
 
-def check_decl(info: KernelInfo, d: ast.BoxDecl) -> None:
-    tensor = info.lookup(d.tensor, Tensor, what="tensor")
+def check_rank(d: ast.BoxDecl, tensor: Tensor) -> int:
     rank = len(tensor.shape)
     if rank not in tma.IM2COL_RANKS:
         raise error("E480", f"an im2col box needs a tensor of rank 3, 4 or 5 (N, spatial dims, C); "
                     f"'{tensor.name}' has rank {rank}", d.span,
                     "NWC, NHWC or NDHWC: the pixels are walked over the dims between N and C")
+    return rank
+
+
+def check_decl(info: KernelInfo, d: ast.BoxDecl) -> None:
+    tensor = info.lookup(d.tensor, Tensor, what="tensor")
+    rank = check_rank(d, tensor)
     if d.pair:
         raise error("E487", f"im2col box '{d.name}' has no pair form", d.option_spans["pair"],
                     "a CTA pair's box splits rows of a tiled box; declare a tiled box")
@@ -49,7 +56,7 @@ def check_decl(info: KernelInfo, d: ast.BoxDecl) -> None:
     if not 1 <= pixels <= tma.IM2COL_MAX_PIXELS:
         raise error("E483", f"an im2col box loads 1..{tma.IM2COL_MAX_PIXELS} pixels, got {pixels}", d.span,
                     "pixelsPerColumn of cuTensorMapEncodeIm2col")
-    _check_channels(d, tensor, channels)
+    check_channels(d, tensor, channels)
     spatial = rank - 2
     lower = _corner(d, "lower", spatial, rank)
     upper = _corner(d, "upper", spatial, rank)
@@ -73,7 +80,7 @@ def check_decl(info: KernelInfo, d: ast.BoxDecl) -> None:
     declare(info, d.name, box, d.span)
 
 
-def _check_channels(d: ast.BoxDecl, tensor: Tensor, channels: int) -> None:
+def check_channels(d: ast.BoxDecl, tensor: Tensor, channels: int) -> None:
     size, name = tensor.dtype.itemsize, tensor.dtype.name
     if not 1 <= channels <= tma.IM2COL_MAX_CHANNELS:
         raise error("E482", f"an im2col box loads 1..{tma.IM2COL_MAX_CHANNELS} channels per pixel, got {channels}",
@@ -142,17 +149,17 @@ def check_load(info: KernelInfo, s: ast.Load, box: Box) -> None:
                     f"dim), got {len(offsets)}", s.offsets_span)
     low, high = tma.im2col_offset_range(rank)
     for e in offsets:
-        value = _literal(e)
+        value = literal(e)
         if value is not None and not low <= value <= high:
             raise error("E486", f"an im2col offset over a rank-{rank} tensor lies in [{low}, {high}], got {value}",
                         e.span, "the filter position, unsigned: 16, 8 or 5 bits by rank")
 
 
-def _literal(e) -> int | None:
+def literal(e) -> int | None:
     if isinstance(e, ast.Number) and isinstance(e.value, int):
         return e.value
     if isinstance(e, ast.Neg):
-        inner = _literal(e.operand)
+        inner = literal(e.operand)
         return None if inner is None else -inner
     return None
 

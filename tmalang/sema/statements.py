@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk, dsmem, gather, im2col, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows, split
+from . import bulk, dsmem, gather, im2col, im2col_wide, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows, split
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -186,7 +186,7 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
     box = info.box_for(s.source)
     tile = tile_ref(info, s.dest, scope, pair_ok=scope.pipeline is not None, strided_ok=True)
     _same_tile(box, tile, s.span)
-    im2col.check_load(info, s, box)
+    (im2col_wide.check_load if box.im2col and box.im2col.wide else im2col.check_load)(info, s, box)
     coords = gather.check_copy(info, s, box, s.coords, scope)
     _coords(info, box, [*coords, *(s.offsets or [])], s.span, scope)
     offsets.check_load(box, s)

@@ -308,6 +308,8 @@ class BoxDecl(Node):
     im2col: bool = False         # `im2col A = x[PIXELS, CHANNELS] lower [..] upper [..]` (sema/im2col.py)
     lower: list[int] | None = None   # im2col: the pixel box's lower corner, one per spatial dim
     upper: list[int] | None = None   # im2col: its upper corner, relative to the far edge of each dim
+    wide: str = ""               # `wide w|w128`: the sm_100a W-only im2col modes (sema/im2col_wide.py)
+    halo: int | None = None      # `halo H`: a wide box's extra pixels after its row (wHalo)
     option_spans: dict[str, Span] = field(default_factory=dict, repr=False, compare=False)
 
 

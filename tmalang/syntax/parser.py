@@ -162,6 +162,12 @@ class _Builder(Transformer):
     def upper_option(self, meta, children):
         return ("upper", children[0], self._span(meta))
 
+    def wide_option(self, meta, children):
+        return ("wide", str(children[0]), self._span(meta))
+
+    def halo_option(self, meta, children):
+        return ("halo", int(children[0]), self._span(meta))
+
     def signed_list(self, meta, children):
         return [int(c) for c in children]
 

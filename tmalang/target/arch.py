@@ -8,7 +8,8 @@ capability with the device's. Adding an architecture is one entry in `TARGETS`.
 Sources: CUDA C++ Programming Guide, "Compute Capabilities" (shared memory per block, cluster
 sizes); PTX ISA 9.7.15 (wgmma: sm_90a), 9.7.16 (tcgen05 and Tensor Memory: sm_100a), and the
 PTX ISA release notes (PTX 8.0 introduced sm_90a, 8.6 sm_100a); PTX ISA 5.5.3.4 and
-cp.async.bulk.tensor (.tile::gather4 / .tile::scatter4: PTX 8.6, sm_100a).
+cp.async.bulk.tensor (.tile::gather4 / .tile::scatter4, .im2col::w / .im2col::w::128: PTX 8.6,
+sm_100a).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Target:
     has_tcgen05: bool                   # fifth-generation tensor cores (tcgen05.*)
     tensor_memory: TensorMemory | None  # present exactly when has_tcgen05
     has_gather4: bool = False           # TMA .tile::gather4 / .tile::scatter4 (PTX ISA 8.6, sm_100a)
+    has_im2col_w: bool = False          # TMA .im2col::w / .im2col::w::128 (PTX ISA 8.6, sm_100a)
 
     @property
     def ptx_feature(self) -> str:
@@ -52,7 +54,8 @@ SM_90A = Target("sm_90a", (9, 0), (8, 0), 227 * 1024, (1, 2, 4, 8),
                 has_wgmma=True, has_tcgen05=False, tensor_memory=None)
 SM_100A = Target("sm_100a", (10, 0), (8, 6), 227 * 1024, (1, 2, 4, 8),
                  has_wgmma=False, has_tcgen05=True,
-                 tensor_memory=TensorMemory(tmem.LANES, tmem.COLUMNS, tmem.MIN_ALLOCATION), has_gather4=True)
+                 tensor_memory=TensorMemory(tmem.LANES, tmem.COLUMNS, tmem.MIN_ALLOCATION), has_gather4=True,
+                 has_im2col_w=True)
 
 TARGETS = {t.name: t for t in (SM_90A, SM_100A)}
 DEFAULT = SM_90A

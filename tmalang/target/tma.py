@@ -102,6 +102,18 @@ IM2COL_MAX_CHANNELS = 256                    # channelsPerPixel
 IM2COL_MAX_PIXELS = 1024                     # pixelsPerColumn
 
 
+# the sm_100a W-only im2col modes (cuTensorMapEncodeIm2colWide; PTX ISA 5.5.5 and
+# cp.async.bulk.tensor's {wHalo, wOffset}): one corner per side along W, 16-bit signed at every
+# rank; im2col::w::128 always loads 128 pixels; halo and wOffset are 16-bit unsigned operands
+IM2COL_WIDE_MODES = {"w": ".im2col::w", "w128": ".im2col::w::128"}
+IM2COL_WIDE_MODE_ENUM = {"w": "CU_TENSOR_MAP_IM2COL_WIDE_MODE_W", "w128": "CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128"}
+IM2COL_WIDE_CORNER = (-32768, 32767)
+IM2COL_W128_PIXELS = 128
+IM2COL_WIDE_HALO = {"w": 512, "w128": 32}    # wHalo lies in [0, this)
+IM2COL_WIDE_OFFSET = 32                      # wOffset lies in [0, 32)
+IM2COL_WIDE_SWIZZLES = ("64B", "128B")       # PTX 5.5.5: never no swizzle (nor 128B 32B-atom 8B-flip)
+
+
 def im2col_corner_range(rank: int) -> tuple[int, int]:
     bits = IM2COL_CORNER_BITS[rank]
     return -(1 << (bits - 1)), (1 << (bits - 1)) - 1

@@ -1,0 +1,75 @@
+"""What a wide im2col load gathers (PTX ISA 5.5.5, im2col::w and im2col::w::128), in NumPy:
+the living definition of `wide` boxes.
+
+The tensor is N, spatial dims, C (W innermost of the spatial dims). A load at element
+coordinates (n, .., h, w, c) with wOffset o walks W only: D and H stay at the coordinates. The
+bounding box runs along W from lower + o to W - 1 + upper + o (wOffset moves both corners and the
+start, PTX ISA 5.5.5.4). Tile row j < PIXELS holds pixel (n, .., h, w + o + j * stride); rows
+PIXELS .. PIXELS + halo - 1 hold the halo, the next pixels after the row (w + o + PIXELS + k;
+sema allows a halo only with stride 1). Each pixel gives channels c .. c + CHANNELS - 1; whatever
+lies outside the tensor is the box's oob fill.
+
+The ISA text leaves two cases to figures, so the interpreter refuses them (E509) rather than
+guess: a start left of the bounding box, and a row whose pixels run past the box's W end (where
+the walk goes on: next row, next image?). So does a wOffset outside [0, 32), which the GPU does
+not check either.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import ops
+from ..target import tma
+from .state import ProtocolError
+from .tiles import TMA_NAN_HALFWORD
+
+
+def row(shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int], offset: int) -> np.ndarray:
+    """The PIXELS + halo pixels (n, spatial..) a load reads, one per tile row."""
+    pixels = box.shape[0] - box.halo
+    stride = box.im2col_strides[-1]
+    start = coords[-2] + offset
+    steps = [start + j * stride for j in range(pixels)] + [start + (pixels - 1) * stride + 1 + k
+                                                            for k in range(box.halo)]
+    at = np.tile(np.array(coords[:-1], dtype=np.int64), (len(steps), 1))
+    at[:, -1] = steps
+    return at
+
+
+def read_im2col_wide(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], offsets: list[int],
+                     o: ops.Op, who: str) -> np.ndarray:
+    """The [PIXELS + halo, CHANNELS] tile the load writes into shared memory."""
+    offset = offsets[0]
+    _check(tensor.shape, box, coords, offset, o, who)
+    rows, channels = box.shape
+    tile = np.zeros((rows, channels), dtype=tensor.dtype)
+    if box.oob == "nan":
+        tile.view(np.uint16)[...] = TMA_NAN_HALFWORD
+    at = row(tensor.shape, box, coords, offset)
+    inside = np.all((at >= 0) & (at < np.array(tensor.shape[:-1])), axis=1)
+    c0 = coords[-1]
+    first, last = max(0, -c0), max(0, min(channels, tensor.shape[-1] - c0))
+    if first < last and inside.any():
+        tile[np.nonzero(inside)[0], first:last] = tensor[tuple(at[inside].T)][:, c0 + first:c0 + last]
+    return tile
+
+
+def _check(shape, box: ops.BoxDecl, coords: list[int], offset: int, o: ops.Op, who: str) -> None:
+    if not 0 <= offset < tma.IM2COL_WIDE_OFFSET:
+        raise ProtocolError("E509", f"wOffset {offset} of the wide im2col load through '{box.symbol}' is outside "
+                            f"[0, {tma.IM2COL_WIDE_OFFSET - 1}]", o.span,
+                            [who, "cp.async.bulk.tensor's wOffset is 16-bit unsigned, below 32"])
+    pixels, stride = box.shape[0] - box.halo, box.im2col_strides[-1]
+    lo, hi = box.lower[-1] + offset, shape[-2] - 1 + box.upper[-1] + offset
+    start = coords[-2] + offset
+    if start < lo:
+        raise ProtocolError("E509", f"wide im2col load through '{box.symbol}' starts at W {start}, left of its "
+                            f"bounding box [{lo}, {hi}]", o.span,
+                            [who, "the PTX ISA allows it but only a figure shows what such a row holds"])
+    end = start + (pixels - 1) * stride
+    if end > hi:
+        raise ProtocolError("E509", f"the {pixels} pixels of the wide im2col load through '{box.symbol}' run from "
+                            f"W {start} to {end}, past its bounding box's end {hi}", o.span,
+                            [who, "the PTX ISA text does not say where a W-only row goes on past the box; "
+                                  "load fewer pixels per row"])
