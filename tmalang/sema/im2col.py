@@ -49,6 +49,10 @@ def check_decl(info: KernelInfo, d: ast.BoxDecl) -> None:
     if d.pair:
         raise error("E487", f"im2col box '{d.name}' has no pair form", d.option_spans["pair"],
                     "a CTA pair's box splits rows of a tiled box; declare a tiled box")
+    if d.interleave != "none":
+        raise error("E487", f"im2col box '{d.name}' has no interleaved form (v0)",
+                    d.option_spans.get("interleave", d.span),
+                    "an im2col map of an interleaved tensor is not measured on the H100; store the activations NHWC")
     if len(d.shape) != 2:
         raise error("E483", f"an im2col box is [pixels, channels]; '{d.name}' has {len(d.shape)} extents", d.span,
                     "the smem tile holds one row of channels per pixel")
