@@ -4,7 +4,8 @@ An accumulator is N/2 f32 values per thread (one wgmma m64nNk16 fragment); they 
 with constant indices, which LLVM promotes to registers. Warpgroup g of the role works on rows
 64g .. 64g + 63: its A operand starts `row_block_offset(g)` bytes into the A tile. Descriptors
 are built at run time from the tile's shared address (`descriptor_base | encode(address)`) and
-advanced per K slice by adding the encoded byte offset. All layout facts come from wgmma.py.
+advanced per K slice by adding the encoded byte offset. An MN-major B (`mma acc, a, b kn`) is
+an `MNMajorTile` read with imm-trans-b = 1. All layout facts come from wgmma.py.
 """
 
 from __future__ import annotations
@@ -62,9 +63,11 @@ def _warpgroup(g) -> ir.Value:
     return g.b.lshr(g.b.sub(g.tid, I32(32 * g.role.first_warp)), I32(7))
 
 
-def _operand(g, ref: ex.BufferRef, row_block: ir.Value | None) -> tuple[wgmma.KMajorTile, ir.Value]:
+def _operand(g, ref: ex.BufferRef, row_block: ir.Value | None, kn: bool = False):
+    """(tile layout, descriptor of the tile at its runtime address); `kn`: an MN-major B [K, N]."""
     box = g.boxes[g.buffers[ref.name].box]
-    tile = wgmma.KMajorTile(box.shape[0], box.shape[1], box.dtype, box.swizzle)
+    layout = wgmma.MNMajorTile if kn else wgmma.KMajorTile
+    tile = layout(box.shape[0], box.shape[1], box.dtype, box.swizzle)
     address = g.address(ref)
     if row_block is not None:   # 64 rows = 8 swizzle atoms of 8 rows, SBO bytes apart
         address = g.b.add(address, g.b.mul(row_block, I32(8 * tile.sbo)))
@@ -77,9 +80,10 @@ def _wgmma(g, o: ops.Wgmma) -> None:
         return _wgmma_register_a(g, o)
     regs = g.accumulators[o.acc]
     tile_a, desc_a = _operand(g, o.a, _warpgroup(g))
-    tile_b, desc_b = _operand(g, o.b, None)
+    tile_b, desc_b = _operand(g, o.b, None, o.kn)
     n = 2 * len(regs)
-    template, constraints = wgmma.inline_asm(64, n, tile_a.instruction_k, tile_a.dtype, tile_b.dtype, "f32")
+    template, constraints = wgmma.inline_asm(64, n, tile_a.instruction_k, tile_a.dtype, tile_b.dtype, "f32",
+                                             trans_b=o.kn)
     result_type = ir.LiteralStructType([F32] * len(regs))
     for k in range(tile_a.k_steps):
         da = g.b.add(desc_a, I64(tile_a.k_step_offset(k) >> 4))
@@ -95,9 +99,9 @@ def _wgmma_register_a(g, o: ops.Wgmma) -> None:
     fragment: elements 8k .. 8k+7 of p are the A elements a0..a7 of K step k (columns
     16k .. 16k+15), and A register j packs a(2j) (low half) and a(2j+1)."""
     regs, source = g.accumulators[o.acc], g.accumulators[o.a.operand.name]
-    tile_b, desc_b = _operand(g, o.b, None)
+    tile_b, desc_b = _operand(g, o.b, None, o.kn)
     template, constraints = wgmma.inline_asm(64, 2 * len(regs), 16, o.a.dtype, tile_b.dtype, "f32",
-                                             a_from_registers=True)
+                                             a_from_registers=True, trans_b=o.kn)
     result_type = ir.LiteralStructType([F32] * len(regs))
     pair_type = ir.VectorType(STORAGE[o.a.dtype], 2)
     for k in range(tile_b.k_steps):

@@ -65,7 +65,8 @@ def wgmma(m, w, o: ops.Wgmma) -> None:
         a_rows = m.tile(w, o.a)[64 * group:][rows].astype(np.float32)
     else:
         a_rows = _register_operand(m, w, o)[rows]
-    _slice(m, w, o.acc)[rows] += a_rows @ b.astype(np.float32).T
+    b = b.astype(np.float32)
+    _slice(m, w, o.acc)[rows] += a_rows @ (b if o.kn else b.T)   # kn: b is [K, C]
     w.mma_open.append(agent)
     w.mma_targets[agent] = o.acc
 

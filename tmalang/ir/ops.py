@@ -543,6 +543,7 @@ class Wgmma(Op):
     acc: str
     a: Expr
     b: BufferRef
+    kn: bool = False   # b is [K, C], stored C-innermost (MN-major, imm-trans-b = 1): acc += a · b
 
 
 @op("wgmma_fence")

@@ -213,7 +213,7 @@ class _Statements:
         if self._is_tmem(s.acc):
             return ops.Tcgen05Mma(self.tile(s.acc), self.tile(s.a), self.tile(s.b), span=s.span)
         a = ex.Cast(s.a.func, ex.AccRef(s.a.args[0].name)) if isinstance(s.a, ast.Call) else self.tile(s.a)
-        return ops.Wgmma(s.acc.name, a, self.tile(s.b), span=s.span)
+        return ops.Wgmma(s.acc.name, a, self.tile(s.b), s.kn, span=s.span)
 
     def _Elect(self, s):
         return ops.Elect("role", self.block(s.body), span=s.span)

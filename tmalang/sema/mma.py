@@ -4,7 +4,8 @@ Hardware rules (PTX ISA, wgmma): a warpgroup is 4 consecutive warps starting at 
 4, and each wgmma computes a 64-row slice, so an accumulator of R rows needs R / 64 warpgroups
 in its role; N is a multiple of 8 up to 256; f16/bf16 operands take K in steps of 16. v1 reads
 both operands K-major from 128B-swizzled smem tiles whose rows are exactly 128 bytes (one
-swizzle span), the layout a TMA box of [rows, 64 x bf16] with `swizzle 128B` produces.
+swizzle span), the layout a TMA box of [rows, 64 x bf16] with `swizzle 128B` produces; with
+`kn`, b is read MN-major: a [K, 64] f16/bf16 tile, 128B-swizzled, as TMA writes V [seq, d].
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from .operands import Accumulator, block_index, check_operand
 from .scope import check_local, tile_expr_functions, tile_ref
 
 ACC_DTYPES = ("f32",)
+MN_MAJOR_DTYPES = ("bf16", "f16")   # wgmma's imm-trans exists in the .f16/.bf16 forms only (ISA 9.7.15.5.2)
 
 
 def declare(info: KernelInfo, s: ast.AccumulatorDecl, scope) -> None:
@@ -56,6 +58,9 @@ def lookup(scope, ref: ast.Ref) -> Accumulator:
 def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
     shape = tcgen05.tmem_field(scope, s.acc)
     if shape is not None:
+        if s.kn:
+            raise error("E514", "'kn' (an MN-major b) is a wgmma form; tcgen05 mma reads K-major operands only",
+                        s.span, "store b as [N, K], or accumulate in registers")
         return tcgen05.check_mma(info, s, scope, shape)
     acc = lookup(scope, s.acc)
     if scope.elected:
@@ -68,6 +73,8 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
         check_operand(s.a, a)
         a_dtype, a_shape = a.dtype.name, a.shape
     b = tile_ref(info, s.b, scope)
+    if s.kn:
+        return _check_kn(s, acc, a_dtype, a_shape, b)
     check_operand(s.b, b)
     if a_dtype != b.dtype.name:
         raise error("E088", f"mma operands differ in dtype: {a_dtype} and {b.dtype.name}", s.span)
@@ -77,6 +84,28 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
                     s.span, "a must be [acc rows, K] and b [acc columns, K] (acc += a · bᵀ)")
     if a_shape[1] != b.shape[1]:
         raise error("E088", f"mma operands disagree on K: {a_shape[1]} and {b.shape[1]}", s.span)
+
+
+def _check_kn(s: ast.Mma, acc: Accumulator, a_dtype: str, a_shape: list[int], b: Box) -> None:
+    """`mma acc, a, b kn`: b is [K, N], N innermost, read through an MN-major descriptor with
+    imm-trans-b = 1 (wgmma.MNMajorTile). imm-trans exists for f16/bf16 only, and v1 encodes the
+    128B swizzle only, so b's rows are exactly 128 bytes: N = 64 and acc has 64 columns."""
+    if b.dtype.name not in MN_MAJOR_DTYPES:
+        raise error("E511", f"an MN-major ('kn') b must be {' or '.join(MN_MAJOR_DTYPES)}; '{s.b.text()}' is "
+                    f"{b.dtype.name}", s.b.span, "wgmma transposes 16-bit operands only: store other types K-major")
+    if len(b.shape) != 2 or b.swizzle != "128B" or b.shape[1] * b.dtype.itemsize != 128:
+        raise error("E510", f"an MN-major ('kn') b must be a 2-D [K, N] tile with swizzle 128B and rows of "
+                    f"exactly 128 bytes; '{s.b.text()}' is {b.dtype.name}{b.shape} swizzle {b.swizzle}", s.b.span,
+                    f"e.g. box V = v[K, {128 // b.dtype.itemsize}] swizzle 128B")
+    if a_dtype != b.dtype.name:
+        raise error("E088", f"mma operands differ in dtype: {a_dtype} and {b.dtype.name}", s.span)
+    rows, cols = acc.shape
+    k, n = b.shape
+    if a_shape[0] != rows or n != cols or a_shape[1] != k:
+        raise error("E512", f"mma shapes do not fit: acc is [{rows}, {cols}], a is {a_shape}, b (kn) is {b.shape}",
+                    s.span, "with 'kn', a is [acc rows, K] and b [K, acc columns] (acc += a · b)")
+    if k % 16:
+        raise error("E513", f"an MN-major b has K = {k} rows; wgmma consumes them 16 at a time", s.b.span)
 
 
 def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, list[int]]:

@@ -274,8 +274,8 @@ class _Builder(Transformer):
         return ast.RowDecl(self._span(meta), str(name), self._ref(dtype), None if cols is None else int(cols))
 
     def mma(self, meta, children):
-        acc, a, b = children
-        return ast.Mma(self._span(meta), acc, a, b)
+        acc, a, b, kn = children
+        return ast.Mma(self._span(meta), acc, a, b, kn is not None)
 
     def produce(self, meta, children):
         pipeline, slot, body = children

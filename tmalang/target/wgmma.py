@@ -8,6 +8,7 @@ as plain integers and strings:
 * `KMajorTile`: where every element of a K-major operand tile sits in shared memory (the layout a
   TMA box with the same swizzle writes), the descriptor's LBO/SBO for it, and the byte offsets
   that select one K slice of an instruction or one 64-row block;
+* `MNMajorTile`: the same for an MN-major B operand [K, N] (imm-trans-b = 1, 128B swizzle);
 * `instruction` / `inline_asm`: the PTX mnemonic with its validity checks, and the full LLVM
   inline-asm template and constraint string of one `wgmma.mma_async`;
 * `accumulator_coord` / `accumulator_layout` / `accumulator_owner`: which (row, col) of the
@@ -409,6 +410,127 @@ class KMajorTile:
         return np.ascontiguousarray(raw).view(np.dtype(dtype)).reshape(self.rows, self.k_elems)
 
 
+@dataclass(frozen=True)
+class MNMajorTile:
+    """An MN-major wgmma B operand: B as [K, N], rows contiguous along N (imm-trans-b = 1).
+
+    This is V of attention as it lies in memory ([seq, head_dim]): what TMA writes for a
+    row-major [K, N] global tensor loaded in boxes of [k_rows, 128 / dtype_bytes] with
+    `swizzle 128B`. Only 16-bit types (f16, bf16) have imm-trans (ISA 9.7.15.5.2) and only the
+    128B swizzle is supported.
+
+    Layout (bytes from a 1024-byte aligned tile base), the canonical MN-major 128B layout of
+    9.7.15.5.1.2.1.3, ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO)) in elements, T = 8:
+
+    * The N extent is cut into columns of 64 elements (128 bytes, one swizzle span); column c
+      occupies [c * k_rows * 128, (c + 1) * k_rows * 128): one TMA box each.
+    * Inside a column, K row k starts at k * 128 and its 16-byte chunks are XORed with k mod 8
+      (Swizzle<3,4,3>, the same address function as a K-major 128B tile).
+    * A swizzle atom is 8 K rows x 64 N elements (Table 38, MN-major 128B: 64x8 elements).
+      SBO = "the offset from the first 8 K rows to the next 8" = 8 * 128 = 1024 bytes;
+      LBO = "the offset from one 64-element MN column to the next" = k_rows * 128 bytes
+      (the next TMA box; unused by the hardware while N is one column).
+    * One instruction reads `instruction_k` = 16 K rows: K slice k starts at k * 16 * 128 bytes,
+      two atoms on, which keeps the base on the swizzle's 1024-byte repeat (base offset 0).
+    """
+
+    k_rows: int
+    n_elems: int
+    dtype: str
+    swizzle: str = "128B"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "swizzle", swizzle_name(self.swizzle))
+        ptx_type(self.dtype)
+        if self.dtype not in ("f16", "bf16"):
+            raise ValueError(f"an MN-major operand must be f16 or bf16 (imm-trans exists for them only), got {self.dtype}")
+        if self.swizzle != "128B":
+            raise ValueError(f"MN-major operands are supported with the 128B swizzle only, got {self.swizzle}")
+        if not isinstance(self.k_rows, int) or self.k_rows <= 0 or self.k_rows % self.instruction_k:
+            raise ValueError(f"k_rows must be a positive multiple of {self.instruction_k}, got {self.k_rows!r}")
+        if not isinstance(self.n_elems, int) or self.n_elems <= 0 or self.n_bytes % self.atom_bytes:
+            raise ValueError(f"N extent {self.n_elems!r} is not whole {self.atom_bytes}-byte swizzle columns")
+
+    @property
+    def dtype_bytes(self) -> int:
+        return dtype_bytes(self.dtype)
+
+    @property
+    def instruction_k(self) -> int:
+        return instruction_k(self.dtype)
+
+    @property
+    def n_bytes(self) -> int:
+        return self.n_elems * self.dtype_bytes
+
+    @property
+    def atom_bytes(self) -> int:
+        return SWIZZLE_BYTES[self.swizzle]
+
+    @property
+    def column_bytes(self) -> int:
+        return self.k_rows * self.atom_bytes
+
+    @property
+    def nbytes(self) -> int:
+        return self.k_rows * self.n_bytes
+
+    @property
+    def alignment(self) -> int:
+        return 8 * self.atom_bytes
+
+    @property
+    def k_steps(self) -> int:
+        return self.k_rows // self.instruction_k
+
+    @property
+    def lbo(self) -> int:
+        return self.column_bytes
+
+    @property
+    def sbo(self) -> int:
+        return 8 * self.atom_bytes
+
+    def descriptor_base(self) -> int:
+        return descriptor_base(self.lbo, self.sbo, self.swizzle)
+
+    def descriptor(self, address: int, byte_offset: int = 0) -> int:
+        if address % self.alignment:
+            raise ValueError(f"{self.swizzle} tile at {address:#x} is not {self.alignment}-byte aligned")
+        return advance(with_address(self.descriptor_base(), address), byte_offset)
+
+    def k_step_offset(self, k_index: int) -> int:
+        """Bytes from the tile base to K slice `k_index`: `instruction_k` rows of 128 bytes each."""
+        if not 0 <= k_index < self.k_steps:
+            raise ValueError(f"k_index {k_index} out of range: the tile has {self.k_steps} K slices")
+        return k_index * self.instruction_k * self.atom_bytes
+
+    def byte_offset(self, k: int, n: int) -> int:
+        if not (0 <= k < self.k_rows and 0 <= n < self.n_elems):
+            raise ValueError(f"element ({k}, {n}) is outside the {self.k_rows}x{self.n_elems} tile")
+        return int(self._offsets(np.array(k), np.array(n)))
+
+    def _offsets(self, k: np.ndarray, n: np.ndarray) -> np.ndarray:
+        nb = n * self.dtype_bytes
+        column, inside = nb // self.atom_bytes, nb % self.atom_bytes
+        linear = k * self.atom_bytes + inside
+        return column * self.column_bytes + (linear ^ (((linear >> 7) & 7) << 4))
+
+    def pack(self, matrix: np.ndarray) -> np.ndarray:
+        """The tile's shared-memory bytes holding `matrix` [k_rows, n_elems]."""
+        matrix = np.asarray(matrix)
+        if matrix.shape != (self.k_rows, self.n_elems) or matrix.dtype.itemsize != self.dtype_bytes:
+            raise ValueError(f"expected a {self.k_rows}x{self.n_elems} array of {self.dtype_bytes}-byte elements, "
+                             f"got {matrix.shape} {matrix.dtype}")
+        k, n = np.meshgrid(np.arange(self.k_rows), np.arange(self.n_elems), indexing="ij")
+        offsets = self._offsets(k, n)
+        raw = np.ascontiguousarray(matrix).view(np.uint8).reshape(self.k_rows, self.n_elems, self.dtype_bytes)
+        image = np.zeros(self.nbytes, dtype=np.uint8)
+        for b in range(self.dtype_bytes):
+            image[offsets + b] = raw[:, :, b]
+        return image
+
+
 # ---------------------------------------------------------------------------------------------
 # The instruction (ISA 9.7.15.5.2 wgmma.mma_async)
 # ---------------------------------------------------------------------------------------------
@@ -501,7 +623,8 @@ def inline_asm(m: int, n: int, k: int, a_dtype: str, b_dtype: str, acc_dtype: st
         then R inputs tied to the outputs ("0" .. "R-1"): the accumulators' incoming values.
     The call returns a struct of R floats (or i32s). The constraint string carries no clobber;
     the backend's asm helper appends ~{memory} (wgmma reads shared memory) and marks it
-    side-effecting. imm-scale-a/b are 1 (or -1 to negate), imm-trans 0 for K-major operands.
+    side-effecting. imm-scale-a/b are 1 (or -1 to negate), imm-trans 0 for K-major operands,
+    1 for MN-major ones (`MNMajorTile`).
     """
     shape = check(m, n, k, a_dtype, b_dtype, acc_dtype, a_from_registers, trans_a=trans_a, trans_b=trans_b)
     if scale_a not in (1, -1) or scale_b not in (1, -1):
