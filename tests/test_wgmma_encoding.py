@@ -720,3 +720,68 @@ def test_tma_writes_the_packed_layout(tmp_path, swizzle, rows, k_elems, dtype):
     finally:
         driver.free(ptr)
     np.testing.assert_array_equal(got, tile.pack(matrix))
+
+
+# ---------------------------------------------------------------------------------------------
+# MN-major B (imm-trans-b = 1): ISA 9.7.15.5.1.2.1.3 canonical layout, MN-major 128B swizzle,
+# ((T, 8, m), (8, k)) : ((1, T, LBO), (8T, SBO)) in elements with T = 128 bits / 16 bits = 8:
+# 64 contiguous N elements (one 128-byte swizzle row), K rows 8T = 64 elements = 128 bytes
+# apart, the next 8 K rows SBO bytes on, the next 64 N elements LBO bytes on.
+# ---------------------------------------------------------------------------------------------
+
+
+def test_descriptor_128B_mnmajor_bf16():
+    # V tile [K = 64, N = 64] bf16 at 0x6000: SBO = 8 K rows x 128 B, LBO = one [64, 64] box
+    t = w.MNMajorTile(k_rows=64, n_elems=64, dtype="bf16")
+    expected = (
+        (0x6000 >> 4) << 0       # start address
+        | (8192 >> 4) << 16      # LBO: the next 64-element N column = 64 K rows x 128 B
+        | (1024 >> 4) << 32      # SBO: the next 8 K rows
+        | 0 << 49                # base offset: 1024-aligned, slices move in whole 2048 B
+        | MODE_128B << 62
+    )
+    assert (t.lbo, t.sbo, t.alignment, t.k_steps, t.nbytes) == (8192, 1024, 1024, 4, 8192)
+    assert t.descriptor(0x6000) == expected == 0x4000004002000600
+    d = w.decode_descriptor(t.descriptor(0x6000, t.k_step_offset(3)))
+    assert (d.address, d.leading_byte_offset, d.stride_byte_offset, d.base_offset, d.swizzle) == \
+        (0x6000 + 3 * 2048, 8192, 1024, 0, "128B")
+
+
+def test_mnmajor_k_slices_are_16_rows():
+    # one k16 instruction reads K rows 16k .. 16k + 15: two 8-row atoms, 2048 bytes per slice
+    t = w.MNMajorTile(k_rows=128, n_elems=64, dtype="f16")
+    assert [t.k_step_offset(k) for k in range(8)] == [2048 * k for k in range(8)]
+    assert all(t.k_step_offset(k) % t.alignment == 0 for k in range(8))   # base offset stays 0
+    with pytest.raises(ValueError):
+        t.k_step_offset(8)
+
+
+def test_mnmajor_element_placement():
+    t = w.MNMajorTile(k_rows=16, n_elems=128, dtype="bf16")   # two [16, 64] boxes along N
+    assert t.column_bytes == 2048 and t.lbo == 2048
+    assert t.byte_offset(0, 0) == 0 and t.byte_offset(0, 1) == 2      # N is innermost
+    assert t.byte_offset(1, 0) == 128 ^ (1 << 4)                      # row 1: chunk 0 -> 1
+    assert t.byte_offset(7, 8) == (7 * 128 + 16) ^ (7 << 4)           # Swizzle<3,4,3>
+    assert t.byte_offset(8, 0) == 1024                                # the next atom: SBO
+    assert t.byte_offset(0, 64) == 2048                               # the next N column: LBO
+    image = t.pack(np.arange(16 * 128, dtype=np.uint16).reshape(16, 128))
+    assert sorted(image.view(np.uint16)) == list(range(16 * 128))     # a permutation
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(k_rows=64, n_elems=64, dtype="f8e4m3"),       # no imm-trans for FP8
+    dict(k_rows=64, n_elems=64, dtype="tf32"),
+    dict(k_rows=64, n_elems=32, dtype="bf16"),         # rows not one 128 B span
+    dict(k_rows=64, n_elems=32, dtype="bf16", swizzle="64B"),   # only 128B is encoded
+    dict(k_rows=24, n_elems=64, dtype="bf16"),         # K not whole k16 slices
+])
+def test_mnmajor_rejects(kwargs):
+    with pytest.raises(ValueError):
+        w.MNMajorTile(**kwargs)
+
+
+def test_inline_asm_trans_b_ss_form():
+    template, _ = w.inline_asm(64, 64, 16, "f16", "f16", "f32", trans_b=True)
+    assert "m64n64k16.f32.f16.f16" in template and "$32, $33, p, 1, 1, 0, 1;" in template
+    with pytest.raises(ValueError, match="no transpose"):
+        w.inline_asm(64, 64, 32, "f8e4m3", "f8e4m3", "f32", trans_b=True)
