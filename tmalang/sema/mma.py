@@ -97,15 +97,15 @@ def _check_kn(s: ast.Mma, acc: Accumulator, a_dtype: str, a_shape: list[int], b:
         raise error("E510", f"an MN-major ('kn') b must be a 2-D [K, N] tile with swizzle 128B and rows of "
                     f"exactly 128 bytes; '{s.b.text()}' is {b.dtype.name}{b.shape} swizzle {b.swizzle}", s.b.span,
                     f"e.g. box V = v[K, {128 // b.dtype.itemsize}] swizzle 128B")
+    k, n = b.shape
+    if k % 16:
+        raise error("E513", f"an MN-major b has K = {k} rows; wgmma consumes them 16 at a time", s.b.span)
     if a_dtype != b.dtype.name:
         raise error("E088", f"mma operands differ in dtype: {a_dtype} and {b.dtype.name}", s.span)
     rows, cols = acc.shape
-    k, n = b.shape
     if a_shape[0] != rows or n != cols or a_shape[1] != k:
         raise error("E512", f"mma shapes do not fit: acc is [{rows}, {cols}], a is {a_shape}, b (kn) is {b.shape}",
                     s.span, "with 'kn', a is [acc rows, K] and b [K, acc columns] (acc += a · b)")
-    if k % 16:
-        raise error("E513", f"an MN-major b has K = {k} rows; wgmma consumes them 16 at a time", s.b.span)
 
 
 def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, list[int]]:
