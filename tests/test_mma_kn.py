@@ -130,3 +130,111 @@ def test_h100_matches_float64_and_interpreter(kernel, m, n, k):
         expected = output(m, n)
         gemm.interpret(a, b, expected, seed=1, explore=1)
         np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
+
+
+def chain_source(dtype: str) -> str:
+    """Attention's second GEMM without the softmax: O = dtype(A · Bᵀ) · V, V [H, N] as stored.
+    P = A · B[h]ᵀ stays in registers and feeds `mma o, dtype(p), s.v kn` (register A, MN-major B)."""
+    return f"""
+kernel chain_kn(a: {dtype}[M, K], b: {dtype}[H, K], v: {dtype}[H, N], o: f32[M, N]) {{
+    grid persistent
+    box A = a[64, 64] swizzle 128B
+    box B = b[64, 64] swizzle 128B
+    box V = v[64, 64] swizzle 128B
+    box O = o[64, 64]
+    smem os: O
+    pipeline ring[3] {{ a: A, b: B }}
+    pipeline vring[2] {{ v: V }}
+
+    role producer: warp 0, regs 40 {{
+        for tile (m, n) in tiles(o, O) {{
+            for h in steps(H, 64) {{
+                for k in steps(K, 64) {{
+                    produce ring as s {{
+                        load A[m, k] -> s.a
+                        load B[h, k] -> s.b
+                    }}
+                }}
+                produce vring as s {{ load V[h, n] -> s.v }}
+            }}
+        }}
+    }}
+    role consumer: warps 4..7, regs 232 {{
+        accumulator p: f32[64, 64]
+        accumulator acc: f32[64, 64]
+        for tile (m, n) in tiles(o, O) {{
+            acc = 0
+            for h in steps(H, 64) {{
+                p = 0
+                for k in steps(K, 64) {{
+                    consume ring as s {{ mma p, s.a, s.b }}
+                }}
+                consume vring as s {{ mma acc, {dtype}(p), s.v kn }}
+            }}
+            elect {{ wait_group read 0 }}
+            sync
+            os = acc
+            elect {{
+                store O[m, n] <- os
+                commit_group
+            }}
+        }}
+        elect {{ wait_group 0 }}
+    }}
+}}
+"""
+
+
+@pytest.fixture(scope="module", params=["bf16", "f16"])
+def chain(request):
+    return request.param, tmalang.compile(chain_source(request.param))
+
+
+def chain_reference(dtype, a, b, v):
+    p = (a.astype(np.float64) @ b.astype(np.float64).T).astype(np.float32).astype(NUMPY[dtype])
+    return p.astype(np.float64) @ v.astype(np.float64)
+
+
+def chain_inputs(dtype, m, n, k, h, seed):
+    """A [M, K], B [H, K] and V [H, N], rows 16-byte aligned."""
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((rows, -(-cols // 8) * 8)).astype(NUMPY[dtype])[:, :cols]
+                 for rows, cols in ((m, k), (h, k), (h, n)))
+
+
+def error_to(c, reference) -> float:
+    return float(np.linalg.norm(np.asarray(c, np.float64) - reference) / max(np.linalg.norm(reference), 1e-30))
+
+
+def test_chain_register_a_with_kn_ptx(chain):
+    dtype, k = chain
+    assert f"m64n64k16.f32.{dtype}.{dtype}" in k.ptx
+    assert "p, 1, 1, 1;" in k.ptx          # register-A form: imm-scale-a, imm-scale-b, imm-trans-b = 1
+    ptxas.assemble(k.ptx, "sm_90a")
+
+
+def test_chain_interpreter_matches_float64(chain):
+    dtype, kernel = chain
+    a, b, v = chain_inputs(dtype, 77, 70, 100, 130, 3)
+    o = output(77, 70)
+    kernel.interpret(a, b, v, o, seed=2, explore=1)
+    assert error_to(o, chain_reference(dtype, a, b, v)) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,h", [(77, 70, 100, 130), (1000, 129, 64, 300)], ids=lambda v: str(v))
+def test_h100_chain_matches_float64(chain, m, n, k, h):
+    """Register-A wgmma with an MN-major B: attention's P · V with V as stored."""
+    torch = pytest.importorskip("torch")
+    dtype, kernel = chain
+    a, b, v = chain_inputs(dtype, m, n, k, h, m + h)
+    tt = getattr(torch, TORCH[dtype])
+
+    def cuda(x):
+        base = x.base if x.base is not None else x
+        return torch.from_numpy(np.ascontiguousarray(base).view(np.int16)).cuda().view(tt)[:, :x.shape[1]]
+
+    to = torch.full((m, -(-n // 4) * 4), float("nan"), device="cuda", dtype=torch.float32)[:, :n]
+    kernel(cuda(a), cuda(b), cuda(v), to)
+    torch.cuda.synchronize()
+    assert error_to(to.cpu().numpy(), chain_reference(dtype, a, b, v)) < 1e-2
