@@ -231,3 +231,26 @@ def test_narrow_swizzle_operands_compile_and_interpret(span):
 def test_h100_narrow_swizzle_operands_match_float64(span):
     """The descriptors for 32B and 64B swizzled operands (SBO 256 / 512, layout type 3 / 2)."""
     check_on_h100(narrow_swizzle_gemm(span), 257, 513, 200, "bfloat16")
+
+
+def f16_operand_gemm():
+    """gemm_sm90.tma with f16 A and B (bf16 C): wgmma's .f32.f16.f16 form, K-major."""
+    return tmalang.compile((ROOT / "examples" / "gemm_sm90.tma").read_text()
+                           .replace("a: bf16[M, K], b: bf16[N, K]", "a: f16[M, K], b: f16[N, K]"))
+
+
+def test_f16_operands_compile_and_interpret():
+    gemm = f16_operand_gemm()
+    assert gemm.ptx.count("wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") == 4
+    rng = np.random.default_rng(16)
+    a = rng.standard_normal((130, 104)).astype(np.float16)[:, :100]
+    b = rng.standard_normal((300, 104)).astype(np.float16)[:, :100]
+    c = np.zeros((130, 304), dtype=BF16)[:, :300]
+    gemm.interpret(a, b, c)
+    assert relative_error(c, a, b) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", [(1000, 1000, 1000), (257, 513, 200)])
+def test_h100_f16_operands_match_float64(m, n, k):
+    check_on_h100(f16_operand_gemm(), m, n, k, "float16")
