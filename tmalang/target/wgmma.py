@@ -231,8 +231,26 @@ def instruction_k(dtype: str) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
+class _Described:
+    """What a K-major and an MN-major operand tile share: the stride between 8-row groups of
+    swizzle atoms (SBO) and the descriptor built from it and the tile's own LBO."""
+
+    @property
+    def sbo(self) -> int:
+        return 8 * self.atom_bytes
+
+    def descriptor_base(self) -> int:
+        return descriptor_base(self.lbo, self.sbo, self.swizzle)
+
+    def descriptor(self, address: int, byte_offset: int = 0) -> int:
+        """The full descriptor of this tile at shared `address`, moved on `byte_offset` bytes."""
+        if address % self.alignment:
+            raise ValueError(f"{self.swizzle} tile at {address:#x} is not {self.alignment}-byte aligned")
+        return advance(with_address(self.descriptor_base(), address), byte_offset)
+
+
 @dataclass(frozen=True)
-class KMajorTile:
+class KMajorTile(_Described):
     """A K-major wgmma operand tile: A as [M, K] or B as [N, K], rows contiguous along K.
 
     This is the "TN" GEMM case (imm-trans-a = imm-trans-b = 0): what TMA writes for a
@@ -337,19 +355,6 @@ class KMajorTile:
     def lbo(self) -> int:
         return 16 if self.swizzle != "none" else self.column_bytes
 
-    @property
-    def sbo(self) -> int:
-        return 8 * self.atom_bytes
-
-    def descriptor_base(self) -> int:
-        return descriptor_base(self.lbo, self.sbo, self.swizzle)
-
-    def descriptor(self, address: int, byte_offset: int = 0) -> int:
-        """The full descriptor of this tile at shared `address`, moved on `byte_offset` bytes."""
-        if address % self.alignment:
-            raise ValueError(f"{self.swizzle} tile at {address:#x} is not {self.alignment}-byte aligned")
-        return advance(with_address(self.descriptor_base(), address), byte_offset)
-
     def k_step_offset(self, k_index: int) -> int:
         """Bytes from the tile base to the start of K slice `k_index` (one instruction's K)."""
         if not 0 <= k_index < self.k_steps:
@@ -411,7 +416,7 @@ class KMajorTile:
 
 
 @dataclass(frozen=True)
-class MNMajorTile:
+class MNMajorTile(_Described):
     """An MN-major wgmma B operand: B as [K, N], rows contiguous along N (imm-trans-b = 1).
 
     This is V of attention as it lies in memory ([seq, head_dim]): what TMA writes for a
@@ -486,18 +491,6 @@ class MNMajorTile:
     @property
     def lbo(self) -> int:
         return self.column_bytes
-
-    @property
-    def sbo(self) -> int:
-        return 8 * self.atom_bytes
-
-    def descriptor_base(self) -> int:
-        return descriptor_base(self.lbo, self.sbo, self.swizzle)
-
-    def descriptor(self, address: int, byte_offset: int = 0) -> int:
-        if address % self.alignment:
-            raise ValueError(f"{self.swizzle} tile at {address:#x} is not {self.alignment}-byte aligned")
-        return advance(with_address(self.descriptor_base(), address), byte_offset)
 
     def k_step_offset(self, k_index: int) -> int:
         """Bytes from the tile base to K slice `k_index`: `instruction_k` rows of 128 bytes each."""
