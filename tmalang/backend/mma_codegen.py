@@ -67,7 +67,8 @@ def _operand(g, ref: ex.BufferRef, row_block: ir.Value | None, kn: bool = False)
     """(tile layout, descriptor of the tile at its runtime address); `kn`: an MN-major B [K, N]."""
     box = g.boxes[g.buffers[ref.name].box]
     layout = wgmma.MNMajorTile if kn else wgmma.KMajorTile
-    tile = layout(box.shape[0], box.shape[1], box.dtype, box.swizzle)
+    rows, cols = tma.matrix_shape(box.shape)
+    tile = layout(rows, cols, box.dtype, box.swizzle)
     address = g.address(ref)
     if row_block is not None:   # 64 rows = 8 swizzle atoms of 8 rows, SBO bytes apart
         address = g.b.add(address, g.b.mul(row_block, I32(8 * tile.sbo)))
@@ -123,7 +124,7 @@ def _acc_store(g, o: ops.AccStore) -> None:
     """Each thread writes its fragment: element i sits at the (row, col) wgmma.accumulator_coord
     gives. An `acc[col]` epilogue writes the registers of columns col .. col + dest width only."""
     acc = next(e for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
-    cols = g.boxes[g.buffers[o.dest.name].box].shape[1]
+    cols = tma.matrix_shape(g.boxes[g.buffers[o.dest.name].box].shape)[1]
     regs = g.accumulators[acc.name][acc.col // 2:(acc.col + cols) // 2]   # 4 registers per 8 columns
     thread = g.b.sub(g.tid, I32(32 * g.role.first_warp))
     group, lane = g.b.lshr(thread, I32(7)), g.b.and_(thread, I32(31))
@@ -134,14 +135,16 @@ def _acc_store(g, o: ops.AccStore) -> None:
         block, half = divmod(i, 4)
         row = g.b.add(row0, I32(8 * (half // 2)))
         col = g.b.add(col0, I32(8 * block))
-        store_epilogue_pair(g, o, row, col, [g.b.load(regs[i]), g.b.load(regs[i + 1])])
+        store_epilogue_pair(g, o, row, col, [g.b.load(regs[i]), g.b.load(regs[i + 1])], half // 2)
 
 
-def store_epilogue_pair(g, o, row: ir.Value, col: ir.Value, accumulators: list[ir.Value]) -> None:
+def store_epilogue_pair(g, o, row: ir.Value, col: ir.Value, accumulators: list[ir.Value], held: int = 0) -> None:
     """Elements (row, col) and (row, col + 1) of an epilogue's target, from their two f32
-    accumulator values: evaluated, converted, and written together."""
+    accumulator values: evaluated, converted, and written together. `held`: which of the
+    thread's rows this is, for row registers (backend/row_layouts.py)."""
     dtype = g.boxes[g.buffers[o.dest.name].box].dtype
-    values = [_evaluate(g, o.value, acc, dtype, (row, g.b.add(col, I32(j)))) for j, acc in enumerate(accumulators)]
+    values = [_evaluate(g, o.value, acc, dtype, (row, g.b.add(col, I32(j)), held))
+              for j, acc in enumerate(accumulators)]
     store_pair(g, o.dest, row, col, values)
 
 
@@ -149,7 +152,7 @@ def store_pair(g, dest: ex.BufferRef, row: ir.Value, col: ir.Value, values: list
     """Two elements (row, col), (row, col + 1) of smem tile `dest`, already in its storage type,
     written as one 2-element vector at the (swizzled) address the tile's layout gives them."""
     box = g.boxes[g.buffers[dest.name].box]
-    cols, itemsize = box.shape[1], DTYPES[box.dtype].itemsize
+    cols, itemsize = tma.matrix_shape(box.shape)[-1], DTYPES[box.dtype].itemsize
     vector = ir.Constant(ir.VectorType(STORAGE[box.dtype], 2), ir.Undefined)
     for j, value in enumerate(values):
         vector = g.b.insert_element(vector, value, I32(j))
@@ -178,8 +181,9 @@ def _evaluate(g, e: ex.Expr, acc: ir.Value, dtype: str, at: tuple[ir.Value, ir.V
 def _tile_element(g, ref: ex.BufferRef, at: tuple[ir.Value, ir.Value]) -> ir.Value:
     """Element (row, col) of an unswizzled smem tile, or element col of a row vector, as f32."""
     box = g.boxes[g.buffers[ref.name].box]
-    row, col = at
-    index = col if len(box.shape) == 1 else g.b.add(g.b.mul(row, I32(box.shape[1])), col)
+    row, col, _ = at
+    shape = tma.matrix_shape(box.shape)
+    index = col if len(shape) == 1 else g.b.add(g.b.mul(row, I32(shape[1])), col)
     itemsize = DTYPES[box.dtype].itemsize
     pointer = g.b.inttoptr(g.b.add(g.address(ref), g.b.mul(index, I32(itemsize))), ir.PointerType(addrspace=3))
     value = g.b.load(pointer, typ=STORAGE[box.dtype])
@@ -192,6 +196,8 @@ def _float(g, e: ex.Expr, acc: ir.Value, at) -> ir.Value:
         return acc
     if isinstance(e, ex.BufferRef):
         return _tile_element(g, e, at)
+    if isinstance(e, ex.RowVar):
+        return g.b.load(g.rows[e.name][at[2]])
     if isinstance(e, ex.Const):
         return F32(float(e.value))
     if isinstance(e, ex.Param):

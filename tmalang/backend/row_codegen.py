@@ -1,12 +1,13 @@
-"""Row math → LLVM IR: a one-warpgroup role computing over its rows, one row per thread.
+"""Row math → LLVM IR: each thread computes over the rows it holds.
 
-Thread t of warp w holds row 32·(w % 4) + t % 32: the lane tcgen05.ld.32x32b and
-tcgen05.st.32x32b give it. A row value is a Python list of f32 SSA values, one per column (one
-for a value per row or a uniform scalar), so reductions are a thread's own tree of max/add and
-nothing crosses lanes. Row registers are entry-block slots that mem2reg turns into registers.
-Tensor Memory is read in tcgen05.ld chunks pinned by wait::ld (tcgen05_codegen) and written by
-tcgen05.st followed by wait::st, so a later signal cannot overtake the store. Shared-memory rows
-go out as pairs at the tile's (swizzled) address, as the GEMM epilogue writes them.
+Which rows a thread holds, and how it reads them, is its role's layout (row_layouts.py): one
+Tensor Memory lane in a tcgen05 role, two rows of the wgmma accumulator fragment in a wgmma
+role. A row value is a list of held rows, each a list of f32 SSA values (its columns, or one
+value per row or uniform), so elementwise math is the same code for both; reductions end in
+the layout's cross-thread combine. Row registers are entry-block slots that mem2reg turns into
+registers: one per column in a tcgen05 role, one per held row in a wgmma role. exp2 and log2
+are the approximate MUFU instructions (`ex2.approx.ftz.f32`, `lg2.approx.ftz.f32`), emitted as
+pure asm so that LLVM may schedule them like arithmetic.
 """
 
 from __future__ import annotations
@@ -15,83 +16,95 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target.tcgen05 import instructions as tcgen05
+from ..target import tma
 from .mma_codegen import store_pair
-from .tcgen05_codegen import load_columns, tile_address
+from .row_layouts import FragmentRows, accumulator_rows, holds_fragments, layout_of, store_tmem_row
+from .tcgen05_codegen import tile_address
 from .tile_math import FLOAT_OPS, STORAGE
 
 I32, F32 = ir.IntType(32), ir.FloatType()
 NEG_INF = F32(float("-inf"))
+MUFU = {"exp2": "ex2.approx.ftz.f32 $0, $1;", "log2": "lg2.approx.ftz.f32 $0, $1;"}
 
 
 def _row_decl(g, o: ops.RowDecl) -> None:
-    g.rows[o.symbol] = [g.alloca(f"{o.symbol}.{c}", F32) for c in range(max(o.cols, 1))]
+    held = 2 if holds_fragments(g) else max(o.cols, 1)
+    g.rows[o.symbol] = [g.alloca(f"{o.symbol}.{c}", F32) for c in range(held)]
 
 
 def _row_assign(g, o: ops.RowAssign) -> None:
-    quarter = g.b.and_(g.b.sub(g.warp, I32(g.role.first_warp)), I32(3))
-    row = g.b.add(g.b.mul(quarter, I32(32)), g.b.and_(g.tid, I32(31)))
-    lanes = g.b.shl(g.b.mul(quarter, I32(32)), I32(16))      # TMEM address: lane in bits 31..16
-    value = _RowMath(g, lanes).eval(o.value)
+    layout = layout_of(g)
+    value = _RowMath(g, layout).eval(o.value)
     if isinstance(o.dest, ex.RowVar):
         slots = g.rows[o.dest.name]
-        for slot, v in zip(slots, _widen(value, len(slots))):
+        flat = [v for row in value for v in row] if isinstance(layout, FragmentRows) else _widen(value[0], len(slots))
+        for slot, v in zip(slots, flat):
             g.b.store(v, slot)
+    elif isinstance(o.dest, ex.AccRef):
+        for row, regs in zip(value, accumulator_rows(g, o.dest.name)):
+            for reg, v in zip(regs, _widen(row, len(regs))):
+                g.b.store(v, reg)
     elif o.dest.name in g.tmem_tiles:
         width = g.tmem_tiles[o.dest.name].shape[1]
-        _store_columns(g, g.b.add(tile_address(g, o.dest), lanes), _widen(value, width))
+        store_tmem_row(g, g.b.add(tile_address(g, o.dest), layout.lanes), _widen(value[0], width))
+    elif isinstance(layout, FragmentRows):
+        _store_row_vector(g, o.dest, layout, value)
     else:
-        box = g.boxes[g.buffers[o.dest.name].box]
-        values = [v if box.dtype == "f32" else g.b.fptrunc(v, STORAGE[box.dtype])
-                  for v in _widen(value, box.shape[1])]
-        for j in range(0, len(values), 2):
-            store_pair(g, o.dest, row, I32(j), values[j:j + 2])
+        _store_lane_row(g, o.dest, layout.row, value[0])
+
+
+def _store_lane_row(g, dest: ex.BufferRef, row: ir.Value, value: list[ir.Value]) -> None:
+    box = g.boxes[g.buffers[dest.name].box]
+    values = [v if box.dtype == "f32" else g.b.fptrunc(v, STORAGE[box.dtype])
+              for v in _widen(value, tma.matrix_shape(box.shape)[1])]
+    for j in range(0, len(values), 2):
+        store_pair(g, dest, row, I32(j), values[j:j + 2])
+
+
+def _store_row_vector(g, dest: ex.BufferRef, layout: FragmentRows, value) -> None:
+    """One value per row into element `row` of an unswizzled [R] tile: the quad's first thread
+    writes each of its two rows."""
+    box = g.boxes[g.buffers[dest.name].box]
+    itemsize = STORAGE[box.dtype].width // 8 if box.dtype != "f32" else 4
+
+    def write():
+        for row, values in zip(layout.rows(), value):
+            v = values[0] if box.dtype == "f32" else g.b.fptrunc(values[0], STORAGE[box.dtype])
+            address = g.b.add(g.address(dest), g.b.mul(row, I32(itemsize)))
+            g.b.store(v, g.b.inttoptr(address, ir.PointerType(addrspace=3))).align = itemsize
+    g.if_then(layout.quad_leader, write)
 
 
 def _widen(value: list[ir.Value], width: int) -> list[ir.Value]:
     return value * width if len(value) == 1 else value
 
 
-def _store_columns(g, taddr: ir.Value, values: list[ir.Value]) -> None:
-    """tcgen05.st of this thread's lane, in power-of-two chunks, then wait::st."""
-    done = 0
-    while done < len(values):
-        n = 1 << (min(len(values) - done, g.ld_width).bit_length() - 1)
-        registers = [f"${i + 1}" for i in range(n)]
-        chunk = [g.b.bitcast(v, I32) for v in values[done:done + n]]
-        g.asm(tcgen05.st("$0", registers, "32x32b", n), ",".join(["r"] * (n + 1)),
-              [g.b.add(taddr, I32(done)), *chunk])
-        done += n
-    g.asm(tcgen05.WAIT_ST, "", [])
-
-
 class _RowMath:
-    """Evaluates a row expression for the calling thread's row."""
+    """Evaluates a row expression over the rows the calling thread holds."""
 
-    def __init__(self, g, lanes: ir.Value):
-        self.g, self.b, self.lanes = g, g.b, lanes
+    def __init__(self, g, layout):
+        self.g, self.b, self.layout = g, g.b, layout
 
-    def eval(self, e: ex.Expr) -> list[ir.Value]:
-        if isinstance(e, ex.RowVar):
-            return [self.b.load(slot) for slot in self.g.rows[e.name]]
-        if isinstance(e, ex.TmemRef):
-            width = self.g.tmem_tiles[e.tile.name].shape[1] - e.col
-            taddr = self.b.add(self.b.add(tile_address(self.g, e.tile), self.lanes), I32(e.col))
-            return [self.b.bitcast(v, F32) for v in load_columns(self.g, taddr, width)]
+    def eval(self, e: ex.Expr) -> list[list[ir.Value]]:
+        held = len(self.layout.rows())
+        if isinstance(e, (ex.RowVar, ex.TmemRef, ex.AccRef)):
+            return self.layout.leaf(e)
         if isinstance(e, ex.Const):
-            return [F32(float(e.value))]
+            return [[F32(float(e.value))]] * held
         if isinstance(e, ex.Param):
-            return [self._scalar(self.g.args[e.name])]
+            return [[self._scalar(self.g.args[e.name])]] * held
         if isinstance(e, ex.Neg):
-            return [self.b.fneg(v) for v in self.eval(e.operand)]
+            return [[self.b.fneg(v) for v in row] for row in self.eval(e.operand)]
         if isinstance(e, ex.Cast):    # round through the narrower type, as the interpreter does
-            return [v if e.dtype == "f32" else self.b.fpext(self.b.fptrunc(v, STORAGE[e.dtype]), F32)
-                    for v in self.eval(e.operand)]
+            return [[v if e.dtype == "f32" else self.b.fpext(self.b.fptrunc(v, STORAGE[e.dtype]), F32) for v in row]
+                    for row in self.eval(e.operand)]
         if isinstance(e, ex.Call):
             return self._call(e)
-        lhs, rhs = self.eval(e.lhs), self.eval(e.rhs)
+        return [self._elementwise(e.op, x, y) for x, y in zip(self.eval(e.lhs), self.eval(e.rhs))]
+
+    def _elementwise(self, op: str, lhs: list[ir.Value], rhs: list[ir.Value]) -> list[ir.Value]:
         width = max(len(lhs), len(rhs))
-        return [self._binary(e.op, x, y) for x, y in zip(_widen(lhs, width), _widen(rhs, width))]
+        return [self._binary(op, x, y) for x, y in zip(_widen(lhs, width), _widen(rhs, width))]
 
     def _scalar(self, arg: ir.Value) -> ir.Value:
         if isinstance(arg.type, ir.DoubleType):
@@ -109,14 +122,25 @@ class _RowMath:
         fn = self.g.module.globals.get(name)
         return fn or ir.Function(self.g.module, ir.FunctionType(F32, [F32] * arity), name)
 
-    def _call(self, e: ex.Call) -> list[ir.Value]:
+    def _call(self, e: ex.Call) -> list[list[ir.Value]]:
         x = self.eval(e.args[0])
-        if e.func == "exp2":
-            return [self.g.asm("ex2.approx.ftz.f32 $0, $1;", "=f,f", [v], ret=F32) for v in x]
+        if e.func in MUFU:
+            unit = ir.InlineAsm(ir.FunctionType(F32, [F32]), MUFU[e.func], "=f,f")
+            return [[self.b.call(unit, [v]) for v in row] for row in x]
         if e.func in ("rowmax", "rowsum"):
-            return [_tree(x, lambda a, b: self._binary("max" if e.func == "rowmax" else "+", a, b))]
-        limit = self.g.expr(e.args[1])       # mask_cols: columns at or past `limit` read as -inf
-        return [self.b.select(self.b.icmp_signed("<", I32(c), limit), v, NEG_INF) for c, v in enumerate(x)]
+            op = "max" if e.func == "rowmax" else "+"
+
+            def combine(a, b):
+                return self._binary(op, a, b)
+            return [[self.layout.combine(_tree(row, combine), combine)] for row in x]
+        limit = self.g.expr(e.args[1])
+        return [self._mask(e.func, row, at, limit) for row, at in zip(x, self.layout.rows())]
+
+    def _mask(self, func: str, values: list[ir.Value], row: ir.Value, limit: ir.Value) -> list[ir.Value]:
+        """mask_cols: columns at or past `limit` read as -inf; mask_above: columns past row + limit."""
+        bound = limit if func == "mask_cols" else self.b.add(self.b.add(row, limit), I32(1))
+        return [self.b.select(self.b.icmp_signed("<", self.layout.column(c), bound), v, NEG_INF)
+                for c, v in enumerate(values)]
 
 
 def _tree(values: list[ir.Value], combine) -> ir.Value:

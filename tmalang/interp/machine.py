@@ -18,6 +18,7 @@ import numpy as np
 from ..ir import exprs as ex
 from ..ir import ops
 from ..target import cluster as geometry
+from ..target.tma import matrix_shape
 from . import bulk, dsmem, gather, mma, pairs, prefetch, rows, tcgen05
 from .meet import barrier, settle
 from .races import RaceDetector
@@ -50,6 +51,7 @@ class Warp:
     tc_after_sync: bool = False                      # synchronised since tcgen05.fence::after_thread_sync
     tc_reads_unfenced: bool = False                  # tcgen05.ld since tcgen05.fence::before_thread_sync
     rows: dict = field(default_factory=dict)         # row registers (interp/rows.py)
+    fragment_rows: bool | None = None                # its role's rows are wgmma fragment rows (interp/rows.py)
     acc_dirty: bool = True          # ordinary instructions touched the accumulator since wgmma.fence
     done: bool = False
 
@@ -141,6 +143,11 @@ class CTA:
         stage = self.value(warp, ref.index)
         return self.smem.tile(decl.offset + stage * decl.bytes, box_tile_bytes(box)[0],
                               self.launch.np_dtype(box.dtype))
+
+    def matrix(self, warp: Warp, ref: ex.BufferRef) -> np.ndarray:
+        """The tile as a matrix (leading extents of 1 dropped), a view: what mma and epilogues see."""
+        tile = self.tile(warp, ref)
+        return tile.reshape(matrix_shape(tile.shape))
 
     def tile_key(self, warp: Warp, ref: ex.BufferRef) -> tuple[str, int, int]:
         """(buffer, stage, CTA): one tile of one CTA's shared memory, for the race detector."""

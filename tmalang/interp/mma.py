@@ -23,23 +23,23 @@ from .state import ProtocolError
 from .tiles import _store_as, float_node
 
 
-def _rows(w) -> tuple[int, slice]:
+def rows_of(w) -> tuple[int, slice]:
     """(warpgroup, rows of its slice) this warp holds."""
     offset = w.index - w.role.first_warp
     return offset // 4, slice(16 * (offset % 4), 16 * (offset % 4) + 16)
 
 
-def _slice(m, w, name: str) -> np.ndarray:
-    group, _ = _rows(w)
+def acc_slice(m, w, name: str) -> np.ndarray:
+    group, _ = rows_of(w)
     return m.accumulators[(w.role.symbol, name, group)]
 
 
 def acc_decl(m, w, o: ops.AccDecl) -> None:
-    group, _ = _rows(w)
+    group, _ = rows_of(w)
     m.accumulators.setdefault((w.role.symbol, o.symbol, group), np.zeros((64, o.shape[1]), np.float32))
 
 
-def _touch_registers(m, w, o) -> None:
+def touch_registers(m, w, o) -> None:
     if w.mma_groups or w.mma_open:
         raise ProtocolError("E413", "the accumulator is accessed while wgmma operations on it are in flight",
                             o.span, [m.who(w), "wait with wgmma_wait before reading or resetting it"])
@@ -47,26 +47,26 @@ def _touch_registers(m, w, o) -> None:
 
 
 def acc_zero(m, w, o: ops.AccZero) -> None:
-    _touch_registers(m, w, o)
-    _, rows = _rows(w)
-    _slice(m, w, o.acc)[rows] = 0
+    touch_registers(m, w, o)
+    _, rows = rows_of(w)
+    acc_slice(m, w, o.acc)[rows] = 0
 
 
 def wgmma(m, w, o: ops.Wgmma) -> None:
     if w.acc_dirty:
         raise ProtocolError("E414", "wgmma after ordinary instructions touched the accumulator, with no "
                             "wgmma.fence in between", o.span, [m.who(w)])
-    group, rows = _rows(w)
-    b = m.tile(w, o.b)
+    group, rows = rows_of(w)
+    b = m.matrix(w, o.b)
     agent = m.races.issue(w.agent)
     for ref in (o.a, o.b) if isinstance(o.a, ex.BufferRef) else (o.b,):
         m.races.access(m.tile_key(w, ref), agent, False, None, o.span, f"wgmma issued by {m.who(w)}")
     if isinstance(o.a, ex.BufferRef):
-        a_rows = m.tile(w, o.a)[64 * group:][rows].astype(np.float32)
+        a_rows = m.matrix(w, o.a)[64 * group:][rows].astype(np.float32)
     else:
         a_rows = _register_operand(m, w, o)[rows]
     b = b.astype(np.float32)
-    _slice(m, w, o.acc)[rows] += a_rows @ (b if o.kn else b.T)   # kn: b is [K, C]
+    acc_slice(m, w, o.acc)[rows] += a_rows @ (b if o.kn else b.T)   # kn: b is [K, C]
     w.mma_open.append(agent)
     w.mma_targets[agent] = o.acc
 
@@ -79,7 +79,7 @@ def _register_operand(m, w, o: ops.Wgmma) -> np.ndarray:
     if any(w.mma_targets.get(agent) == source for agent in in_flight):
         raise ProtocolError("E413", f"wgmma reads accumulator '{source}' while wgmma operations writing it "
                             "are in flight", o.span, [m.who(w), "wait with wgmma_wait before using it as an operand"])
-    return _store_as(_slice(m, w, source), m.launch.np_dtype(o.a.dtype)).astype(np.float32)
+    return _store_as(acc_slice(m, w, source), m.launch.np_dtype(o.a.dtype)).astype(np.float32)
 
 
 def wgmma_fence(m, w, o) -> None:
@@ -108,17 +108,17 @@ def acc_store(m, w, o: ops.AccStore) -> None:
     """The warp's rows of `dest` = the epilogue over its accumulator fragment; with `acc[col]`,
     over the dest-wide block of columns starting at `col`."""
     acc = next(e for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
-    _touch_registers(m, w, o)
-    group, rows = _rows(w)
-    dest = m.tile(w, o.dest)
+    touch_registers(m, w, o)
+    group, rows = rows_of(w)
+    dest = m.matrix(w, o.dest)
     columns = slice(acc.col, acc.col + dest.shape[-1])
     block = slice(64 * group + rows.start, 64 * group + rows.stop)
     share, who = shares.rows(block.start, block.stop), f"epilogue in {m.who(w)}"   # by position in the role
     m.races.access(m.tile_key(w, o.dest), w.agent, True, share, o.span, who)
     for ref in {r.name: r for r in ex.buffer_refs(o.value)}.values():
-        m.races.access(m.tile_key(w, ref), w.agent, False, share if m.tile(w, ref).ndim > 1 else None, o.span, who)
+        m.races.access(m.tile_key(w, ref), w.agent, False, share if m.matrix(w, ref).ndim > 1 else None, o.span, who)
     with np.errstate(all="ignore"):
-        value = _evaluate(m, w, o.value, _slice(m, w, acc.name)[rows, columns], block)
+        value = _evaluate(m, w, o.value, acc_slice(m, w, acc.name)[rows, columns], block)
         dest[64 * group:][rows] = _store_as(np.broadcast_to(value, dest[64 * group:][rows].shape), dest.dtype)
 
 
@@ -126,8 +126,10 @@ def _evaluate(m, w, e: ex.Expr, acc: np.ndarray, block: slice):
     """The epilogue over this warp's rows `block`; a row vector broadcasts over them."""
     if isinstance(e, (ex.AccRef, ex.TmemRef)):
         return acc
+    if isinstance(e, ex.RowVar):
+        return w.rows[e.name]
     if isinstance(e, ex.BufferRef):
-        tile = m.tile(w, e).astype(np.float32)
+        tile = m.matrix(w, e).astype(np.float32)
         return tile[None, :] if tile.ndim == 1 else tile[block]
     return float_node(m, e, lambda x: _evaluate(m, w, x, acc, block))
 

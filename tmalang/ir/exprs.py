@@ -7,7 +7,7 @@ Text form (fully parenthesised, so printing and parsing are trivially inverse):
     @ring.xs[%s]  an element of a shared-memory buffer stage (tile math only)
     !acc          an element of a register accumulator (epilogues only)
     ^m            a row register of a one-warpgroup role: this thread's row (row math only)
-    exp2(a)       a row-math function: exp2, rowmax, rowsum, mask_cols(a, n)
+    exp2(a)       a row-math function: exp2, log2, rowmax, rowsum, mask_cols(a, n), mask_above(a, d)
     7, 2.5        constants
     (a + b)       binary: + - * / % & ^ > (signed 32-bit, as the kernel's indices are)
     max(a, b)     binary in call form: max min, and the unsigned 32-bit udiv urem umin
@@ -130,7 +130,8 @@ class TmemRef:
 
 @dataclass(frozen=True)
 class RowVar:
-    """Row register `name` of a one-warpgroup role: the calling thread's row of it."""
+    """Row register `name`: the calling thread's row of it (one row per thread in a tcgen05 role,
+    the two rows of its accumulator fragment in a wgmma role)."""
 
     name: str
 
@@ -138,13 +139,14 @@ class RowVar:
         return f"^{self.name}"
 
 
-ROW_FUNCTIONS = {"exp2": 1, "rowmax": 1, "rowsum": 1, "mask_cols": 2}
+ROW_FUNCTIONS = {"exp2": 1, "log2": 1, "rowmax": 1, "rowsum": 1, "mask_cols": 2, "mask_above": 2}
 
 
 @dataclass(frozen=True)
 class Call:
-    """A row-math function: exp2 elementwise, rowmax/rowsum over a row's columns, and
-    mask_cols(x, n), which reads columns n and beyond of x as -inf."""
+    """A row-math function: exp2 and log2 elementwise, rowmax/rowsum over a row's columns,
+    mask_cols(x, n), which reads columns n and beyond of x as -inf, and mask_above(x, d), which
+    reads element (r, c) as -inf where c > r + d (a causal mask: r the row within the tile)."""
 
     func: str
     args: tuple

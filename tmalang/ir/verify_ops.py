@@ -416,8 +416,8 @@ def _row_assign(v: Scope, o: ops.RowAssign) -> None:
     v.in_role(o)
     if isinstance(o.dest, ex.BufferRef):
         v.tile(o, "dest", "tmem" if v.tile_kind(o.dest.name) == "tmem" else "smem")
-    elif not isinstance(o.dest, ex.RowVar):
-        v.fail(f"row_assign dest={o.dest} is neither a row register nor a tile", o)
+    elif not isinstance(o.dest, (ex.RowVar, ex.AccRef)):
+        v.fail(f"row_assign dest={o.dest} is neither a row register, an accumulator nor a tile", o)
 
 
 def _role_decl(v: Scope, o: ops.AccDecl | ops.RowDecl) -> None:

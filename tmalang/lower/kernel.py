@@ -181,7 +181,7 @@ class _Statements:
                 and ref.field in self.info.symbols[self.slots[ref.name]].tmem_fields)
 
     def _Assign(self, s: ast.Assign):
-        if s.target.field is None and s.target.name in self.accs:
+        if s.target.field is None and s.target.name in self.accs and not s.row_math:
             return ops.AccZero(s.target.name, span=s.span)
         if s.row_math:
             return ops.RowAssign(self.row_operand(s.target), self.tile_expr(s.value), span=s.span)
@@ -200,6 +200,8 @@ class _Statements:
     def row_operand(self, ref: ast.Ref) -> ex.Expr:
         if ref.field is None and ref.name in self.rows:
             return ex.RowVar(ref.name)
+        if ref.field is None and ref.name in self.accs:
+            return ex.AccRef(ref.name)
         return self.tile(ref)
 
     def _RowDecl(self, s: ast.RowDecl):
@@ -268,6 +270,8 @@ class _Statements:
         if isinstance(e, ast.Neg):
             inner = self.int_expr(e.operand)
             return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)
+        if isinstance(e, ast.Call):          # min / max (sema)
+            return ex.Bin(e.func, self.int_expr(e.args[0]), self.int_expr(e.args[1]))
         return ex.Bin(e.op, self.int_expr(e.lhs), self.int_expr(e.rhs))
 
     def _cluster_coordinate(self, name: str) -> ex.Expr:
@@ -296,7 +300,7 @@ class _Statements:
         if isinstance(e, ast.Neg):
             inner = self.tile_expr(e.operand)
             return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)
-        if isinstance(e, ast.Call) and e.func == "mask_cols":
+        if isinstance(e, ast.Call) and e.func in ("mask_cols", "mask_above"):
             return ex.Call(e.func, (self.tile_expr(e.args[0]), self.int_expr(e.args[1])))
         if isinstance(e, ast.Call) and e.func in ex.ROW_FUNCTIONS:
             return ex.Call(e.func, tuple(self.tile_expr(a) for a in e.args))

@@ -68,6 +68,11 @@ class Box:
         return tma.tile_shape(self.shape, self.strides)
 
     @property
+    def matrix(self) -> list[int]:
+        """The tile as a matrix (leading 1s dropped): what mma, epilogues and row math read."""
+        return tma.matrix_shape(self.tile_shape)
+
+    @property
     def strided(self) -> bool:
         return any(stride != 1 for stride in self.strides)
 

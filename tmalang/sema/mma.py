@@ -71,7 +71,7 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
     else:
         a = tile_ref(info, s.a, scope)
         check_operand(s.a, a)
-        a_dtype, a_shape = a.dtype.name, a.shape
+        a_dtype, a_shape = a.dtype.name, a.matrix
     b = tile_ref(info, s.b, scope)
     if s.kn:
         return _check_kn(s, acc, a_dtype, a_shape, b)
@@ -79,11 +79,11 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
     if a_dtype != b.dtype.name:
         raise error("E088", f"mma operands differ in dtype: {a_dtype} and {b.dtype.name}", s.span)
     rows, cols = acc.shape
-    if a_shape[0] != rows or b.shape[0] != cols:
-        raise error("E088", f"mma shapes do not fit: acc is [{rows}, {cols}], a is {a_shape}, b is {b.shape}",
+    if a_shape[0] != rows or b.matrix[0] != cols:
+        raise error("E088", f"mma shapes do not fit: acc is [{rows}, {cols}], a is {a_shape}, b is {b.matrix}",
                     s.span, "a must be [acc rows, K] and b [acc columns, K] (acc += a · bᵀ)")
-    if a_shape[1] != b.shape[1]:
-        raise error("E088", f"mma operands disagree on K: {a_shape[1]} and {b.shape[1]}", s.span)
+    if a_shape[1] != b.matrix[1]:
+        raise error("E088", f"mma operands disagree on K: {a_shape[1]} and {b.matrix[1]}", s.span)
 
 
 def _check_kn(s: ast.Mma, acc: Accumulator, a_dtype: str, a_shape: list[int], b: Box) -> None:
@@ -93,18 +93,18 @@ def _check_kn(s: ast.Mma, acc: Accumulator, a_dtype: str, a_shape: list[int], b:
     if b.dtype.name not in MN_MAJOR_DTYPES:
         raise error("E511", f"an MN-major ('kn') b must be {' or '.join(MN_MAJOR_DTYPES)}; '{s.b.text()}' is "
                     f"{b.dtype.name}", s.b.span, "wgmma transposes 16-bit operands only: store other types K-major")
-    if len(b.shape) != 2 or b.swizzle != "128B" or b.shape[1] * b.dtype.itemsize != 128:
+    if len(b.matrix) != 2 or b.swizzle != "128B" or b.matrix[1] * b.dtype.itemsize != 128:
         raise error("E510", f"an MN-major ('kn') b must be a 2-D [K, N] tile with swizzle 128B and rows of "
-                    f"exactly 128 bytes; '{s.b.text()}' is {b.dtype.name}{b.shape} swizzle {b.swizzle}", s.b.span,
+                    f"exactly 128 bytes; '{s.b.text()}' is {b.dtype.name}{b.matrix} swizzle {b.swizzle}", s.b.span,
                     f"e.g. box V = v[K, {128 // b.dtype.itemsize}] swizzle 128B")
-    k, n = b.shape
+    k, n = b.matrix
     if k % 16:
         raise error("E513", f"an MN-major b has K = {k} rows; wgmma consumes them 16 at a time", s.b.span)
     if a_dtype != b.dtype.name:
         raise error("E088", f"mma operands differ in dtype: {a_dtype} and {b.dtype.name}", s.span)
     rows, cols = acc.shape
     if a_shape[0] != rows or n != cols or a_shape[1] != k:
-        raise error("E512", f"mma shapes do not fit: acc is [{rows}, {cols}], a is {a_shape}, b (kn) is {b.shape}",
+        raise error("E512", f"mma shapes do not fit: acc is [{rows}, {cols}], a is {a_shape}, b (kn) is {b.matrix}",
                     s.span, "with 'kn', a is [acc rows, K] and b [K, acc columns] (acc += a · b)")
 
 
@@ -126,9 +126,7 @@ def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, lis
 def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
     """`acc = 0` and `tile = f(acc, scalars)`; False when the statement involves no accumulator."""
     if s.target.field is None and s.target.name in scope.accs:
-        if not (isinstance(s.value, ast.Number) and s.value.value == 0):
-            raise error("E085", "an accumulator can only be assigned 0 (use mma to accumulate)", s.value.span)
-        return True
+        return True       # `acc = 0`; anything else assigned to an accumulator is row math (sema/rows.py)
     if tcgen05.tmem_field(scope, s.target) is not None:
         if isinstance(s.value, ast.Ref):
             tcgen05.check_copy(info, s, scope, tcgen05.tmem_field(scope, s.target))
@@ -151,15 +149,15 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
         raise error("E083", "an epilogue inside elect runs on one thread, which holds only its fragment", s.span)
     if accs[0].block is not None:
         _check_block(accs[0], acc, target)
-    elif target.shape != acc.shape:
-        raise error("E067", f"tile {s.target.text()} has shape {target.shape}, accumulator '{acc.name}' has "
+    elif target.matrix != acc.shape:
+        raise error("E067", f"tile {s.target.text()} has shape {target.matrix}, accumulator '{acc.name}' has "
                     f"{acc.shape}", s.target.span, f"to write it in parts, read a block: {acc.name}[0, j]")
     span = tma.SWIZZLES[target.swizzle].span
-    if span is not None and target.shape[-1] * target.dtype.itemsize != span:
+    if span is not None and target.matrix[-1] * target.dtype.itemsize != span:
         raise error("E089", f"an epilogue into a tile with swizzle {target.swizzle} needs rows of exactly "
-                    f"{span} bytes; '{s.target.text()}' has {target.shape[-1] * target.dtype.itemsize}",
+                    f"{span} bytes; '{s.target.text()}' has {target.matrix[-1] * target.dtype.itemsize}",
                     s.target.span, "cut the accumulator into column blocks, e.g. cs = bf16(acc[0, j]) into "
-                    f"[{target.shape[0]}, {span // target.dtype.itemsize}] tiles")
+                    f"[{target.matrix[0]}, {span // target.dtype.itemsize}] tiles")
     if target.dtype.name not in ("f32", "f16", "bf16"):
         raise error("E080", f"an epilogue writes f32, f16 or bf16 tiles; '{s.target.text()}' is "
                     f"{target.dtype.name}", s.target.span)
@@ -168,6 +166,8 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
             if (r.name, r.field) != (accs[0].name, accs[0].field) or (r.block is None) != (accs[0].block is None) \
                     or (r.block is not None and block_index(r) != block_index(accs[0])):
                 raise error("E067", "an epilogue reads one accumulator, or one block of it", r.span)
+        elif r.field is None and r.block is None and r.name in scope.rows:
+            continue    # a row register of a fragment role (sema/rows.py): one value per row
         elif r.block is not None or r.field is not None or not isinstance(info.symbols.get(r.name), Scalar):
             _check_epilogue_tile(info, r, scope, target)
     tile_expr_functions(s.value)
@@ -181,22 +181,22 @@ def _check_block(ref: ast.Ref, acc: Accumulator, target: Box) -> None:
     if len(ref.block) != 2 or not all(isinstance(c, ast.Number) and isinstance(c.value, int) for c in ref.block):
         raise error("E093", f"'{ref.text()}': an accumulator block index is two integer literals", ref.span,
                     f"e.g. {acc.name}[0, 1]")
-    if len(target.shape) != 2 or target.shape[0] != rows or cols % target.shape[1] or target.shape[1] % 8:
-        raise error("E067", f"target {target.shape} does not cut accumulator '{acc.name}' {acc.shape} into "
+    if len(target.matrix) != 2 or target.matrix[0] != rows or cols % target.matrix[1] or target.matrix[1] % 8:
+        raise error("E067", f"target {target.matrix} does not cut accumulator '{acc.name}' {acc.shape} into "
                     "column blocks", ref.span, f"a block of {acc.name} is [{rows}, C] with C a multiple of 8 "
                     f"that divides {cols}")
     i, j = block_index(ref)
-    if i != 0 or j >= cols // target.shape[1]:
-        raise error("E093", f"block ({i}, {j}) is outside accumulator '{acc.name}' cut in {target.shape} blocks",
-                    ref.span, f"blocks are (0, 0) .. (0, {cols // target.shape[1] - 1})")
+    if i != 0 or j >= cols // target.matrix[1]:
+        raise error("E093", f"block ({i}, {j}) is outside accumulator '{acc.name}' cut in {target.matrix} blocks",
+                    ref.span, f"blocks are (0, 0) .. (0, {cols // target.matrix[1] - 1})")
 
 
 def _check_epilogue_tile(info: KernelInfo, ref: ast.Ref, scope, target: Box) -> None:
     """An smem tile in an epilogue: a row vector [C] broadcast over the rows (a bias), or a tile
     of the target's shape (a residual), unswizzled, in a dtype tile math reads."""
     tile = tile_ref(info, ref, scope)
-    rows, cols = target.shape
-    if tile.shape not in ([cols], [rows, cols]) or tile.swizzle != "none":
+    rows, cols = target.matrix
+    if tile.matrix not in ([cols], [rows, cols]) or tile.swizzle != "none":
         raise error("E067", f"'{ref.text()}' ({tile.dtype.name}{tile.shape}) cannot join the epilogue into "
                     f"[{rows}, {cols}]", ref.span,
                     f"an epilogue reads a row vector [{cols}] (broadcast over rows) or an "

@@ -78,7 +78,7 @@ def check_inner_alignment(box: Box, coords: list) -> None:
         bad = [n if k == 1 else f"{k}*{n}" for n, k in form[0].items() if k % step]
         bad += [str(form[1])] if form[1] % step else []
         why = f"its term{'s' * (len(bad) > 1)} {', '.join(bad)} {'are' if len(bad) > 1 else 'is'} not"
-    raise error("E476", f"innermost element coordinate `{_text(inner)}` must be a multiple of {step} "
+    raise error("E476", f"innermost element coordinate `{ast.expr_text(inner)}` must be a multiple of {step} "
                 f"{box.dtype.name} elements (16 bytes) whatever its variables hold: {why}", inner.span,
                 "the H100's TMA unit faults on a copy whose innermost start is not 16-byte aligned: shift "
                 f"by whole multiples of {step} along the innermost dimension (e.g. load a wider box and "
@@ -107,7 +107,7 @@ def _check_not_negative(coords: list, ints: frozenset, what: str) -> None:
         form = _linear(coord)
         if form is not None and form[1] >= 0 and all(k > 0 and n in ints for n, k in form[0].items()):
             continue
-        raise error("E461", f"{what} at element coordinate `{_text(coord)}`, which sema cannot show is never "
+        raise error("E461", f"{what} at element coordinate `{ast.expr_text(coord)}`, which sema cannot show is never "
                     "negative", coord.span,
                     "the H100 faults on a tensor store or reduce at a negative coordinate (a load is "
                     "filled instead): write a loop index times a positive constant plus a constant >= 0")
@@ -148,7 +148,7 @@ def _own_tile(coord, var: str, extent: int, size: int) -> None:
     hint = (f"write `{var}*{extent} + c` with 0 <= c <= {extent - size}, so that each tile's box stays inside "
             f"its own {extent} elements; overlapping stores of different tiles race (a reduce may overlap)")
     if form is None or set(form[0]) != {var} or form[0][var] != extent:
-        raise error("E461", f"element coordinate `{_text(coord)}` of this store is not `{var}*{extent} + c`: sema "
+        raise error("E461", f"element coordinate `{ast.expr_text(coord)}` of this store is not `{var}*{extent} + c`: sema "
                     "cannot tell that tiles store disjoint elements", coord.span, hint)
     c = form[1]
     if not 0 <= c <= extent - size:
@@ -184,15 +184,3 @@ def _linear(e) -> tuple[dict, int] | None:
 
 def _scale(form: tuple[dict, int], k: int) -> tuple[dict, int]:
     return {n: c * k for n, c in form[0].items() if c * k}, form[1] * k
-
-
-def _text(e) -> str:
-    if isinstance(e, ast.Number):
-        return str(e.value)
-    if isinstance(e, ast.Ref):
-        return e.text()
-    if isinstance(e, ast.Neg):
-        return f"-{_text(e.operand)}"
-    if isinstance(e, ast.BinOp):
-        return f"{_text(e.lhs)} {e.op} {_text(e.rhs)}"
-    return "..."

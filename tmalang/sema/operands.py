@@ -31,7 +31,7 @@ def check_operand(ref: ast.Ref, tile: Box, dtypes: tuple[str, ...] = MMA_INPUT_D
         raise error("E088", f"mma operands may be {', '.join(dtypes)}; '{ref.text()}' is "
                     f"{tile.dtype.name}", ref.span)
     span = tma.SWIZZLES[tile.swizzle].span
-    if len(tile.shape) != 2 or span is None or tile.shape[1] * tile.dtype.itemsize != span:
+    if len(tile.matrix) != 2 or span is None or tile.matrix[1] * tile.dtype.itemsize != span:
         raise error("E089", f"{what} '{ref.text()}' must be a 2-D swizzled tile whose rows are one "
                     "swizzle span (32, 64 or 128 bytes)", ref.span,
                     f"e.g. box X = x[rows, {128 // tile.dtype.itemsize}] swizzle 128B (K-major)")

@@ -13,6 +13,13 @@ assignment computes over the thread's row:
 Every value has a row shape: UNIFORM (scalars and constants), ROW (one value per row) or a
 column count N. Operands broadcast towards the wider shape; two different column counts do not
 mix (E067). rowmax/rowsum take N columns to ROW; a one-column tmem tile is ROW.
+
+On sm_90a the rows are those of wgmma accumulators (a *fragment role*: one that declares
+register accumulators, whole warpgroups). An accumulator `acc: f32[R, N]` is the N-column row
+value, a `row m: f32` register holds one value per accumulator row, and row math writes
+accumulators (`s = exp2(s - m)`, `o = o * exp2(m - mj)`), row registers, or a row vector in
+smem (`ls = m + log2(l)`: one element per row). The four threads that share a row combine
+their partial rowmax/rowsum with shuffles (backend/fragment_codegen.py).
 """
 
 from __future__ import annotations
@@ -25,12 +32,24 @@ from .scope import check_local, int_expr, tile_ref
 
 UNIFORM, ROW = -1, 0
 ROW_LANES = 128
-ELEMENTWISE = {"exp2": 1, "max": 2, "min": 2, "f32": 1, "bf16": 1, "f16": 1}
+ELEMENTWISE = {"exp2": 1, "log2": 1, "max": 2, "min": 2, "f32": 1, "bf16": 1, "f16": 1}
 REDUCTIONS = ("rowmax", "rowsum")
+MASKS = ("mask_cols", "mask_above")
+
+
+def fragment_role(role) -> bool:
+    """A role whose rows are wgmma accumulator rows (it declares register accumulators)."""
+    return any(isinstance(x, ast.AccumulatorDecl) for x in ast.statements(role.decl.body))
 
 
 def declare(info: KernelInfo, d: ast.RowDecl, scope) -> None:
-    _check_warpgroup(scope.role, d.span)
+    if fragment_role(scope.role):
+        if d.cols is not None:
+            raise error("E535", f"a row register with columns in role '{scope.role.name}', whose rows are "
+                        "wgmma accumulator rows", d.span, f"declare an accumulator f32[R, {d.cols}] instead: "
+                        "it is the N-column row value of these rows")
+    else:
+        _check_warpgroup(scope.role, d.span)
     if d.dtype.name != "f32":
         raise error("E080", f"row registers hold f32, not {d.dtype.name}", d.dtype.span,
                     "convert on the way out, e.g. p.p = bf16(s)")
@@ -48,12 +67,27 @@ def is_row_math(info: KernelInfo, s: ast.Assign, scope) -> bool:
     """Row math: it writes or reads a row register, or a whole Tensor Memory tile outside an MMA role
     (a block read `t.d[0, j]` is the GEMM epilogue; `t.d = 0` in the MMA role zeroes)."""
     refs = [s.target, *ast.refs(s.value)]
+    if fragment_role(scope.role):
+        return _is_fragment_math(s, scope, refs)
     if any(r.field is None and r.name in scope.rows for r in refs):
         return True
     if is_tmem_copy(info, s, scope):
         return False
     return not issues_mma(scope.role.decl) and any(
         tcgen05.tmem_field(scope, r) is not None and r.block is None for r in refs)
+
+
+def _is_fragment_math(s: ast.Assign, scope, refs) -> bool:
+    """Row math over accumulator rows: into a row register, into an accumulator (anything but
+    `acc = 0`), or a row vector into smem. A tile computed from an accumulator (and row
+    registers) is an epilogue (sema/mma.py), as in every wgmma role."""
+    target = s.target
+    if target.field is None and target.name in scope.rows:
+        return True
+    if target.field is None and target.name in scope.accs:
+        return not (isinstance(s.value, ast.Number) and s.value.value == 0)
+    reads = [r for r in refs[1:] if r.field is None]
+    return any(r.name in scope.rows for r in reads) and not any(r.name in scope.accs for r in reads)
 
 
 def is_tmem_copy(info: KernelInfo, s: ast.Assign, scope) -> bool:
@@ -73,7 +107,8 @@ def issues_mma(role_decl: ast.RoleDecl) -> bool:
 
 
 def check_assign(info: KernelInfo, s: ast.Assign, scope) -> None:
-    _check_warpgroup(scope.role, s.span)
+    if not fragment_role(scope.role):
+        _check_warpgroup(scope.role, s.span)
     if scope.elected:
         raise error("E083", "row math inside elect runs on one thread, which holds only its row", s.span)
     width = _target_width(info, s.target, scope)
@@ -89,6 +124,10 @@ def _target_width(info: KernelInfo, target: ast.Ref, scope) -> int:
         raise error("E093", f"'{target.text()}': row math writes whole rows", target.span)
     if target.field is None and target.name in scope.rows:
         return scope.rows[target.name]
+    if target.field is None and target.name in scope.accs:
+        return scope.accs[target.name].shape[1]
+    if fragment_role(scope.role):
+        return _row_vector_width(info, target, scope)
     tmem = tcgen05.tmem_field(scope, target)
     if tmem is not None:
         _check_lanes(target, tmem)
@@ -103,6 +142,20 @@ def _target_width(info: KernelInfo, target: ast.Ref, scope) -> int:
     if scope.producing and target.name == scope.slot:
         scope.loaded.add(target.field)
     return tile.shape[1]
+
+
+def _row_vector_width(info: KernelInfo, target: ast.Ref, scope) -> int:
+    """An smem target of fragment row math holds one value per accumulator row: [R] or [1, R]."""
+    tile = tile_ref(info, target, scope)
+    rows = 64 * (scope.role.warps // 4)
+    if [n for n in tile.matrix if n != 1] != [rows] or tile.swizzle != "none":
+        raise error("E536", f"row math writes one value per accumulator row into smem: '{target.text()}' is "
+                    f"{tile.matrix} swizzle {tile.swizzle}, not an unswizzled [{rows}] or [1, {rows}]", target.span,
+                    "a tile from an accumulator is an epilogue: read the accumulator in the value")
+    if tile.dtype.name not in ("f32", "f16", "bf16"):
+        raise error("E080", f"row math writes f32, f16 or bf16 tiles; '{target.text()}' is {tile.dtype.name}",
+                    target.span)
+    return ROW
 
 
 def shape_of(info: KernelInfo, e, scope) -> int:
@@ -128,12 +181,17 @@ def _ref_shape(info: KernelInfo, e: ast.Ref, scope) -> int:
         if isinstance(found, Scalar):
             return UNIFORM
         if e.name in scope.ints or e.name in info.dims:
-            raise error("E066", f"'{e.name}' is an integer index; row math takes it only as mask_cols' limit",
+            raise error("E066", f"'{e.name}' is an integer index; row math takes it only as a mask's limit",
                         e.span)
+        if e.name in scope.accs:
+            return scope.accs[e.name].shape[1]
+    if e.field is None and e.name in scope.accs:
+        raise error("E093", f"'{e.text()}': row math reads whole rows of an accumulator", e.span)
     tmem = tcgen05.tmem_field(scope, e)
     if tmem is None:
-        raise error("E067", f"row math reads Tensor Memory tiles, row registers and scalars; '{e.text()}' is "
-                    "none of them", e.span)
+        wide = "accumulators" if fragment_role(scope.role) else "Tensor Memory tiles"
+        raise error("E067", f"row math reads {wide}, row registers and scalars; '{e.text()}' is none of them",
+                    e.span)
     if e.block is not None:
         raise error("E093", f"'{e.text()}': row math reads whole rows of a Tensor Memory tile", e.span)
     _check_lanes(e, tmem)
@@ -146,18 +204,18 @@ def _tmem_width(shape: list[int]) -> int:
 
 
 def _call_shape(info: KernelInfo, e: ast.Call, scope) -> int:
-    if e.func == "mask_cols":
+    if e.func in MASKS:
         if len(e.args) != 2:
-            raise error("E082", f"'mask_cols' takes 2 arguments, got {len(e.args)}", e.span)
+            raise error("E082", f"'{e.func}' takes 2 arguments, got {len(e.args)}", e.span)
         int_expr(info, e.args[1], scope)
         cols = shape_of(info, e.args[0], scope)
         if cols <= ROW:
-            raise error("E067", "mask_cols masks the columns of a row; its first argument has none", e.args[0].span)
+            raise error("E067", f"{e.func} masks the columns of a row; its first argument has none", e.args[0].span)
         return cols
     arity = ELEMENTWISE.get(e.func, 1 if e.func in REDUCTIONS else None)
     if arity is None:
         raise error("E081", f"unknown function '{e.func}'", e.span,
-                    f"row math knows {', '.join([*ELEMENTWISE, *REDUCTIONS, 'mask_cols'])}")
+                    f"row math knows {', '.join([*ELEMENTWISE, *REDUCTIONS, *MASKS])}")
     if len(e.args) != arity:
         raise error("E082", f"'{e.func}' takes {arity} argument(s), got {len(e.args)}", e.span)
     shapes = [shape_of(info, a, scope) for a in e.args]

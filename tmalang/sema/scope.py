@@ -127,8 +127,14 @@ def int_expr(info: KernelInfo, e, scope: Scope) -> None:
             raise error("E077", "division by zero", e.rhs.span)
     elif isinstance(e, ast.Neg):
         int_expr(info, e.operand, scope)
+    elif isinstance(e, ast.Call) and e.func in ("min", "max"):
+        if len(e.args) != 2:
+            raise error("E082", f"'{e.func}' takes 2 arguments, got {len(e.args)}", e.span)
+        for arg in e.args:
+            int_expr(info, arg, scope)
     else:
-        raise error("E066", "calls are not allowed in index expressions", e.span)
+        raise error("E066", f"'{e.func}' is not an index function; index expressions call min and max",
+                    e.span)
 
 
 CLUSTER = "cluster"                               # `cluster.rank`, `cluster.x`, `cluster.y` (§18)
@@ -153,5 +159,5 @@ def mentions(e, name: str) -> bool:
     """Whether index expression `e` uses the name (or `cluster.x` and the like) `name`."""
     if isinstance(e, ast.Ref):   # a name, or `cluster.x`; `idx[p]` (gathered rows) mentions what p does
         return any(mentions(c, name) for c in e.block) if e.block else e.text() == name
-    return any(mentions(c, name) for c in {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand]}
-               .get(type(e), list)())
+    return any(mentions(c, name) for c in {ast.BinOp: lambda: [e.lhs, e.rhs], ast.Neg: lambda: [e.operand],
+                                           ast.Call: lambda: e.args}.get(type(e), list)())

@@ -90,20 +90,9 @@ def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
     if s.chunk < 1:
         raise error("E077", "steps(..., 0) divides by zero", s.span)
     split.check_part(s, scope.split_var)
-    loop = ("steps", _expr_key(s.extent), s.chunk, s.part is not None)
+    loop = ("steps", ast.expr_text(s.extent, grouped=True), s.chunk, s.part is not None)
     _block(info, s.body, replace(scope, ints=scope.ints | {s.var}, nest=scope.nest + (loop,),
                                  steps_vars=scope.steps_vars + (s.var,)))
-
-
-def _expr_key(e) -> str:
-    """A canonical text for an integer expression, to compare loop extents across roles."""
-    if isinstance(e, ast.Number):
-        return str(e.value)
-    if isinstance(e, ast.Ref):
-        return e.text()
-    if isinstance(e, ast.Neg):
-        return f"(-{_expr_key(e.operand)})"
-    return f"({_expr_key(e.lhs)} {e.op} {_expr_key(e.rhs)})"
 
 
 def _space(space) -> str:

@@ -35,6 +35,24 @@ class Ref(Node):
         return f"{self.name}.{self.field}" if self.field else self.name
 
 
+def expr_text(e, grouped: bool = False) -> str:
+    """An expression as source-like text; `grouped` parenthesises every operation, a canonical
+    form for comparing two expressions as written."""
+    if isinstance(e, Number):
+        return str(e.value)
+    if isinstance(e, Ref):
+        return e.text()
+    if isinstance(e, Neg):
+        inner = f"-{expr_text(e.operand, grouped)}"
+        return f"({inner})" if grouped else inner
+    if isinstance(e, Call):
+        return f"{e.func}({', '.join(expr_text(a, grouped) for a in e.args)})"
+    if isinstance(e, BinOp):
+        inner = f"{expr_text(e.lhs, grouped)} {e.op} {expr_text(e.rhs, grouped)}"
+        return f"({inner})" if grouped else inner
+    return "..."
+
+
 def _index_text(e) -> str:
     if isinstance(e, Ref):
         return e.text()

@@ -86,6 +86,16 @@ def tile_shape(box_shape, element_strides) -> list[int]:
     return [-(-extent // stride) for extent, stride in zip(box_shape, element_strides)]
 
 
+def matrix_shape(shape) -> list[int]:
+    """A tile as the tensor cores, epilogues and row math see it: leading extents of 1 dropped
+    down to two dims, so the [1, 128, 64] tile of a box over [heads, seq, dim] is a [128, 64]
+    matrix (its bytes are laid out alike)."""
+    shape = list(shape)
+    while len(shape) > 2 and shape[0] == 1:
+        shape.pop(0)
+    return shape
+
+
 def tile_bytes(itemsize: int, box_shape, element_strides) -> int:
     """The bytes one load of the box writes into shared memory."""
     return itemsize * prod(tile_shape(box_shape, element_strides))
