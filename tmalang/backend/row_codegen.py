@@ -24,6 +24,10 @@ from .tile_math import FLOAT_OPS, STORAGE
 
 I32, F32 = ir.IntType(32), ir.FloatType()
 NEG_INF = F32(float("-inf"))
+CONTRACTED = {
+    "+": lambda b, x, y: b.fadd(x, y, flags=("contract",)), "-": lambda b, x, y: b.fsub(x, y, flags=("contract",)),
+    "*": lambda b, x, y: b.fmul(x, y, flags=("contract",)),
+}
 MUFU = {"exp2": "ex2.approx.ftz.f32 $0, $1;", "log2": "lg2.approx.ftz.f32 $0, $1;"}
 
 
@@ -116,6 +120,8 @@ class _RowMath:
     def _binary(self, op: str, x: ir.Value, y: ir.Value) -> ir.Value:
         if op in ("max", "min"):    # NaN-propagating, like NumPy's maximum (PTX max.NaN)
             return self.b.call(self._intrinsic(f"llvm.{op}imum.f32", 2), [x, y])
+        if op in CONTRACTED:        # a product feeding a sum may fuse into one fma (s·c − m·c)
+            return CONTRACTED[op](self.b, x, y)
         return FLOAT_OPS[op](self.b, x, y)
 
     def _intrinsic(self, name: str, arity: int) -> ir.Function:
@@ -137,10 +143,24 @@ class _RowMath:
         return [self._mask(e.func, row, at, limit) for row, at in zip(x, self.layout.rows())]
 
     def _mask(self, func: str, values: list[ir.Value], row: ir.Value, limit: ir.Value) -> list[ir.Value]:
-        """mask_cols: columns at or past `limit` read as -inf; mask_above: columns past row + limit."""
+        """mask_cols: columns at or past `limit` read as -inf; mask_above: columns past row + limit.
+        A thread whose columns all lie below the bound branches around the selects: in attention
+        only the last (or diagonal) key block masks anything."""
         bound = limit if func == "mask_cols" else self.b.add(self.b.add(row, limit), I32(1))
-        return [self.b.select(self.b.icmp_signed("<", self.layout.column(c), bound), v, NEG_INF)
-                for c, v in enumerate(values)]
+        columns = self.layout.width(len(values))
+        whole = self.b.icmp_signed(">=", bound, I32(columns))
+        before = self.b.block
+        with self.b.if_then(self.b.not_(whole)):
+            masked = [self.b.select(self.b.icmp_signed("<", self.layout.column(c), bound), v, NEG_INF)
+                      for c, v in enumerate(values)]
+            inside = self.b.block
+        joined = []
+        for v, m in zip(values, masked):
+            phi = self.b.phi(F32)
+            phi.add_incoming(v, before)
+            phi.add_incoming(m, inside)
+            joined.append(phi)
+        return joined
 
 
 def _tree(values: list[ir.Value], combine) -> ir.Value:

@@ -45,6 +45,10 @@ class LaneRows:
     def column(self, index: int) -> ir.Value:
         return I32(index)
 
+    def width(self, held: int) -> int:
+        """The row's column count, from the values a thread holds of it."""
+        return held
+
     def combine(self, value: ir.Value, combine) -> ir.Value:
         return value
 
@@ -74,6 +78,9 @@ class FragmentRows:
     def column(self, index: int) -> ir.Value:
         """Column of a held row's element `index` (pairs of adjacent columns, 8 apart)."""
         return self.g.b.add(self.col0, I32(8 * (index // 2) + index % 2))
+
+    def width(self, held: int) -> int:
+        return 4 * held
 
     def combine(self, value: ir.Value, combine) -> ir.Value:
         """Combine a thread's partial reduction with its quad's: every thread gets the row's."""

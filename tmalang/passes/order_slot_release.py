@@ -18,7 +18,7 @@ And for every elected arrive on a pipeline's `empty` barrier:
     finished reading the slot (the PTX rule for reusing a store's source);
   - if the role's threads touched the slot with ordinary accesses since their last `sync`, a
     `sync scope=role` precedes the release, so no thread still reads a slot the producer refills;
-    if only wgmma touched it, each warpgroup releases for itself instead (`elect
+    if only wgmma (and row math on registers) touched it, each warpgroup releases for itself instead (`elect
     scope=warpgroup`: its wgmma wait already covers its four warps), with no role-wide sync.
     This holds for every slot the wgmmas read: the release of an outer consume block after an
     inner one's (`consume ra as s { consume rb as t { mma acc, s.a, t.b } }`) is per warpgroup
@@ -29,6 +29,7 @@ flight when its CTA exits.
 
 from __future__ import annotations
 
+from ..ir import exprs as ex
 from ..ir import ops
 from ..target.arch import Target
 
@@ -51,7 +52,7 @@ def _region(region: list[ops.Op], boxes: dict) -> list[ops.Op]:
     targets: set = set()   # (tile, by a reduce) this region's stores wrote since its last full wait
     touched = None   # "generic" (ordinary smem access), "mma" (wgmma only) or None since the last sync
     for o in region:
-        if isinstance(o, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)):
+        if isinstance(o, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)) and _touches_memory(o):
             if _written(o) in stored:    # a store issued from the slot may still be reading it; the
                 # rewritten slot is usually stored again, to the same tile, and two stores to the same
                 # elements are ordered only by a full wait (the interpreter's E421), so wait for all of it
@@ -83,8 +84,21 @@ def _region(region: list[ops.Op], boxes: dict) -> list[ops.Op]:
         else:
             for r in o.regions():
                 r[:] = _region(r, boxes)
+            touched = _nested_touch(o, touched)
         out.append(o)
     return out
+
+
+def _nested_touch(o: ops.Op, touched: str | None) -> str | None:
+    """What a loop or block did to the slots of an enclosing consume: its ordinary accesses and
+    wgmmas count as if they stood in the enclosing region (its own syncs are not assumed to end
+    it: the enclosing release still needs a role sync, or each warpgroup's own wait)."""
+    nested = [x for region in o.regions() for x in ops.walk(region)]
+    if any(isinstance(x, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)) and _touches_memory(x) for x in nested):
+        return "generic"
+    if any(isinstance(x, ops.Wgmma) for x in nested):
+        return touched or "mma"
+    return touched
 
 
 def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: set, boxes: dict) -> set:
@@ -117,6 +131,14 @@ def _may_overlap(a: tuple, b: tuple) -> bool:
     regions this pass does not intersect, so it takes them to overlap). A store at element
     coordinates or a scattered store may overlap any store to the tensor."""
     return a[0] == b[0] and (a[3] is None or b[3] is None or a[1:3] != b[1:3] or a[3] == b[3])
+
+
+def _touches_memory(o: ops.Op) -> bool:
+    """Whether a thread op reads or writes shared or tensor memory; row math on accumulators and
+    row registers (sm_90a) stays in registers and leaves the slot to the MMAs."""
+    if not isinstance(o, ops.RowAssign):
+        return True
+    return any(isinstance(e, (ex.BufferRef, ex.TmemRef)) for e in (o.dest, *ex.walk(o.value)))
 
 
 def _written(o: ops.Op) -> str | None:
