@@ -47,7 +47,7 @@ def ours(kernel):
         b, h, s, d = q.shape
         o, lse = out
         kernel(q.view(b * h, s, d), k.view(b * h, -1, d), v.view(b * h, -1, d), 1 / d ** 0.5, int(causal),
-               o.view(b * h, s, d), lse)
+               lse, o.view(b * h, s, d))
     return run
 
 

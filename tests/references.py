@@ -162,6 +162,24 @@ def attention_case(rng, shape):
     return [q, k, vt, scale, o], (p / p.sum(axis=1, keepdims=True)) @ v.astype(np.float64)
 
 
+def flash_attention_case(rng, shape):
+    """examples/attention_sm90.tma: two heads of S queries and T keys (shape = (S, T)), head dim
+    64, causal when S + T is odd; O is checked (the LSE in tests/test_attention_sm90.py)."""
+    import ml_dtypes
+
+    s, t = shape
+    causal = (s + t) % 2
+    q, k, v = (rng.standard_normal((2, rows, 64)).astype(ml_dtypes.bfloat16) for rows in (s, t, t))
+    logits = np.einsum("bsd,btd->bst", q.astype(np.float64), k.astype(np.float64)) / 8
+    if causal:
+        logits = np.where(np.arange(t)[None, None, :] > np.arange(s)[None, :, None], -np.inf, logits)
+    p = np.exp(logits - logits.max(axis=2, keepdims=True))
+    lse = np.full((2, -(-s // 4) * 4), np.nan, np.float32)[:, :s]
+    o = np.full((2, s, 64), np.nan, dtype=ml_dtypes.bfloat16)
+    return [q, k, v, np.float32(1 / 8), np.int32(causal), lse, o], \
+        np.einsum("bst,btd->bsd", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
+
+
 def reduce_rows_case(rng, shape):
     """out (50 rows, random) plus every 64-row slab of x (shape = (K, N)), folded in float64:
     the kernel's reductions land in the GPU's order, so RTOL holds its rounding."""
@@ -241,12 +259,13 @@ def conv2d_case(rng, shape, stride=1):
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
          "blocksum_prefetch": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
-         "attention": attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
+         "attention": attention_case, "flash_attention": flash_attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
          "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case,
          "conv2d": conv2d_case, "conv2d_s2": lambda rng, shape: conv2d_case(rng, shape, stride=2),
          "gemm_splitk": gemm_splitk_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_cluster2x2": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
+        "flash_attention": 1e-2,
         "moe_gemm": 1e-2, "conv2d": 1e-2, "conv2d_s2": 1e-2, "reduce_rows": 1e-5, "gemm_splitk": 1e-5}   # relative Frobenius error against float64; others are exact
 
 

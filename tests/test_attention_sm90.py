@@ -70,7 +70,7 @@ def test_ptx_has_quad_shuffles_and_ptxas_accepts(attention):
 def test_interpreter_matches_float64(attention, bh, s, t, causal):
     q, k, v = inputs(bh, s, t, 64, s + t)
     o, lse = np.full((bh, s, 64), np.nan, BF16), lse_array(bh, s)
-    attention.interpret(q, k, v, np.float32(1 / 8), np.int32(causal), o, lse, seed=s, explore=1)
+    attention.interpret(q, k, v, np.float32(1 / 8), np.int32(causal), lse, o, seed=s, explore=1)
     check(o, lse, q, k, v, bool(causal))
 
 
@@ -82,7 +82,7 @@ def on_gpu(kernel, q, k, v, causal: int):
         return torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16)
     o = torch.full((bh, s, d), float("nan"), device="cuda", dtype=torch.bfloat16)
     lse = torch.full((bh, -(-s // 4) * 4), float("nan"), device="cuda")[:, :s]
-    kernel(cuda(q), cuda(k), cuda(v), np.float32(1 / np.sqrt(d)), np.int32(causal), o, lse)
+    kernel(cuda(q), cuda(k), cuda(v), np.float32(1 / np.sqrt(d)), np.int32(causal), lse, o)
     torch.cuda.synchronize()
     return o.float().cpu().numpy(), lse.cpu().numpy()
 
@@ -103,6 +103,6 @@ def test_h100_matches_interpreter(attention, causal):
     q, k, v = inputs(2, 150, 200, 64, 11)
     o, lse = on_gpu(attention, q, k, v, causal)
     expected, expected_lse = np.full((2, 150, 64), np.nan, BF16), lse_array(2, 150)
-    attention.interpret(q, k, v, np.float32(1 / 8), np.int32(causal), expected, expected_lse, seed=3, explore=1)
+    attention.interpret(q, k, v, np.float32(1 / 8), np.int32(causal), expected_lse, expected, seed=3, explore=1)
     np.testing.assert_allclose(o, expected.astype(np.float32), rtol=2e-2, atol=2e-2)
     np.testing.assert_allclose(lse, expected_lse, rtol=0, atol=1e-4)

@@ -44,7 +44,8 @@ class Warp:
     passes: dict = field(default_factory=dict)   # barrier op -> times this warp passed it
     mma_open: list = field(default_factory=list)     # wgmma agents not yet committed
     mma_groups: list = field(default_factory=list)   # committed wgmma groups not yet waited
-    mma_targets: dict = field(default_factory=dict)  # wgmma agent -> the accumulator it writes
+    mma_targets: dict = field(default_factory=dict)  # wgmma agent -> the accumulators it writes or reads
+    mma_written: dict = field(default_factory=dict)  # wgmma agent -> the accumulator it writes
     tc_queue: list = field(default_factory=list)     # (sequence, run) of tcgen05 ops not yet completed
     tc_issued: int = 0                               # tcgen05 ops issued so far
     tc_summary: dict = field(default_factory=dict)   # joined clocks of every tcgen05.mma it issued

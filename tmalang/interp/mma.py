@@ -39,15 +39,19 @@ def acc_decl(m, w, o: ops.AccDecl) -> None:
     m.accumulators.setdefault((w.role.symbol, o.symbol, group), np.zeros((64, o.shape[1]), np.float32))
 
 
-def touch_registers(m, w, o) -> None:
-    if w.mma_groups or w.mma_open:
-        raise ProtocolError("E413", "the accumulator is accessed while wgmma operations on it are in flight",
-                            o.span, [m.who(w), "wait with wgmma_wait before reading or resetting it"])
+def touch_registers(m, w, o, names: set[str]) -> None:
+    """Ordinary instructions read or write accumulators `names`: no wgmma still in flight may
+    write them or read them as its register A (other accumulators' wgmmas may run on)."""
+    in_flight = [*w.mma_open, *(agent for g in w.mma_groups for agent in g)]
+    busy = sorted(n for agent in in_flight for n in w.mma_targets.get(agent, ()) if n in names)
+    if busy:
+        raise ProtocolError("E413", f"accumulator '{busy[0]}' is accessed while wgmma operations on it are in "
+                            "flight", o.span, [m.who(w), "wait with wgmma_wait before reading or resetting it"])
     w.acc_dirty = True
 
 
 def acc_zero(m, w, o: ops.AccZero) -> None:
-    touch_registers(m, w, o)
+    touch_registers(m, w, o, {o.acc})
     _, rows = rows_of(w)
     acc_slice(m, w, o.acc)[rows] = 0
 
@@ -68,7 +72,8 @@ def wgmma(m, w, o: ops.Wgmma) -> None:
     b = b.astype(np.float32)
     acc_slice(m, w, o.acc)[rows] += a_rows @ (b if o.kn else b.T)   # kn: b is [K, C]
     w.mma_open.append(agent)
-    w.mma_targets[agent] = o.acc
+    w.mma_written[agent] = o.acc
+    w.mma_targets[agent] = {o.acc, *(e.name for e in ex.walk(o.a) if isinstance(e, ex.AccRef))}
 
 
 def _register_operand(m, w, o: ops.Wgmma) -> np.ndarray:
@@ -76,7 +81,7 @@ def _register_operand(m, w, o: ops.Wgmma) -> np.ndarray:
     still writing it would race with this one's register reads (E413)."""
     source = o.a.operand.name
     in_flight = [*w.mma_open, *(agent for g in w.mma_groups for agent in g)]
-    if any(w.mma_targets.get(agent) == source for agent in in_flight):
+    if any(w.mma_written.get(agent) == source for agent in in_flight):
         raise ProtocolError("E413", f"wgmma reads accumulator '{source}' while wgmma operations writing it "
                             "are in flight", o.span, [m.who(w), "wait with wgmma_wait before using it as an operand"])
     return _store_as(acc_slice(m, w, source), m.launch.np_dtype(o.a.dtype)).astype(np.float32)
@@ -98,6 +103,7 @@ def wgmma_wait(m, w, o: ops.WgmmaWait):
         for agent in w.mma_groups.pop(0):
             m.races.acquire_transfer(w.agent, agent)
             w.mma_targets.pop(agent, None)
+            w.mma_written.pop(agent, None)
     offset = w.index - w.role.first_warp
     first = w.index - offset % 4
     members = [(m.cta, i) for i in range(first, first + 4)]
@@ -108,7 +114,7 @@ def acc_store(m, w, o: ops.AccStore) -> None:
     """The warp's rows of `dest` = the epilogue over its accumulator fragment; with `acc[col]`,
     over the dest-wide block of columns starting at `col`."""
     acc = next(e for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
-    touch_registers(m, w, o)
+    touch_registers(m, w, o, {acc.name})
     group, rows = rows_of(w)
     dest = m.matrix(w, o.dest)
     columns = slice(acc.col, acc.col + dest.shape[-1])

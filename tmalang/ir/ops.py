@@ -549,7 +549,10 @@ class Wgmma(Op):
 @op("wgmma_fence")
 @dataclass
 class WgmmaFence(Op):
-    pass
+    """wgmma.fence. `in_flight`: accumulators that wgmma groups still in flight write or read
+    here (wait_wgmma_late); the backend leaves their registers alone (no pin)."""
+
+    in_flight: list[str] = field(default_factory=list)
 
 
 @op("wgmma_commit")
@@ -561,7 +564,11 @@ class WgmmaCommit(Op):
 @op("wgmma_wait")
 @dataclass
 class WgmmaWait(Op):
+    """wgmma.wait_group: at most `pending` groups stay in flight; `in_flight` names the
+    accumulators they write or read, whose registers the backend does not pin."""
+
     pending: int
+    in_flight: list[str] = field(default_factory=list)
 
 
 @op("acc_store")

@@ -29,6 +29,7 @@ from . import (
     plan_tmem,
     prefetch_own_pipelines,
     schedule_barriers,
+    wait_wgmma_late,
 )
 
 
@@ -46,6 +47,8 @@ PIPELINE = [
     Pass("prefetch_own_pipelines", prefetch_own_pipelines),  # moves whole produce blocks, before they expand
     Pass("expand_pipelines", expand_pipelines),      # makes every stage, phase and barrier explicit for all below
     Pass("order_wgmma", order_wgmma, "has_wgmma"),   # MMAs complete before anything after them in the slot
+    Pass("wait_wgmma_late", wait_wgmma_late, "has_wgmma"),  # before releases are ordered: it places the
+                                                     # waits they rely on
     Pass("fence_proxy_writes", fence_proxy_writes),  # needs explicit stores; before releases are ordered
     Pass("order_slot_release", order_slot_release),  # needs fences/syncs in place to know what is ordered
     Pass("confine_idle_waits", confine_idle_waits),  # after releases are ordered: a sync there ties every warp

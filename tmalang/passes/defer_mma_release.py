@@ -117,29 +117,61 @@ def _retarget(release: list[ops.Op], previous: str) -> list[ops.Op]:
 
 def settle_accumulators(region: list[ops.Op]) -> list[ops.Op]:
     """Insert `wgmma_wait pending=0` before every op that touches an accumulator which a wgmma
-    group still possibly in flight reads or writes. The state is (written, read): accumulators
-    of groups not yet retired by a `pending=0` wait; loops are walked to a fixpoint."""
-    out, _ = _settle(region, (frozenset(), frozenset()))
+    group still possibly in flight reads or writes. The state is the groups not yet retired,
+    oldest first, each (written, read) accumulators, then the open (uncommitted) one: a wait
+    with pending=k retires all but the k newest (groups complete in commit order). Loops are
+    walked to a fixpoint, states joined group by group from the newest."""
+    out, _ = _settle(region, _EMPTY)
     return out
+
+
+_NONE = (frozenset(), frozenset())
+_EMPTY = ((), _NONE)      # (committed groups, the open group)
 
 
 def _settle(region: list[ops.Op], state):
     out: list[ops.Op] = []
     for o in region:
         if isinstance(o, ops.WgmmaWait):
-            state = (frozenset(), frozenset()) if o.pending == 0 else state
-        elif _conflicts(o, state):
+            committed, current = state
+            state = (committed[len(committed) - o.pending:] if o.pending else (), current)
+        elif _conflicts(o, _union(state)):
             out.append(ops.WgmmaWait(0, span=o.span))
-            state = (frozenset(), frozenset())
+            state = _EMPTY
         if isinstance(o, ops.Wgmma):
-            state = (state[0] | {o.acc}, state[1] | _register_operands(o))
+            committed, current = state
+            state = (committed, (current[0] | {o.acc}, current[1] | _register_operands(o)))
+        elif isinstance(o, ops.WgmmaCommit):
+            committed, current = state
+            state = ((*committed, current), _NONE)
         elif isinstance(o, (ops.ForRange, ops.ForTiles)):
             state = _settle_loop(o, state)
         elif isinstance(o, (ops.If, ops.InPairLeader)):
             o.body, after = _settle(o.body, state)
-            state = (state[0] | after[0], state[1] | after[1])
+            state = _join(state, after)
         out.append(o)
     return out, state
+
+
+def _union(state):
+    groups = [*state[0], state[1]]
+    return frozenset().union(*(g[0] for g in groups)), frozenset().union(*(g[1] for g in groups))
+
+
+def _join(a, b):
+    """Either state may hold: group k from the newest is the union of both states' group k."""
+    longer, shorter = (a[0], b[0]) if len(a[0]) >= len(b[0]) else (b[0], a[0])
+    offset = len(longer) - len(shorter)
+    committed = tuple(g if k < offset else (g[0] | shorter[k - offset][0], g[1] | shorter[k - offset][1])
+                      for k, g in enumerate(longer))
+    if len(committed) > _KEPT:   # a loop committing without waiting: the oldest merge into one, which
+        oldest = committed[:-_KEPT + 1]      # retires exactly when its newest member would
+        committed = ((frozenset().union(*(g[0] for g in oldest)), frozenset().union(*(g[1] for g in oldest))),
+                     *committed[-_KEPT + 1:])
+    return committed, (a[1][0] | b[1][0], a[1][1] | b[1][1])
+
+
+_KEPT = 8
 
 
 def _settle_loop(loop: ops.Op, entry):
@@ -147,7 +179,7 @@ def _settle_loop(loop: ops.Op, entry):
     head = entry
     while True:
         loop.body, end = _settle(loop.body, head)
-        joined = (head[0] | end[0], head[1] | end[1])
+        joined = _join(head, end)
         if joined == head:
             return head
         head = joined
