@@ -17,6 +17,9 @@ import pytest
 
 import tmalang
 from tmalang.backend import ptxas
+from tmalang.ir import exprs as ex
+from tmalang.ir import ops
+from tmalang.passes import defer_mma_release
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "attention_sm90.tma"
 BF16 = ml_dtypes.bfloat16
@@ -106,3 +109,47 @@ def test_h100_matches_interpreter(attention, causal):
     attention.interpret(q, k, v, np.float32(1 / 8), np.int32(causal), expected_lse, expected, seed=3, explore=1)
     np.testing.assert_allclose(o, expected.astype(np.float32), rtol=2e-2, atol=2e-2)
     np.testing.assert_allclose(lse, expected_lse, rtol=0, atol=1e-4)
+
+
+# ---- the protocol the overlap rests on: the interpreter checks it -------------------------------
+
+def _softmax_role(kernel):
+    return next(r for r in ops.roles(kernel._c.ir) if r.symbol == "softmax")
+
+
+def _overlap_wait(kernel) -> ops.WgmmaWait:
+    return next(o for o in ops.walk(_softmax_role(kernel).body) if isinstance(o, ops.WgmmaWait) and o.pending == 1)
+
+
+def test_the_next_scores_and_this_pv_are_in_flight_together(attention):
+    """wait_wgmma_late: the softmax of S(j+1) waits for S only (pending=1), P·V still runs."""
+    wait = _overlap_wait(attention)
+    assert wait.in_flight == ["acc", "s"]
+
+
+@pytest.mark.parametrize("pending", [2, None], ids=["too_lax", "missing"])
+def test_interpreter_reports_scores_read_under_their_wgmma(pending):
+    """A wait that retires too little (or none) lets row math read S while its wgmma runs: E413."""
+    kernel = tmalang.compile(EXAMPLE.read_text())
+    body = next(o for o in ops.walk(_softmax_role(kernel).body) if isinstance(o, ops.ForRange) and o.var == "j").body
+    values = next(o for o in body if isinstance(o, ops.WgmmaWait) and o.pending == 1)
+    if pending is None:
+        body.remove(values)
+    else:
+        values.pending = pending
+    q, k, v = inputs(1, 130, 300, 64, 5)
+    with pytest.raises(tmalang.TmalangError, match="E413"):
+        kernel.interpret(q, k, v, np.float32(1 / 8), np.int32(0), lse_array(1, 130),
+                         np.full((1, 130, 64), np.nan, BF16), seed=1, explore=1)
+
+
+def test_settle_accumulators_retires_the_older_group_at_pending_1():
+    def group(acc, a=None):
+        return [ops.WgmmaFence(), ops.Wgmma(acc, a or ex.BufferRef("x", ex.Const(0)), ex.BufferRef("y", ex.Const(0))),
+                ops.WgmmaCommit()]
+    touch = [ops.RowAssign(ex.AccRef("sn"), ex.Call("exp2", (ex.AccRef("sn"),)))]
+    out = defer_mma_release.settle_accumulators([*group("sn"), *group("acc"), ops.WgmmaWait(1), *touch])
+    assert sum(isinstance(o, ops.WgmmaWait) for o in out) == 1          # sn's group is retired: no extra wait
+    late = [ops.RowAssign(ex.AccRef("acc"), ex.AccRef("acc"))]
+    out = defer_mma_release.settle_accumulators([*group("sn"), *group("acc"), ops.WgmmaWait(1), *late])
+    assert isinstance(out[-2], ops.WgmmaWait) and out[-2].pending == 0  # acc's group may still run
