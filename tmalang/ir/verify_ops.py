@@ -146,8 +146,9 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     if o.strides[-1] != 1:
         v.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
     v.check(o, "multicast", o.multicast >= 1 and (o.multicast == 1 or not o.pair), "below 1, or on a pair box")
-    if o.panels() > 1:
-        _wide_box(v, o)
+    span = tma.SWIZZLES[o.swizzle].span if o.swizzle in tma.SWIZZLES else None
+    if span and not (o.bulk or o.im2col) and o.dtype in DTYPES and o.shape[-1] * DTYPES[o.dtype].itemsize > span:
+        _wide_box(v, o, span)
     if o.gather:   # a one-row tensor map over a 2-D tensor, copied four rows at a time
         v.check(o, "gather", len(o.shape) == tma.GATHER_RANK and o.shape[0] % tma.GATHER_ROWS == 0
                 and o.strides == [1] * len(o.shape) and not (o.bulk or o.pair or o.multicast > 1)
@@ -157,10 +158,9 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
                 f"{tma.SMEM_COPY_ALIGNMENT}k bytes, not bulk, pair or multicast")
 
 
-def _wide_box(v: Scope, o: ops.BoxDecl) -> None:
+def _wide_box(v: Scope, o: ops.BoxDecl, span: int) -> None:
     """A box of several swizzle spans per row (§4): whole spans, at most MAX_PANELS, panels of whole
     8-row atoms, and none of the forms whose copies are not one box (pair, gather, interleave)."""
-    span = tma.SWIZZLES[o.swizzle].span
     rows = math.prod(tma.tile_shape(o.shape[:-1], o.strides[:-1]))
     v.check(o, "shape", o.shape[-1] * DTYPES[o.dtype].itemsize % span == 0 and o.panels() <= tma.MAX_PANELS
             and rows % 8 == 0, f"a wide box: rows not whole {span}-byte spans, more than {tma.MAX_PANELS} "
