@@ -118,7 +118,7 @@ class BoxDecl(Op):
         if self.gather:
             return [1, *self.shape[1:]]
         shape = [self.shape[0] // self.slices(), *self.shape[1:]]
-        if self.panels() > 1:   # sema splits no rank-1 wide box between CTAs
+        if self.panels() > 1:   # a wide box has rank 2 or more (a rank-1 panel is one row: E518)
             shape[-1] = self.panel_cols()
         return shape
 

@@ -165,9 +165,8 @@ def _wide_box(v: Scope, o: ops.BoxDecl, span: int) -> None:
     v.check(o, "shape", o.shape[-1] * DTYPES[o.dtype].itemsize % span == 0 and o.panels() <= tma.MAX_PANELS
             and rows % 8 == 0, f"a wide box: rows not whole {span}-byte spans, more than {tma.MAX_PANELS} "
             "panels, or panels that are not whole 8-row swizzle atoms")
-    v.check(o, "swizzle", not (o.pair or o.gather or o.interleave != "none")
-            and (len(o.shape) > 1 or o.multicast == 1), "a wide box that is pair, gathered, interleaved, or "
-            "rank 1 and multicast")
+    v.check(o, "swizzle", not (o.pair or o.gather or o.interleave != "none"),
+            "a wide box that is pair, gathered or interleaved")
 
 
 def _pipeline(v: Scope, o: ops.PipelineDecl) -> None:

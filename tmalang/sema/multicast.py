@@ -14,7 +14,6 @@ import re
 from ..diagnostics import error
 from ..syntax import ast
 from ..target import cluster
-from . import panels
 from .declarations import Box, KernelInfo
 from .scope import Scope, mentions
 
@@ -36,8 +35,6 @@ def check_load(info: KernelInfo, s: ast.Load, box: Box, scope: Scope) -> None:
                     "load a pair box instead: each CTA of the pair loads half of it")
     if scope.pipeline is None:
         raise error("E059", "multicast loads belong in produce blocks (v0)", s.span)
-    if len(box.shape) == 1:   # its only dim is both the split rows and the panelled columns
-        panels.refuse(box, "a multicast load of a rank-1 box", s.span)
     axes = _multicast_axes(info, s, scope)
     ctas = _cta_set(info, axes)
     earlier = info.multicast_sets.setdefault(box.name, ctas)

@@ -12,7 +12,7 @@ checks. Guarantees: a swizzled box's rows are at most one span, or a whole numbe
 (E023) with P <= tma.MAX_PANELS (E515), whose panels start on the swizzle's alignment (the
 panel's rows, the product of the outer tile extents, are whole 8-row swizzle atoms: E518), and
 which is no `pair` box (E516). Uses that cannot take a wide box refuse it where they stand
-(`refuse`, E517): gathered rows, and multicast of a rank-1 box.
+(`refuse`, E517): gathered rows, tcgen05 operands and tcgen05.cp sources.
 """
 
 from __future__ import annotations
