@@ -1,12 +1,12 @@
-"""Wide boxes (docs §4 "Wide boxes"): a swizzled box whose rows are P swizzle spans is P panels.
+"""Panelled boxes (docs §4 "Panelled boxes"): a swizzled box whose rows are P swizzle spans is P panels.
 
 The tensor map describes one panel (manifest, runtime fields, C++ header); every load, store,
 reduce and prefetch through the box is P TMA instructions, panel p at inner element coordinate
 c + p·span/itemsize into shared memory at p·panel_bytes; expect_tx and smem sizes count the whole
 tile. The IR carries nothing new (the split follows from shape, dtype and swizzle), so it round
-trips unchanged, and the verifier checks the wide-box rules. The interpreter keeps tiles logical:
+trips unchanged, and the verifier checks the panelled-box rules. The interpreter keeps tiles logical:
 it runs these kernels unchanged. H100 tests: round trips at odd shapes, bit-exact, and multicast
-of a wide box (whose per-CTA row slice lands inside each panel) against an unicast load.
+of a panelled box (whose per-CTA row slice lands inside each panel) against an unicast load.
 """
 
 from __future__ import annotations
@@ -130,13 +130,13 @@ def _verify(text: str) -> None:
     verify(kernel, PASS_NAMES[-1], ["lower", *PASS_NAMES])
 
 
-def test_verifier_checks_wide_boxes():
+def test_verifier_checks_panelled_boxes():
     c = compile_source(copy_source("bf16", [1, 64, 128], "128B"), "copy.tma", Options(arch="sm_90a"), until="ir")
     text = print_ir(c.ir)
     _verify(text)
-    with pytest.raises(TmalangError, match="E999.*wide box: rows not whole"):
+    with pytest.raises(TmalangError, match="E999.*panelled box: rows not whole"):
         _verify(text.replace("shape=[1, 64, 128]", "shape=[1, 64, 96]", 1))
-    with pytest.raises(TmalangError, match="E999.*wide box: rows not whole"):
+    with pytest.raises(TmalangError, match="E999.*panelled box: rows not whole"):
         _verify(text.replace("shape=[1, 64, 128]", "shape=[1, 4, 128]", 1))
     with pytest.raises(TmalangError, match="E999.*pair, gathered"):
         _verify(re.sub(r"(box @In [^\n]*?)pair=false", r"\1pair=true", text, count=1))
@@ -181,7 +181,7 @@ kernel cross(a: f32[M, K], b: f32[P, N], dst: f32[M, N]) {
 
 
 def cross_source(rows: int, cols: int) -> str:
-    """dst tile (m, n) = A tile (m, 0) + B tile (0, n) through wide boxes (two 128-byte panels of
+    """dst tile (m, n) = A tile (m, 0) + B tile (0, n) through panelled boxes (two 128-byte panels of
     32 f32): A multicast along a cluster row, B along a cluster column, each CTA loading its rows
     of each panel into every CTA of its set."""
     return (CROSS.replace("ROWSxCOLS", f"{rows}x{cols}").replace("MA", "multicast(n)" if cols > 1 else "")
@@ -195,7 +195,7 @@ def cross_operands(rng, m, n):
 
 
 @pytest.mark.parametrize("shape", [(1, 2), (2, 1), (2, 2)], ids=str)
-def test_multicast_of_a_wide_box(shape):
+def test_multicast_of_a_panelled_box(shape):
     """Each CTA's slice of rows lands inside every panel: offset part · panel_bytes / CTAs."""
     k = tmalang.compile(cross_source(*shape))
     assert k.ptx.count("multicast::cluster") == 2 * (shape[0] > 1) + 2 * (shape[1] > 1)
@@ -289,7 +289,7 @@ def test_h100_round_trip_is_exact(dtype, box, swizzle, shape):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("shape", [(1, 2), (2, 1), (2, 2)], ids=str)
-def test_h100_multicast_of_a_wide_box(shape):
+def test_h100_multicast_of_a_panelled_box(shape):
     """A multicast A (and B) against the sum the interpreter and NumPy give, exactly: a row slice
     placed across panels instead of inside each would mix rows of A into B's place."""
     torch = pytest.importorskip("torch")
@@ -304,7 +304,7 @@ def test_h100_multicast_of_a_wide_box(shape):
 
 @pytest.mark.gpu
 def test_h100_element_coordinates_take_panels():
-    """A wide box at element coordinates (r + 1, c + 8): both panels shifted alike, bit-exact."""
+    """A panelled box at element coordinates (r + 1, c + 8): both panels shifted alike, bit-exact."""
     torch = pytest.importorskip("torch")
     k = tmalang.compile(ELEMENTS)
     for shape in [(130, 300), (1000, 1000)]:

@@ -1,10 +1,10 @@
-"""wgmma on wide boxes (docs §4 "Wide boxes", §15): operands and epilogue targets of several
+"""wgmma on panelled boxes (docs §4 "Panelled boxes", §15): operands and epilogue targets of several
 128-byte panels, at attention's head dim 128.
 
 - K-major A [128, 128] and B [128, 128]: K = 128 spans two panels; K steps 0..3 read panel 0,
   steps 4..7 panel 1 (the descriptor start moves rows × 128 bytes on).
 - MN-major B `kn` [64, 128]: N = 128 is two 64-element columns, one panel each, LBO apart.
-- The epilogue writes a wide swizzled tile (two bf16 panels, four f32 panels) that a wide box
+- The epilogue writes a panelled swizzled tile (two bf16 panels, four f32 panels) that a panelled box
   stores.
 - O = bf16(Q·Kᵀ)·V with Q, K [S, 128] and V [S, 128] as stored (kn): attention's two GEMMs.
 
@@ -26,9 +26,9 @@ NUMPY = {"bf16": BF16, "f32": np.float32}
 
 
 def gemm_source(out: str) -> str:
-    """C = A · Bᵀ, A [M, K], B [N, K] in [128, 128] wide boxes; C through a wide swizzled tile."""
+    """C = A · Bᵀ, A [M, K], B [N, K] in [128, 128] panelled boxes; C through a panelled swizzled tile."""
     return f"""
-kernel gemm_wide(a: bf16[M, K], b: bf16[N, K], c: {out}[M, N]) {{
+kernel gemm_panels(a: bf16[M, K], b: bf16[N, K], c: {out}[M, N]) {{
     grid persistent
     box A = a[128, 128] swizzle 128B
     box B = b[128, 128] swizzle 128B
@@ -68,7 +68,7 @@ kernel gemm_wide(a: bf16[M, K], b: bf16[N, K], c: {out}[M, N]) {{
 
 
 KN_SOURCE = """
-kernel gemm_kn_wide(a: bf16[M, K], b: bf16[K, N], c: f32[M, N]) {
+kernel gemm_kn_panels(a: bf16[M, K], b: bf16[K, N], c: f32[M, N]) {
     grid persistent
     box A = a[128, 64] swizzle 128B
     box B = b[64, 128] swizzle 128B
@@ -107,7 +107,7 @@ kernel gemm_kn_wide(a: bf16[M, K], b: bf16[K, N], c: f32[M, N]) {
 """
 
 CHAIN_SOURCE = """
-kernel chain_wide(q: bf16[M, D], k: bf16[S, D], v: bf16[S, D], o: f32[M, D]) {
+kernel chain_panels(q: bf16[M, D], k: bf16[S, D], v: bf16[S, D], o: f32[M, D]) {
     grid persistent
     box Q = q[128, 128] swizzle 128B
     box Kb = k[128, 128] swizzle 128B
@@ -190,7 +190,7 @@ def chain_reference(q, k, v):
 # ---- PTX ----------------------------------------------------------------------------------------
 
 def test_gemm_ptx(gemm):
-    """Eight k16 steps per warpgroup over both K panels; two loads of two panels each; the wide
+    """Eight k16 steps per warpgroup over both K panels; two loads of two panels each; the panelled
     C tile stored as one copy per panel (2 bf16, 4 f32); ptxas accepts it."""
     out, k = gemm
     assert k.ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16") == 8
@@ -212,7 +212,7 @@ def test_chain_ptx(chain):
     assert stats.spill_stores == 0 and stats.spill_loads == 0
 
 
-def test_wide_tiles_keep_box_bytes(gemm):
+def test_panelled_tiles_keep_box_bytes(gemm):
     """expect_tx and the smem sizes count the whole tile: 2 × 32 KiB per ring stage."""
     _, k = gemm
     assert "65536" in k.explain()
@@ -271,7 +271,7 @@ def _run_on_h100(kernel, *arrays):
 @pytest.mark.gpu
 @pytest.mark.parametrize("m,n,kk", [(130, 200, 100), (77, 129, 300), (1000, 515, 1030)], ids=str)
 def test_h100_gemm_matches_float64_and_interpreter(gemm, m, n, kk):
-    """K over two panels (descriptor start + rows × 128 bytes at step 4), the wide epilogue tile."""
+    """K over two panels (descriptor start + rows × 128 bytes at step 4), the panelled epilogue tile."""
     out, k = gemm
     rng = np.random.default_rng(3 * m + n + kk)
     a, b = matrix(rng, m, kk), matrix(rng, n, kk)

@@ -1,6 +1,6 @@
-"""wgmma descriptors over the panels of a wide box (docs §4, §15), against the PTX ISA.
+"""wgmma descriptors over the panels of a panelled box (docs §4, §15), against the PTX ISA.
 
-A wide box [R, P·W/itemsize] lands in shared memory as P narrow tiles [R, W/itemsize] one after
+A panelled box [R, P·W/itemsize] lands in shared memory as P narrow tiles [R, W/itemsize] one after
 the other (W the swizzle span), each swizzled as TMA swizzles a narrow box. These tests check
 that this image is exactly the layout the descriptors the backend builds describe:
 
@@ -48,7 +48,7 @@ def panel_image(matrix: np.ndarray, layout, panels: int, **kwargs) -> np.ndarray
     (64, 64, "bf16", "32B"),        # 4 panels of 16
     (64, 256, "f8e4m3", "128B"),    # 2 panels of 128 fp8
 ])
-def test_kmajor_wide_tile_is_its_panels(rows, k, dtype, swizzle):
+def test_kmajor_panelled_tile_is_its_panels(rows, k, dtype, swizzle):
     tile = w.KMajorTile(rows, k, dtype, swizzle)
     span = w.SWIZZLE_BYTES[swizzle]
     panels = tile.k_bytes // span
@@ -78,7 +78,7 @@ def test_kmajor_64B_panels():
 
 
 @pytest.mark.parametrize("n", [64, 128, 192, 256])
-def test_mnmajor_wide_b_is_its_panels(n):
+def test_mnmajor_panelled_b_is_its_panels(n):
     tile = w.MNMajorTile(k_rows=64, n_elems=n, dtype="bf16")
     matrix = np.arange(64 * n, dtype=np.uint16).reshape(64, n)
     narrow = panel_image(matrix, lambda k, c: w.MNMajorTile(k_rows=k, n_elems=c, dtype="bf16"), n // 64)

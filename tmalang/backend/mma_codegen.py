@@ -161,7 +161,7 @@ def store_pair(g, dest: ex.BufferRef, row: ir.Value, col: ir.Value, values: list
 
 def _swizzled(g, offset: ir.Value, swizzle: str) -> ir.Value:
     """Where TMA keeps byte `offset` of a tile whose rows are one swizzle span long (or of one
-    panel of a wide tile: panel_codegen): the 16-byte chunk index is XORed with the row (mod the
+    panel of a panelled tile: panel_codegen): the 16-byte chunk index is XORed with the row (mod the
     span's chunk count). A quad of lanes writes one chunk and the 8 rows of a warp's store land
     in 8 different chunks: no bank conflicts."""
     if swizzle == "none":

@@ -1,5 +1,5 @@
-"""Wide boxes (docs §4) in LLVM IR: the P copies of one TMA load, store or prefetch, and where
-element (row, col) of a wide tile sits in shared memory.
+"""Panelled boxes (docs §4) in LLVM IR: the P copies of one TMA load, store or prefetch, and where
+element (row, col) of a panelled tile sits in shared memory.
 
 Requires: a box that sema and the verifier admitted, so P = box.panels() panels of whole 8-row
 swizzle atoms (each panel starts on the swizzle's alignment), no pair or gathered box.

@@ -114,11 +114,11 @@ class BoxDecl(Op):
 
     def map_shape(self) -> list[int]:
         """The box one CTA's tensor map describes: its slice of a split box, one row of a gathered one,
-        one panel of a wide box."""
+        one panel of a panelled box."""
         if self.gather:
             return [1, *self.shape[1:]]
         shape = [self.shape[0] // self.slices(), *self.shape[1:]]
-        if self.panels() > 1:   # a wide box has rank 2 or more (a rank-1 panel is one row: E518)
+        if self.panels() > 1:   # a panelled box has rank 2 or more (a rank-1 panel is one row: E518)
             shape[-1] = self.panel_cols()
         return shape
 

@@ -258,7 +258,7 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
                     d.span, f"{d.shape[-1]} x {tensor.dtype.name} ({tensor.dtype.itemsize} B) = {inner_bytes} B")
     check_static_strides(tensor, d)
     interleave.check(d, tensor)          # an interleaved box's rows are one slice: never wide
-    panels.check_declaration(d, tensor.dtype, strides)   # rows of several swizzle spans: a wide box
+    panels.check_declaration(d, tensor.dtype, strides)   # rows of several swizzle spans: a panelled box
     tensor_box = Box(d.name, tensor, list(d.shape), strides, d.swizzle, d.oob, d.l2, d.span, d.pair,
                      d.option_spans.get("pair"), cache_policy(d), interleave=d.interleave)
     if d.oob == "nan" and tensor.dtype.kind not in ("float",):

@@ -4,7 +4,7 @@ Hardware rules (PTX ISA, wgmma): a warpgroup is 4 consecutive warps starting at 
 4, and each wgmma computes a 64-row slice, so an accumulator of R rows needs R / 64 warpgroups
 in its role; N is a multiple of 8 up to 256; f16/bf16 operands take K in steps of 16. Both
 operands are read K-major from swizzled smem tiles whose rows are one swizzle span, the layout a
-TMA box of [rows, 64 x bf16] with `swizzle 128B` produces, or whole spans, the panels of a wide
+TMA box of [rows, 64 x bf16] with `swizzle 128B` produces, or whole spans, the panels of a panelled
 box (§4); with `kn`, b is read MN-major: a [K, 64·P] f16/bf16 tile, 128B-swizzled, as TMA
 writes V [seq, d].
 """
@@ -71,12 +71,12 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
         a_dtype, a_shape = _register_operand(s.a, acc, scope)
     else:
         a = tile_ref(info, s.a, scope)
-        check_operand(s.a, a, wide=True)
+        check_operand(s.a, a, panelled=True)
         a_dtype, a_shape = a.dtype.name, a.shape
     b = tile_ref(info, s.b, scope)
     if s.kn:
         return _check_kn(s, acc, a_dtype, a_shape, b)
-    check_operand(s.b, b, wide=True)
+    check_operand(s.b, b, panelled=True)
     if a_dtype != b.dtype.name:
         raise error("E088", f"mma operands differ in dtype: {a_dtype} and {b.dtype.name}", s.span)
     rows, cols = acc.shape
@@ -90,7 +90,7 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
 def _check_kn(s: ast.Mma, acc: Accumulator, a_dtype: str, a_shape: list[int], b: Box) -> None:
     """`mma acc, a, b kn`: b is [K, N], N innermost, read through an MN-major descriptor with
     imm-trans-b = 1 (wgmma.MNMajorTile). imm-trans exists for f16/bf16 only, and v1 encodes the
-    128B swizzle only, so b's rows are 128 bytes, or whole 128-byte panels of a wide box (§4):
+    128B swizzle only, so b's rows are 128 bytes, or whole 128-byte panels of a panelled box (§4):
     N = 64·P, one 64-element N column per panel, LBO bytes apart."""
     if b.dtype.name not in MN_MAJOR_DTYPES:
         raise error("E511", f"an MN-major ('kn') b must be {' or '.join(MN_MAJOR_DTYPES)}; '{s.b.text()}' is "
@@ -98,7 +98,7 @@ def _check_kn(s: ast.Mma, acc: Accumulator, a_dtype: str, a_shape: list[int], b:
     if len(b.shape) != 2 or b.swizzle != "128B" or b.shape[1] * b.dtype.itemsize % 128:
         raise error("E510", f"an MN-major ('kn') b must be a 2-D [K, N] tile with swizzle 128B and rows of "
                     f"whole 128-byte spans; '{s.b.text()}' is {b.dtype.name}{b.shape} swizzle {b.swizzle}", s.b.span,
-                    f"e.g. box V = v[K, {128 // b.dtype.itemsize}] swizzle 128B, or a wide "
+                    f"e.g. box V = v[K, {128 // b.dtype.itemsize}] swizzle 128B, or a panelled "
                     f"v[K, {256 // b.dtype.itemsize}] swizzle 128B")
     k, n = b.shape
     if k % 16:

@@ -26,17 +26,17 @@ class Accumulator:
 
 
 def check_operand(ref: ast.Ref, tile: Box, dtypes: tuple[str, ...] = MMA_INPUT_DTYPES,
-                   what: str = "mma operand", wide: bool = False) -> None:
-    """A K-major operand: 2-D, swizzled, rows of one swizzle span, or with `wide` (wgmma) of a whole
-    number of spans, the panels of a wide box (§4) that K steps walk one after the other."""
+                   what: str = "mma operand", panelled: bool = False) -> None:
+    """A K-major operand: 2-D, swizzled, rows of one swizzle span, or with `panelled` (wgmma) of a whole
+    number of spans, the panels of a panelled box (§4) that K steps walk one after the other."""
     if tile.dtype.name not in dtypes:
         raise error("E088", f"mma operands may be {', '.join(dtypes)}; '{ref.text()}' is "
                     f"{tile.dtype.name}", ref.span)
     span = tma.SWIZZLES[tile.swizzle].span
     row = tile.shape[-1] * tile.dtype.itemsize
-    fits = span is not None and (row == span or (wide and row % span == 0))
+    fits = span is not None and (row == span or (panelled and row % span == 0))
     if len(tile.shape) != 2 or not fits:
-        rows = "one swizzle span or whole spans" if wide else "one swizzle span"
+        rows = "one swizzle span or whole spans" if panelled else "one swizzle span"
         raise error("E089", f"{what} '{ref.text()}' must be a 2-D swizzled tile whose rows are {rows} "
                     "(32, 64 or 128 bytes)", ref.span,
                     f"e.g. box X = x[rows, {128 // tile.dtype.itemsize}] swizzle 128B (K-major)")

@@ -1,4 +1,4 @@
-"""Wide boxes ("panels", docs §4): a swizzled box whose rows are several swizzle spans.
+"""Panelled boxes (docs §4): a swizzled box whose rows are several swizzle spans.
 
 `box Q = q[128, 128] swizzle 128B` of bf16 has 256-byte rows, two 128-byte spans. TMA swizzles
 within one span, so such a box is moved as P = 2 *panels* of [128, 64]: the tensor map describes
@@ -11,7 +11,7 @@ Requires: a box declaration that passed the extent (E021), 16-byte (E022) and op
 checks. Guarantees: a swizzled box's rows are at most one span, or a whole number P of spans
 (E023) with P <= tma.MAX_PANELS (E515), whose panels start on the swizzle's alignment (the
 panel's rows, the product of the outer tile extents, are whole 8-row swizzle atoms: E518), and
-which is no `pair` box (E516). Uses that cannot take a wide box refuse it where they stand
+which is no `pair` box (E516). Uses that cannot take a panelled box refuse it where they stand
 (`refuse`, E517): gathered rows, tcgen05 operands and tcgen05.cp sources.
 """
 
@@ -43,20 +43,20 @@ def check_declaration(d: ast.BoxDecl, dtype: DType, strides: list[int]) -> None:
         raise error("E023", f"inner box extent is {inner} bytes, not a whole number of {d.swizzle} swizzle spans "
                     f"({span} bytes)", where,
                     f"use at most {per_span} {dtype.name} elements innermost, or a multiple of {per_span} "
-                    "(a wide box of one panel per span, §4), or another swizzle")
+                    "(a panelled box of one panel per span, §4), or another swizzle")
     panels = inner // span
     if panels > tma.MAX_PANELS:
-        raise error("E515", f"box '{d.name}' is {panels} panels of {span} bytes; a wide box has at most "
+        raise error("E515", f"box '{d.name}' is {panels} panels of {span} bytes; a panelled box has at most "
                     f"{tma.MAX_PANELS}", where,
                     f"each panel is one TMA copy: use a wider swizzle, or at most {tma.MAX_PANELS * per_span} "
                     f"{dtype.name} elements innermost")
     if d.pair:
-        raise error("E516", f"box '{d.name}' is a wide box ({panels} panels of {span} bytes) and cannot be a "
+        raise error("E516", f"box '{d.name}' is a panelled box ({panels} panels of {span} bytes) and cannot be a "
                     "pair box", d.option_spans.get("pair", d.span),
                     f"a pair box's rows fit the swizzle span: at most {per_span} {dtype.name} elements innermost")
     rows = prod(tma.tile_shape(d.shape[:-1], strides[:-1]))
     if rows % SWIZZLE_ATOM_ROWS:
-        raise error("E518", f"box '{d.name}' is a wide box whose panels hold {rows} rows; each panel must be whole "
+        raise error("E518", f"box '{d.name}' is a panelled box whose panels hold {rows} rows; each panel must be whole "
                     f"{SWIZZLE_ATOM_ROWS}-row swizzle atoms", d.span,
                     f"panel p lands p x rows x {span} bytes into the tile, which must stay on the "
                     f"{tma.SWIZZLES[d.swizzle].tile_alignment}-byte swizzle alignment: use a multiple of "
@@ -71,9 +71,9 @@ def of(box) -> int:
 
 
 def refuse(box, what: str, span: Span) -> None:
-    """E517: `what` cannot take a wide box."""
+    """E517: `what` cannot take a panelled box."""
     panels = of(box)
     if panels > 1:
-        raise error("E517", f"box '{box.name}' is a wide box ({panels} panels); {what} cannot take it", span,
+        raise error("E517", f"box '{box.name}' is a panelled box ({panels} panels); {what} cannot take it", span,
                     f"declare a box whose rows fit the {box.swizzle} swizzle span, "
                     f"{tma.SWIZZLES[box.swizzle].span // box.dtype.itemsize} {box.dtype.name} elements")

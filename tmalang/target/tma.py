@@ -81,7 +81,7 @@ GATHER_RANK = 2
 SMEM_COPY_ALIGNMENT = 128  # bytes: a tensor copy's shared-memory address (each four-row copy's too)
 
 
-# Wide boxes ("panels", docs §4): a swizzled box whose rows are P > 1 swizzle spans is moved as P
+# Panelled boxes (docs §4): a swizzled box whose rows are P > 1 swizzle spans is moved as P
 # TMA copies of one span each, side by side in global memory and one after the other in shared
 # memory. The tensor map describes one panel; a copy issues P instructions.
 MAX_PANELS = 8
