@@ -105,6 +105,12 @@ def test_tile_bytes_and_alignment_are_the_whole_box():
     assert (buffer.bytes, buffer.align) == (16384, 1024)
 
 
+def test_explain_lists_the_panels():
+    explain = tmalang.compile(copy_source("f32", [16, 64], "64B")).explain()
+    assert "  In: 4 panels of [16, 16] (1024 bytes), one TMA copy each, at inner coordinate + p x 16" in explain
+    assert "panelled boxes" not in tmalang.compile(copy_source("f32", [16, 16], "64B")).explain()
+
+
 def test_tensor_map_is_one_panel():
     k = tmalang.compile(copy_source("bf16", [1, 64, 128], "128B"))
     maps = [p for p in k.manifest.ptx_params if hasattr(p, "box_shape")]
