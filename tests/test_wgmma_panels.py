@@ -20,12 +20,19 @@ The H100 check is tests/test_panels_mma.py (GEMMs over these layouts against flo
 
 from __future__ import annotations
 
+import ctypes
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from llvmlite import binding as llvm
+from llvmlite import ir
 
+from tmalang.backend import panel_codegen
+from tmalang.backend.mma_codegen import _swizzled
 from tmalang.compiler import Options, compile_source
+from tmalang.ir import ops
 from tmalang.target import wgmma as w
 
 from test_panels_mma import KN_SOURCE, gemm_source
@@ -125,3 +132,39 @@ def test_backend_descriptor_for_mn_major_n_128():
     assert b.descriptor_base() == (512 << 16) | (64 << 32) | (MODE_128B << 62)
     assert b.descriptor_base() in _descriptor_constants(text)
     assert {0, 128, 256, 384} <= _step_adds(text)          # 2048-byte k16 slices
+
+
+def _host_offset_function(box: ops.BoxDecl, itemsize: int):
+    """The LLVM IR the epilogue and row math compute an element's address with
+    (`panel_codegen.element_offset` + `_swizzled`), compiled for this CPU: (row, col) -> bytes."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    module = ir.Module("offsets")
+    module.triple = llvm.get_process_triple()
+    i32 = ir.IntType(32)
+    fn = ir.Function(module, ir.FunctionType(i32, [i32, i32]), "offset")
+    g = SimpleNamespace(b=ir.IRBuilder(fn.append_basic_block()))
+    row, col = fn.args
+    g.b.ret(panel_codegen.element_offset(g, box, row, col, itemsize, lambda x: _swizzled(g, x, box.swizzle)))
+    compiled = llvm.parse_assembly(str(module))
+    engine = llvm.create_mcjit_compiler(compiled, llvm.Target.from_default_triple().create_target_machine())
+    engine.finalize_object()
+    call = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)(engine.get_function_address("offset"))
+    return call, engine
+
+
+@pytest.mark.parametrize("dtype,layout_dtype,rows,cols,swizzle", [
+    ("bf16", "bf16", 128, 128, "128B"),    # 2 panels: attention's O tile at head dim 128
+    ("f32", "tf32", 64, 128, "128B"),      # 4 panels of 32 f32
+    ("bf16", "bf16", 64, 64, "64B"),       # 2 panels of 32
+    ("f16", "f16", 64, 64, "32B"),         # 4 panels of 16
+    ("bf16", "bf16", 64, 64, "128B"),      # one panel: the narrow formula, unchanged
+])
+def test_epilogue_addresses_are_the_panel_layout(dtype, layout_dtype, rows, cols, swizzle):
+    """Every (row, col) an epilogue or row math writes lands where TMA (and wgmma) keep it: the
+    K-major tile layout, which test_kmajor_panelled_tile_is_its_panels shows is the panels'."""
+    box = ops.BoxDecl("C", "c", dtype, [rows, cols], [1, 1], swizzle, "zero", "none", 1, False)
+    offset, _engine = _host_offset_function(box, w.dtype_bytes(layout_dtype))
+    tile = w.KMajorTile(rows, cols, layout_dtype, swizzle)
+    wrong = [(r, c) for r in range(rows) for c in range(cols) if offset(r, c) != tile.byte_offset(r, c)]
+    assert not wrong
