@@ -69,8 +69,9 @@ def _panels(kernel: ops.KernelOp) -> list[str]:
     rows = []
     for box in (b for b in ops.decls(kernel, ops.BoxDecl).values() if b.panels() > 1):
         panel = [*tma.tile_shape(box.shape[:-1], box.strides[:-1]), box.panel_cols()]
-        rows.append(f"  {box.symbol}: {box.panels()} panels of {panel} ({box.bytes(itemsize(box.dtype)) // box.panels()} "
-                    f"bytes), one TMA copy each, at inner coordinate + p x {box.panel_cols()}")
+        panel_bytes = box.bytes(itemsize(box.dtype)) // box.panels()
+        rows.append(f"  {box.symbol}: {box.panels()} panels of {panel} ({panel_bytes} bytes), one TMA copy each, "
+                    f"at inner coordinate + p x {box.panel_cols()}")
     return ["", "panelled boxes (panel p lands p x its bytes into the tile; the tensor map is one panel):",
             *rows] if rows else []
 

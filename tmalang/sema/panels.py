@@ -27,10 +27,6 @@ from ..target.dtypes import DType
 SWIZZLE_ATOM_ROWS = 8   # a swizzle pattern repeats every 8 rows of its span (PTX ISA 5.5.8)
 
 
-def count(itemsize: int, inner_extent: int, swizzle: str) -> int:
-    return tma.panels(itemsize, inner_extent, swizzle)
-
-
 def check_declaration(d: ast.BoxDecl, dtype: DType, strides: list[int]) -> None:
     """E023 / E515 / E516 / E518 for a tiled box (not im2col, not bulk)."""
     span = tma.SWIZZLES[d.swizzle].span
@@ -67,7 +63,7 @@ def of(box) -> int:
     """Panels of a sema Box (1 for a narrow one)."""
     if box.bulk or box.im2col is not None:
         return 1
-    return count(box.dtype.itemsize, box.shape[-1], box.swizzle)
+    return tma.panels(box.dtype.itemsize, box.shape[-1], box.swizzle)
 
 
 def refuse(box, what: str, span: Span) -> None:
