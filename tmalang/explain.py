@@ -1,7 +1,8 @@
 """`--explain`: the schedule the passes derived, as tables a person can check.
 
 Barrier table (name, stages, arrivals per phase, tx bytes, who waits with which parity, who
-arrives), the smem map, and roles → warps/threads/register budget.
+arrives), the smem map, and roles → warps/threads/register budget; where a kernel has them, L2
+prefetches, peer pushes, im2col walks and panelled boxes (each copy's panels).
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from collections import defaultdict
 from .contract.manifest import GridSpec
 from .ir import ops
 from .passes.plan_smem import smem_map
+from .target import tma
 from .target.arch import Target
+from .target.dtypes import itemsize
 
 
 def explain(kernel: ops.KernelOp, target: Target, grid: GridSpec | None = None) -> str:
@@ -30,6 +33,7 @@ def explain(kernel: ops.KernelOp, target: Target, grid: GridSpec | None = None) 
     lines += _l2(kernel)
     lines += _pushes(kernel)
     lines += _im2col(kernel)
+    lines += _panels(kernel)
     return "\n".join(lines) + "\n"
 
 
@@ -58,6 +62,18 @@ def _pushes(kernel: ops.KernelOp) -> list[str]:
     rows = [f"  {o.source.name} -> {o.dest.name} of rank (r + {o.peer}) % {kernel.cluster}, {o.bytes} bytes on "
             f"{o.barrier.name} there" for o in ops.walk(kernel.body) if isinstance(o, ops.BulkPush)]
     return ["", "distributed shared memory (bulk pushes, CTA of rank r):", *dict.fromkeys(rows)] if rows else []
+
+
+def _panels(kernel: ops.KernelOp) -> list[str]:
+    """Panelled boxes (§4): how each copy splits. The barriers and smem above count whole tiles."""
+    rows = []
+    for box in (b for b in ops.decls(kernel, ops.BoxDecl).values() if b.panels() > 1):
+        panel = [*tma.tile_shape(box.shape[:-1], box.strides[:-1]), box.panel_cols()]
+        panel_bytes = box.bytes(itemsize(box.dtype)) // box.panels()
+        rows.append(f"  {box.symbol}: {box.panels()} panels of {panel} ({panel_bytes} bytes), one TMA copy each, "
+                    f"at inner coordinate + p x {box.panel_cols()}")
+    return ["", "panelled boxes (panel p lands p x its bytes into the tile; the tensor map is one panel):",
+            *rows] if rows else []
 
 
 def _im2col(kernel: ops.KernelOp) -> list[str]:

@@ -16,7 +16,7 @@ from ..passes.dispatch_roles import register_limit
 from ..target import dtypes, tma
 from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
-from . import cluster_codegen, gather_codegen, pair_codegen, ptx_asm, tcgen05_codegen
+from . import cluster_codegen, gather_codegen, pair_codegen, panel_codegen, ptx_asm, tcgen05_codegen
 from .mma_codegen import MMA_EMITTERS
 from .pair_codegen import PAIR_EMITTERS
 from .row_codegen import ROW_EMITTERS
@@ -313,8 +313,9 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
         else:
             part = g.b.and_(g._sreg("cluster.ctarank"), I32(1))
         coords[-1] = g.b.add(coords[-1], g.b.mul(part, I32(box.shape[0] // parts)))
-    if o.multicast:   # ... and writes it into every CTA of its set, at its place in the box
-        dest = g.b.add(dest, g.b.mul(part, I32(g.buffers[o.dest.name].bytes // parts)))
+    tile_bytes = g.buffers[o.dest.name].bytes
+    if o.multicast:   # ... and writes it into every CTA of its set, at its place in the box (in each panel)
+        dest = g.b.add(dest, g.b.mul(part, I32(tile_bytes // box.panels() // parts)))
         if o.ctas == "cluster":   # a constant mask, 2^N - 1
             template = ptx_asm.tma_load_multicast(rank, (1 << parts) - 1)
         else:   # this CTA's row or column: a mask of its coordinates, one more operand
@@ -326,7 +327,8 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
         barrier = pair_codegen.leader_address(g, barrier) if o.pair else barrier
     last = ".multicast::cluster" if o.multicast else ".cta_group::2" if o.pair else "::bytes"   # hint goes after
     template = ptx_asm.cache_hint(template, last, box.cache)
-    g.asm(template, constraints, [dest, g.tensor_map(o.box), *coords, barrier, *extra])
+    for at, smem in panel_codegen.copies(g, box, coords, dest, tile_bytes):
+        g.asm(template, constraints, [smem, g.tensor_map(o.box), *at, barrier, *extra])
 
 
 def _im2col_load(g: KernelCodegen, box: ops.BoxDecl, o: ops.TmaLoad) -> None:
@@ -356,9 +358,10 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
         gather_codegen.scatter_store(g, o, box)
         return
     coords = g.element_coords(box, o.coords, o.elements)
-    args = [g.tensor_map(o.box), *coords, g.address(o.source)]
+    tensor_map, source = g.tensor_map(o.box), g.address(o.source)
     template = ptx_asm.cache_hint(ptx_asm.tma_store(len(coords), o.reduce), ".bulk_group", box.cache)
-    g.asm(template, ",".join(["l"] + ["r"] * len(coords) + ["r"]), args)
+    for at, smem in panel_codegen.copies(g, box, coords, source, g.buffers[o.source.name].bytes):
+        g.asm(template, ",".join(["l"] + ["r"] * len(coords) + ["r"]), [tensor_map, *at, smem])
 
 
 def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
@@ -372,7 +375,8 @@ def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
         return
     coords = g.element_coords(box, o.coords, o.elements)
     template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords)), ".tile", box.cache)
-    g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *coords])
+    for at, _ in panel_codegen.copies(g, box, coords, None, 0):
+        g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *at])
 
 
 def _peer_rank(g: KernelCodegen, o: ops.Op) -> ir.Value:

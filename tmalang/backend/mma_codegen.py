@@ -16,6 +16,7 @@ from ..ir import exprs as ex
 from ..ir import ops
 from ..target import tma, wgmma
 from ..target.dtypes import DTYPES
+from . import panel_codegen
 from .tile_math import STORAGE
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
@@ -153,19 +154,20 @@ def store_pair(g, dest: ex.BufferRef, row: ir.Value, col: ir.Value, values: list
     """Two elements (row, col), (row, col + 1) of smem tile `dest`, already in its storage type,
     written as one 2-element vector at the (swizzled) address the tile's layout gives them."""
     box = g.boxes[g.buffers[dest.name].box]
-    cols, itemsize = tma.matrix_shape(box.shape)[-1], DTYPES[box.dtype].itemsize
+    itemsize = DTYPES[box.dtype].itemsize
     vector = ir.Constant(ir.VectorType(STORAGE[box.dtype], 2), ir.Undefined)
     for j, value in enumerate(values):
         vector = g.b.insert_element(vector, value, I32(j))
-    offset = _swizzled(g, g.b.mul(g.b.add(g.b.mul(row, I32(cols)), col), I32(itemsize)), box.swizzle)
+    offset = panel_codegen.element_offset(g, box, row, col, itemsize, lambda x: _swizzled(g, x, box.swizzle))
     pointer = g.b.inttoptr(g.b.add(g.address(dest), offset), ir.PointerType(addrspace=3))
     g.b.store(vector, pointer).align = 2 * itemsize
 
 
 def _swizzled(g, offset: ir.Value, swizzle: str) -> ir.Value:
-    """Where TMA keeps byte `offset` of a tile whose rows are one swizzle span long: the 16-byte
-    chunk index is XORed with the row (mod the span's chunk count). A quad of lanes writes one
-    chunk and the 8 rows of a warp's store land in 8 different chunks: no bank conflicts."""
+    """Where TMA keeps byte `offset` of a tile whose rows are one swizzle span long (or of one
+    panel of a panelled tile: panel_codegen): the 16-byte chunk index is XORed with the row (mod the
+    span's chunk count). A quad of lanes writes one chunk and the 8 rows of a warp's store land
+    in 8 different chunks: no bank conflicts."""
     if swizzle == "none":
         return offset
     chunks = tma.SWIZZLES[swizzle].span // 16

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from ..diagnostics import Span
-from ..target import cluster, tma
+from ..target import cluster, dtypes, tma
 from .exprs import BufferRef, Const, Expr, TmemRef
 from .exprs import walk as walk_expr
 
@@ -113,10 +113,25 @@ class BoxDecl(Op):
         return bool(self.lower)
 
     def map_shape(self) -> list[int]:
-        """The box one CTA's tensor map describes: its slice of a split box, one row of a gathered one."""
+        """The box one CTA's tensor map describes: its slice of a split box, one row of a gathered one,
+        one panel of a panelled box."""
         if self.gather:
             return [1, *self.shape[1:]]
-        return [self.shape[0] // self.slices(), *self.shape[1:]]
+        shape = [self.shape[0] // self.slices(), *self.shape[1:]]
+        if self.panels() > 1:   # a panelled box has rank 2 or more (a rank-1 panel is one row: E518)
+            shape[-1] = self.panel_cols()
+        return shape
+
+    def panels(self) -> int:
+        """How many swizzle-span panels each row is cut into (tma.panels; 1 for a narrow box). The
+        split is derived from shape, dtype and swizzle, so the IR carries no field for it."""
+        if self.dtype not in dtypes.DTYPES or self.bulk or self.im2col:
+            return 1
+        return tma.panels(dtypes.itemsize(self.dtype), self.shape[-1], self.swizzle)
+
+    def panel_cols(self) -> int:
+        """Elements of one panel's rows: the inner extent the tensor map describes."""
+        return self.shape[-1] // self.panels()
 
     def slices(self) -> int:
         """Into how many parts along dim 0 the CTAs split the box: each tensor map covers one."""

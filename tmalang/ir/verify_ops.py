@@ -8,6 +8,7 @@ passes establish stage by stage is not an op's own rule: those rules are in veri
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ..diagnostics import TmalangError
@@ -145,6 +146,9 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     if o.strides[-1] != 1:
         v.fail(f"box '@{o.symbol}' has innermost element stride {o.strides[-1]}; TMA ignores it (§4)", o)
     v.check(o, "multicast", o.multicast >= 1 and (o.multicast == 1 or not o.pair), "below 1, or on a pair box")
+    span = tma.SWIZZLES[o.swizzle].span if o.swizzle in tma.SWIZZLES else None
+    if span and not (o.bulk or o.im2col) and o.dtype in DTYPES and o.shape[-1] * DTYPES[o.dtype].itemsize > span:
+        _panelled_box(v, o, span)
     if o.gather:   # a one-row tensor map over a 2-D tensor, copied four rows at a time
         v.check(o, "gather", len(o.shape) == tma.GATHER_RANK and o.shape[0] % tma.GATHER_ROWS == 0
                 and o.strides == [1] * len(o.shape) and not (o.bulk or o.pair or o.multicast > 1)
@@ -152,6 +156,17 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
                      % tma.SMEM_COPY_ALIGNMENT == 0),
                 f"a gathered box is 2-D, unstrided, {tma.GATHER_ROWS}k rows of which four are "
                 f"{tma.SMEM_COPY_ALIGNMENT}k bytes, not bulk, pair or multicast")
+
+
+def _panelled_box(v: Scope, o: ops.BoxDecl, span: int) -> None:
+    """A box of several swizzle spans per row (§4): whole spans, at most MAX_PANELS, panels of whole
+    8-row atoms, and none of the forms whose copies are not one box (pair, gather, interleave)."""
+    rows = math.prod(tma.tile_shape(o.shape[:-1], o.strides[:-1]))
+    v.check(o, "shape", o.shape[-1] * DTYPES[o.dtype].itemsize % span == 0 and o.panels() <= tma.MAX_PANELS
+            and rows % 8 == 0, f"a panelled box: rows not whole {span}-byte spans, more than {tma.MAX_PANELS} "
+            "panels, or panels that are not whole 8-row swizzle atoms")
+    v.check(o, "swizzle", not (o.pair or o.gather or o.interleave != "none"),
+            "a panelled box that is pair, gathered or interleaved")
 
 
 def _pipeline(v: Scope, o: ops.PipelineDecl) -> None:

@@ -14,7 +14,7 @@ from ..syntax import ast
 from ..target import tma
 from ..target.arch import Target
 from ..target.dtypes import DTYPES, SCALAR_DTYPES, DType
-from . import interleave
+from . import interleave, panels
 
 GRID_KINDS = ("tiles", "persistent")
 MAX_WARPS = 32          # 1024 threads per CTA
@@ -261,13 +261,9 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
     if inner_bytes % tma.GLOBAL_ALIGNMENT:
         raise error("E022", f"inner box extent is {inner_bytes} bytes; TMA needs a multiple of {tma.GLOBAL_ALIGNMENT}",
                     d.span, f"{d.shape[-1]} x {tensor.dtype.name} ({tensor.dtype.itemsize} B) = {inner_bytes} B")
-    span = tma.SWIZZLES[d.swizzle].span
-    if span is not None and inner_bytes > span:
-        raise error("E023", f"inner box extent is {inner_bytes} bytes, more than the {d.swizzle} swizzle span",
-                    d.option_spans["swizzle"],
-                    f"use at most {span // tensor.dtype.itemsize} {tensor.dtype.name} elements innermost, or a wider swizzle")
     check_static_strides(tensor, d)
-    interleave.check(d, tensor)
+    interleave.check(d, tensor)          # an interleaved box's rows are one slice: never wide
+    panels.check_declaration(d, tensor.dtype, strides)   # rows of several swizzle spans: a panelled box
     tensor_box = Box(d.name, tensor, list(d.shape), strides, d.swizzle, d.oob, d.l2, d.span, d.pair,
                      d.option_spans.get("pair"), cache_policy(d), interleave=d.interleave)
     if d.oob == "nan" and tensor.dtype.kind not in ("float",):

@@ -25,6 +25,7 @@ from __future__ import annotations
 from ..diagnostics import error
 from ..syntax import ast
 from ..target import tma
+from . import panels
 from .declarations import Box, KernelInfo, Tensor
 from .scope import Scope, int_expr
 
@@ -75,6 +76,7 @@ def _index_tensor(info: KernelInfo, ref: ast.Ref) -> Tensor:
 def _check_box(info: KernelInfo, s, box: Box) -> None:
     what = ("gathered load" if isinstance(s, ast.Load) else "gathered prefetch" if isinstance(s, ast.Prefetch)
             else "scattered reduce" if s.reduce else "scattered store")
+    panels.refuse(box, f"a {what}", s.span)   # four rows per copy, not panels
     if box.bulk or len(box.shape) != tma.GATHER_RANK or box.strided:
         kind = ("a bulk box" if box.bulk else f"rank {len(box.shape)}" if len(box.shape) != tma.GATHER_RANK
                 else "strided")

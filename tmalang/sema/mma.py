@@ -2,10 +2,11 @@
 
 Hardware rules (PTX ISA, wgmma): a warpgroup is 4 consecutive warps starting at a multiple of
 4, and each wgmma computes a 64-row slice, so an accumulator of R rows needs R / 64 warpgroups
-in its role; N is a multiple of 8 up to 256; f16/bf16 operands take K in steps of 16. v1 reads
-both operands K-major from 128B-swizzled smem tiles whose rows are exactly 128 bytes (one
-swizzle span), the layout a TMA box of [rows, 64 x bf16] with `swizzle 128B` produces; with
-`kn`, b is read MN-major: a [K, 64] f16/bf16 tile, 128B-swizzled, as TMA writes V [seq, d].
+in its role; N is a multiple of 8 up to 256; f16/bf16 operands take K in steps of 16. Both
+operands are read K-major from swizzled smem tiles whose rows are one swizzle span, the layout a
+TMA box of [rows, 64 x bf16] with `swizzle 128B` produces, or whole spans, the panels of a panelled
+box (§4); with `kn`, b is read MN-major: a [K, 64·P] f16/bf16 tile, 128B-swizzled, as TMA
+writes V [seq, d].
 """
 
 from __future__ import annotations
@@ -70,12 +71,12 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
         a_dtype, a_shape = _register_operand(s.a, acc, scope)
     else:
         a = tile_ref(info, s.a, scope)
-        check_operand(s.a, a)
+        check_operand(s.a, a, panelled=True)
         a_dtype, a_shape = a.dtype.name, a.matrix
     b = tile_ref(info, s.b, scope)
     if s.kn:
         return _check_kn(s, acc, a_dtype, a_shape, b)
-    check_operand(s.b, b)
+    check_operand(s.b, b, panelled=True)
     if a_dtype != b.dtype.name:
         raise error("E088", f"mma operands differ in dtype: {a_dtype} and {b.dtype.name}", s.span)
     rows, cols = acc.shape
@@ -89,14 +90,16 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
 def _check_kn(s: ast.Mma, acc: Accumulator, a_dtype: str, a_shape: list[int], b: Box) -> None:
     """`mma acc, a, b kn`: b is [K, N], N innermost, read through an MN-major descriptor with
     imm-trans-b = 1 (wgmma.MNMajorTile). imm-trans exists for f16/bf16 only, and v1 encodes the
-    128B swizzle only, so b's rows are exactly 128 bytes: N = 64 and acc has 64 columns."""
+    128B swizzle only, so b's rows are 128 bytes, or whole 128-byte panels of a panelled box (§4):
+    N = 64·P, one 64-element N column per panel, LBO bytes apart."""
     if b.dtype.name not in MN_MAJOR_DTYPES:
         raise error("E511", f"an MN-major ('kn') b must be {' or '.join(MN_MAJOR_DTYPES)}; '{s.b.text()}' is "
                     f"{b.dtype.name}", s.b.span, "wgmma transposes 16-bit operands only: store other types K-major")
-    if len(b.matrix) != 2 or b.swizzle != "128B" or b.matrix[1] * b.dtype.itemsize != 128:
+    if len(b.matrix) != 2 or b.swizzle != "128B" or b.matrix[1] * b.dtype.itemsize % 128:
         raise error("E510", f"an MN-major ('kn') b must be a 2-D [K, N] tile with swizzle 128B and rows of "
-                    f"exactly 128 bytes; '{s.b.text()}' is {b.dtype.name}{b.matrix} swizzle {b.swizzle}", s.b.span,
-                    f"e.g. box V = v[K, {128 // b.dtype.itemsize}] swizzle 128B")
+                    f"whole 128-byte spans; '{s.b.text()}' is {b.dtype.name}{b.matrix} swizzle {b.swizzle}", s.b.span,
+                    f"e.g. box V = v[K, {128 // b.dtype.itemsize}] swizzle 128B, or a panelled "
+                    f"v[K, {256 // b.dtype.itemsize}] swizzle 128B")
     k, n = b.matrix
     if k % 16:
         raise error("E513", f"an MN-major b has K = {k} rows; wgmma consumes them 16 at a time", s.b.span)
@@ -153,9 +156,9 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
         raise error("E067", f"tile {s.target.text()} has shape {target.matrix}, accumulator '{acc.name}' has "
                     f"{acc.shape}", s.target.span, f"to write it in parts, read a block: {acc.name}[0, j]")
     span = tma.SWIZZLES[target.swizzle].span
-    if span is not None and target.matrix[-1] * target.dtype.itemsize != span:
-        raise error("E089", f"an epilogue into a tile with swizzle {target.swizzle} needs rows of exactly "
-                    f"{span} bytes; '{s.target.text()}' has {target.matrix[-1] * target.dtype.itemsize}",
+    if span is not None and target.matrix[-1] * target.dtype.itemsize % span:
+        raise error("E089", f"an epilogue into a tile with swizzle {target.swizzle} needs rows of whole "
+                    f"{span}-byte spans; '{s.target.text()}' has {target.matrix[-1] * target.dtype.itemsize}",
                     s.target.span, "cut the accumulator into column blocks, e.g. cs = bf16(acc[0, j]) into "
                     f"[{target.matrix[0]}, {span // target.dtype.itemsize}] tiles")
     if target.dtype.name not in ("f32", "f16", "bf16"):

@@ -26,14 +26,19 @@ class Accumulator:
 
 
 def check_operand(ref: ast.Ref, tile: Box, dtypes: tuple[str, ...] = MMA_INPUT_DTYPES,
-                   what: str = "mma operand") -> None:
+                   what: str = "mma operand", panelled: bool = False) -> None:
+    """A K-major operand: 2-D, swizzled, rows of one swizzle span, or with `panelled` (wgmma) of a whole
+    number of spans, the panels of a panelled box (§4) that K steps walk one after the other."""
     if tile.dtype.name not in dtypes:
         raise error("E088", f"mma operands may be {', '.join(dtypes)}; '{ref.text()}' is "
                     f"{tile.dtype.name}", ref.span)
     span = tma.SWIZZLES[tile.swizzle].span
-    if len(tile.matrix) != 2 or span is None or tile.matrix[1] * tile.dtype.itemsize != span:
-        raise error("E089", f"{what} '{ref.text()}' must be a 2-D swizzled tile whose rows are one "
-                    "swizzle span (32, 64 or 128 bytes)", ref.span,
+    row = tile.matrix[-1] * tile.dtype.itemsize
+    fits = span is not None and (row == span or (panelled and row % span == 0))
+    if len(tile.matrix) != 2 or not fits:
+        rows = "one swizzle span or whole spans" if panelled else "one swizzle span"
+        raise error("E089", f"{what} '{ref.text()}' must be a 2-D swizzled tile whose rows are {rows} "
+                    "(32, 64 or 128 bytes)", ref.span,
                     f"e.g. box X = x[rows, {128 // tile.dtype.itemsize}] swizzle 128B (K-major)")
 
 

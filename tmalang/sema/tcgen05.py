@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..diagnostics import error
 from ..syntax import ast
 from ..target.tcgen05 import descriptors
+from . import panels
 from .declarations import KernelInfo
 from .operands import Accumulator, block_index, check_operand
 from .scope import open_slot, tile_ref
@@ -41,6 +42,7 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope, shape: list[int]) -> None:
         raise error("E088", "tcgen05.mma reads A from shared memory here", s.a.span)
     a, b = tile_ref(info, s.a, scope), tile_ref(info, s.b, scope, pair_ok=True)
     for ref, tile in ((s.a, a), (s.b, b)):
+        panels.refuse(tile, "a tcgen05 mma operand", ref.span)   # its descriptors take one span per row
         check_operand(ref, tile, TCGEN05_INPUT_DTYPES)
     if a.dtype != b.dtype:
         raise error("E088", f"mma operands differ in dtype: {a.dtype.name} and {b.dtype.name}", s.span)
@@ -79,6 +81,7 @@ def check_copy(info: KernelInfo, s: ast.Assign, scope, shape: list[int]) -> None
     if tile.dtype.name != "f32":
         raise error("E080", f"tcgen05.cp copies 32-bit cells into an f32 tile; '{s.value.text()}' is "
                     f"{tile.dtype.name}", s.value.span)
+    panels.refuse(tile, "the tcgen05.cp source", s.value.span)
     check_operand(s.value, tile, ("f32",), "the tcgen05.cp source")
     lanes, columns = shape
     if lanes != 128 or tile.shape[0] != 128:

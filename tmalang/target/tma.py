@@ -81,6 +81,20 @@ GATHER_RANK = 2
 SMEM_COPY_ALIGNMENT = 128  # bytes: a tensor copy's shared-memory address (each four-row copy's too)
 
 
+# Panelled boxes (docs §4): a swizzled box whose rows are P > 1 swizzle spans is moved as P
+# TMA copies of one span each, side by side in global memory and one after the other in shared
+# memory. The tensor map describes one panel; a copy issues P instructions.
+MAX_PANELS = 8
+
+
+def panels(itemsize: int, inner_extent: int, swizzle: str) -> int:
+    """How many swizzle-span panels a box's rows are cut into: 1 for a box whose rows fit the span
+    (or with no swizzle), else inner bytes / span (sema makes that whole and at most MAX_PANELS)."""
+    span = SWIZZLES[swizzle].span if swizzle in SWIZZLES else None
+    inner = inner_extent * itemsize
+    return 1 if span is None or inner <= span else inner // span
+
+
 def tile_shape(box_shape, element_strides) -> list[int]:
     """The smem tile a load of the box fills: every stride-th element of each extent, packed."""
     return [-(-extent // stride) for extent, stride in zip(box_shape, element_strides)]
