@@ -32,7 +32,7 @@ from gemm import timed_in_turns  # noqa: E402  (as bench/prefetch.py does)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4, 16, 4096, 128), (2, 16, 8192, 128), (4, 32, 4096, 64), (16, 16, 1024, 128)]
-EXAMPLES = {64: "attention_sm90.tma", 128: "attention_hd128_sm90.tma"}
+KERNELS = {64: "flash_attention", 128: "flash_attention_hd128"}
 
 
 def sdpa(backend):
@@ -87,8 +87,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--samples", type=int, default=15)
     args = parser.parse_args()
-    kernels = {d: tmalang.compile_file(ROOT / "examples" / name) if (ROOT / "examples" / name).exists() else None
-               for d, name in EXAMPLES.items()}
+    kernels = {d: tmalang.compile_file(ROOT / "examples" / "attention_sm90.tma", kernel=name) for d, name in KERNELS.items()}
     rows = [row(kernels[shape[3]], shape, causal, args.samples) for shape in SHAPES for causal in (False, True)]
     report = {
         "benchmark": "attention forward, bf16 (examples/attention_sm90.tma) vs SDPA FLASH and CUDNN backends",

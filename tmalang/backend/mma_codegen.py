@@ -27,7 +27,7 @@ def _acc_decl(g, o: ops.AccDecl) -> None:
     g.accumulator_roles[o.symbol] = g.role.name
 
 
-def _pin_accumulators(g, in_flight: list[str]) -> None:
+def _pin_accumulators(g, pins: list[str]) -> None:
     """Pass every accumulator register of the role through an empty asm that claims to rewrite it.
 
     LLVM sees the accumulators as plain SSA values and would move the epilogue's reads above
@@ -35,10 +35,11 @@ def _pin_accumulators(g, in_flight: list[str]) -> None:
     those asm statements. ptxas then finds ordinary instructions touching registers of an
     in-flight wgmma and serialises every wgmma of the kernel (C7514). Pinned after each wait
     and before each fence, reads depend on the wait and writes precede the fence. The asm is
-    empty: no instruction reaches the SASS. Accumulators of groups still in flight there
-    (`in_flight`, wait_wgmma_late) are left alone: nothing may touch them yet."""
+    empty: no instruction reaches the SASS. A pin keeps the accumulator alive up to that point,
+    so wait_wgmma_late names what each wait and fence needs pinned (`pins`): a wait, what the
+    groups it retires wrote; a fence, what no group in flight uses (empty: every accumulator)."""
     for name, role in g.accumulator_roles.items():
-        if role != g.role.name or name in in_flight:
+        if role != g.role.name or (pins and name not in pins):
             continue
         for reg in g.accumulators[name]:
             pin = ir.InlineAsm(ir.FunctionType(F32, [F32]), "", "=f,0", side_effect=True)
@@ -46,13 +47,13 @@ def _pin_accumulators(g, in_flight: list[str]) -> None:
 
 
 def _wgmma_fence(g, o: ops.WgmmaFence) -> None:
-    _pin_accumulators(g, o.in_flight)
+    _pin_accumulators(g, o.pins)
     g.asm(wgmma.FENCE, "", [])
 
 
 def _wgmma_wait(g, o: ops.WgmmaWait) -> None:
     g.asm(wgmma.wait_group(o.pending), "", [])
-    _pin_accumulators(g, o.in_flight)
+    _pin_accumulators(g, o.pins)
 
 
 def _acc_zero(g, o: ops.AccZero) -> None:

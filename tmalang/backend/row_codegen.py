@@ -129,6 +129,8 @@ class _RowMath:
         return fn or ir.Function(self.g.module, ir.FunctionType(F32, [F32] * arity), name)
 
     def _call(self, e: ex.Call) -> list[list[ir.Value]]:
+        if e.func in ("mask_cols", "mask_above"):
+            return self._masked(e)
         x = self.eval(e.args[0])
         if e.func in MUFU:
             unit = ir.InlineAsm(ir.FunctionType(F32, [F32]), MUFU[e.func], "=f,f")
@@ -139,19 +141,35 @@ class _RowMath:
             def combine(a, b):
                 return self._binary(op, a, b)
             return [[self.layout.combine(_tree(row, combine), combine)] for row in x]
-        limit = self.g.expr(e.args[1])
-        return [self._mask(e.func, row, at, limit) for row, at in zip(x, self.layout.rows())]
+        raise AssertionError(f"row math function {e.func} (sema admits only these)")
 
-    def _mask(self, func: str, values: list[ir.Value], row: ir.Value, limit: ir.Value) -> list[ir.Value]:
-        """mask_cols: columns at or past `limit` read as -inf; mask_above: columns past row + limit.
-        A thread whose columns all lie below the bound branches around the selects: in attention
-        only the last (or diagonal) key block masks anything."""
-        bound = limit if func == "mask_cols" else self.b.add(self.b.add(row, limit), I32(1))
+    def _masked(self, e: ex.Call) -> list[list[ir.Value]]:
+        """Nested masks (mask_above(mask_cols(x, n), d)) cut each row at one bound, the smallest:
+        one select per element, and one branch around them."""
+        masks = []
+        while isinstance(e, ex.Call) and e.func in ("mask_cols", "mask_above"):
+            masks.append((e.func, self.g.expr(e.args[1])))
+            e = e.args[0]
+        x = self.eval(e)
+        return [self._mask(row, self._bound(masks, at)) for row, at in zip(x, self.layout.rows())]
+
+    def _bound(self, masks, row: ir.Value) -> ir.Value:
+        """The first masked column of `row`: mask_cols masks from its limit on, mask_above past row + d."""
+        bounds = [limit if func == "mask_cols" else self.b.add(self.b.add(row, limit), I32(1)) for func, limit in masks]
+        bound = bounds[0]
+        for other in bounds[1:]:
+            bound = self.b.select(self.b.icmp_signed("<", other, bound), other, bound)
+        return bound
+
+    def _mask(self, values: list[ir.Value], bound: ir.Value) -> list[ir.Value]:
+        """Columns at or past `bound` read as -inf. A thread whose columns all lie below it
+        branches around the selects: in attention only the last (or diagonal) key block masks."""
         columns = self.layout.width(len(values))
         whole = self.b.icmp_signed(">=", bound, I32(columns))
         before = self.b.block
         with self.b.if_then(self.b.not_(whole)):
-            masked = [self.b.select(self.b.icmp_signed("<", self.layout.column(c), bound), v, NEG_INF)
+            limit = self.b.sub(bound, self.layout.column(0))     # compare each column's constant offset
+            masked = [self.b.select(self.b.icmp_signed("<", I32(self.layout.offset(c)), limit), v, NEG_INF)
                       for c, v in enumerate(values)]
             inside = self.b.block
         joined = []

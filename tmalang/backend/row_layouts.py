@@ -45,6 +45,10 @@ class LaneRows:
     def column(self, index: int) -> ir.Value:
         return I32(index)
 
+    def offset(self, index: int) -> int:
+        """Element `index`'s column minus element 0's."""
+        return index
+
     def width(self, held: int) -> int:
         """The row's column count, from the values a thread holds of it."""
         return held
@@ -77,7 +81,10 @@ class FragmentRows:
 
     def column(self, index: int) -> ir.Value:
         """Column of a held row's element `index` (pairs of adjacent columns, 8 apart)."""
-        return self.g.b.add(self.col0, I32(8 * (index // 2) + index % 2))
+        return self.g.b.add(self.col0, I32(self.offset(index)))
+
+    def offset(self, index: int) -> int:
+        return 8 * (index // 2) + index % 2
 
     def width(self, held: int) -> int:
         return 4 * held

@@ -564,10 +564,11 @@ class Wgmma(Op):
 @op("wgmma_fence")
 @dataclass
 class WgmmaFence(Op):
-    """wgmma.fence. `in_flight`: accumulators that wgmma groups still in flight write or read
-    here (wait_wgmma_late); the backend leaves their registers alone (no pin)."""
+    """wgmma.fence. `pins`: the accumulators whose registers the backend ties to it (writes
+    before the fence stay before it); empty: all of the role's (wait_wgmma_late leaves out those
+    of groups still in flight)."""
 
-    in_flight: list[str] = field(default_factory=list)
+    pins: list[str] = field(default_factory=list)
 
 
 @op("wgmma_commit")
@@ -579,11 +580,12 @@ class WgmmaCommit(Op):
 @op("wgmma_wait")
 @dataclass
 class WgmmaWait(Op):
-    """wgmma.wait_group: at most `pending` groups stay in flight; `in_flight` names the
-    accumulators they write or read, whose registers the backend does not pin."""
+    """wgmma.wait_group: at most `pending` groups stay in flight. `pins`: the accumulators whose
+    registers the backend ties to the wait (reads after it stay after it): the ones the groups
+    it retires wrote (wait_wgmma_late); empty: all of the role's."""
 
     pending: int
-    in_flight: list[str] = field(default_factory=list)
+    pins: list[str] = field(default_factory=list)
 
 
 @op("acc_store")

@@ -15,8 +15,10 @@ Guarantees, within each region (a role body, a loop body, a block):
     reads (an elected arrive on `P.empty`). Syncs, fences, loops, blocks other than elected
     arrives, and anything else this pass does not know retire every group first (pending=0), and
     so does the end of the region: no group is in flight across a loop boundary or out of a block.
-  - every wait and fence names the accumulators still in flight at it (`in_flight`), so the
-    backend pins only registers no wgmma is using (backend/mma_codegen.py).
+  - every wait names the accumulators the groups it retires wrote, and every fence the role's
+    accumulators that no group in flight uses (`pins`): the backend ties only those registers to
+    it (backend/mma_codegen.py), so a dead accumulator (P after its P·V was issued) is not kept
+    alive to the next wait.
 Why it cannot race or hang: waits only move later within straight-line code, and the first op
 that touches anything a group uses is preceded by a wait retiring that group (wgmma groups
 complete in commit order, so pending=k retires all but the k newest). The interpreter checks
@@ -54,10 +56,11 @@ class _Group:
 def run(kernel: ops.KernelOp, target: Target) -> None:
     for role in ops.roles(kernel):
         if any(isinstance(o, ops.Wgmma) for o in ops.walk(role.body)):
-            role.body = _region(role.body)
+            accumulators = sorted(d.symbol for d in ops.walk(role.body) if isinstance(d, ops.AccDecl))
+            role.body = _region(role.body, accumulators)
 
 
-def _region(region: list[ops.Op]) -> list[ops.Op]:
+def _region(region: list[ops.Op], accumulators: list[str]) -> list[ops.Op]:
     out: list[ops.Op] = []
     in_flight: list[_Group] = []
     open_group = _Group(set(), set(), set())
@@ -65,14 +68,15 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
         if isinstance(o, ops.WgmmaWait) and o.pending == 0 and i and isinstance(region[i - 1], ops.WgmmaCommit):
             continue          # order_wgmma's wait: placed below, where a group is needed
         for r in o.regions():
-            r[:] = _region(r)
+            r[:] = _region(r, accumulators)
         needed = _newest_needed(o, in_flight)
         if needed is not None:
             keep = in_flight[needed + 1:]
-            out.append(ops.WgmmaWait(len(keep), _names(keep), span=o.span))
+            out.append(ops.WgmmaWait(len(keep), _written(in_flight[:needed + 1]), span=o.span))
             in_flight = keep
         if isinstance(o, ops.WgmmaFence):
-            o.in_flight = _names(in_flight)
+            busy = set().union(*(g.accumulators() for g in in_flight)) if in_flight else set()
+            o.pins = [a for a in accumulators if a not in busy]
         elif isinstance(o, ops.Wgmma):
             open_group.written.add(o.acc)
             open_group.read |= {e.name for e in ex.walk(o.a) if isinstance(e, ex.AccRef)}
@@ -82,12 +86,12 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
             open_group = _Group(set(), set(), set())
         out.append(o)
     if in_flight:
-        out.append(ops.WgmmaWait(0, span=region[-1].span))
+        out.append(ops.WgmmaWait(0, _written(in_flight), span=region[-1].span))
     return out
 
 
-def _names(groups: list[_Group]) -> list[str]:
-    return sorted(set().union(*(g.accumulators() for g in groups))) if groups else []
+def _written(groups: list[_Group]) -> list[str]:
+    return sorted(set().union(*(g.written for g in groups)))
 
 
 def _newest_needed(o: ops.Op, in_flight: list[_Group]) -> int | None:
