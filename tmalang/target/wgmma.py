@@ -260,7 +260,8 @@ class KMajorTile(_Described):
     Layout (bytes from a tile base aligned to `alignment`):
 
     * The K extent (k_bytes = k_elems * dtype_bytes) is cut into `atom_columns` columns of W
-      bytes. Column c occupies [c * rows * W, (c + 1) * rows * W): one TMA box each.
+      bytes. Column c occupies [c * rows * W, (c + 1) * rows * W): one TMA box each, or one
+      panel of a panelled box (language.md §4), whose P copies lay the columns out this way.
     * Inside a column, row r starts at r * W. Its 16-byte chunks are swizzled: the address bits
       4..4+b-1 are XORed with bits 7..7+b-1 (b = 3, 2, 1, 0 for 128B, 64B, 32B, none). That is
       Swizzle<3,4,3> / <2,4,3> / <1,4,3> / <0,4,3> of the ISA's canonical-layout table
@@ -434,7 +435,8 @@ class MNMajorTile(_Described):
     * A swizzle atom is 8 K rows x 64 N elements (Table 38, MN-major 128B: 64x8 elements).
       SBO = "the offset from the first 8 K rows to the next 8" = 8 * 128 = 1024 bytes;
       LBO = "the offset from one 64-element MN column to the next" = k_rows * 128 bytes
-      (the next TMA box; unused by the hardware while N is one column).
+      (the next TMA box, or the next panel of a panelled box: with N = 64·P the one descriptor
+      per K slice spans all P columns; unused by the hardware while N is one column).
     * One instruction reads `instruction_k` = 16 K rows: K slice k starts at k * 16 * 128 bytes,
       two atoms on, which keeps the base on the swizzle's 1024-byte repeat (base offset 0).
     """
