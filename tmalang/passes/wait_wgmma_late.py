@@ -15,10 +15,10 @@ Guarantees, within each region (a role body, a loop body, a block):
     reads (an elected arrive on `P.empty`). Syncs, fences, loops, blocks other than elected
     arrives, and anything else this pass does not know retire every group first (pending=0), and
     so does the end of the region: no group is in flight across a loop boundary or out of a block.
-  - every wait names the accumulators the groups it retires wrote, and every fence the role's
-    accumulators that no group in flight uses (`pins`): the backend ties only those registers to
-    it (backend/mma_codegen.py), so a dead accumulator (P after its P·V was issued) is not kept
-    alive to the next wait.
+  - every wait names the accumulators the groups it retires wrote, and every fence those its
+    wgmmas write or read as A (`pins`): the backend ties only those registers to it
+    (backend/mma_codegen.py), so an accumulator that is dead or not yet written (P after its P·V
+    was issued, O before its first P·V) is not kept alive across the wgmmas of others.
 Why it cannot race or hang: waits only move later within straight-line code, and the first op
 that touches anything a group uses is preceded by a wait retiring that group (wgmma groups
 complete in commit order, so pending=k retires all but the k newest). The interpreter checks
@@ -56,11 +56,10 @@ class _Group:
 def run(kernel: ops.KernelOp, target: Target) -> None:
     for role in ops.roles(kernel):
         if any(isinstance(o, ops.Wgmma) for o in ops.walk(role.body)):
-            accumulators = sorted(d.symbol for d in ops.walk(role.body) if isinstance(d, ops.AccDecl))
-            role.body = _region(role.body, accumulators)
+            role.body = _region(role.body)
 
 
-def _region(region: list[ops.Op], accumulators: list[str]) -> list[ops.Op]:
+def _region(region: list[ops.Op]) -> list[ops.Op]:
     out: list[ops.Op] = []
     in_flight: list[_Group] = []
     open_group = _Group(set(), set(), set())
@@ -68,15 +67,14 @@ def _region(region: list[ops.Op], accumulators: list[str]) -> list[ops.Op]:
         if isinstance(o, ops.WgmmaWait) and o.pending == 0 and i and isinstance(region[i - 1], ops.WgmmaCommit):
             continue          # order_wgmma's wait: placed below, where a group is needed
         for r in o.regions():
-            r[:] = _region(r, accumulators)
+            r[:] = _region(r)
         needed = _newest_needed(o, in_flight)
         if needed is not None:
             keep = in_flight[needed + 1:]
             out.append(ops.WgmmaWait(len(keep), _written(in_flight[:needed + 1]), span=o.span))
             in_flight = keep
         if isinstance(o, ops.WgmmaFence):
-            busy = set().union(*(g.accumulators() for g in in_flight)) if in_flight else set()
-            o.pins = [a for a in accumulators if a not in busy]
+            o.pins = _fenced(region[i + 1:])
         elif isinstance(o, ops.Wgmma):
             open_group.written.add(o.acc)
             open_group.read |= {e.name for e in ex.walk(o.a) if isinstance(e, ex.AccRef)}
@@ -88,6 +86,18 @@ def _region(region: list[ops.Op], accumulators: list[str]) -> list[ops.Op]:
     if in_flight:
         out.append(ops.WgmmaWait(0, _written(in_flight), span=region[-1].span))
     return out
+
+
+def _fenced(after: list[ops.Op]) -> list[str]:
+    """The accumulators the wgmmas after a fence (up to their commit) write or read as A: the
+    registers whose ordinary writes must stay before the fence."""
+    used = set()
+    for o in after:
+        if isinstance(o, ops.WgmmaCommit):
+            break
+        if isinstance(o, ops.Wgmma):
+            used |= {o.acc} | {e.name for e in ex.walk(o.a) if isinstance(e, ex.AccRef)}
+    return sorted(used)
 
 
 def _written(groups: list[_Group]) -> list[str]:
