@@ -18,7 +18,7 @@ import numpy as np
 from ..ir import exprs as ex
 from ..ir import ops
 from ..target import cluster as geometry
-from . import bulk, dsmem, gather, mma, pairs, prefetch, rows, tcgen05
+from . import bulk, dsmem, gather, mma, named, pairs, prefetch, rows, tcgen05
 from .meet import barrier, settle
 from .races import RaceDetector
 from .shares import rows as row_share
@@ -99,6 +99,7 @@ class CTA:
         self.exited = False                          # every warp has finished
         self.observed: dict[tuple, int] = {}
         self.sync_arrivals = self.cluster.sync_arrivals
+        self.named: dict = {}                        # named barrier id -> its state (interp/named.py)
         self.step = 0
         self.tmem_columns = 0          # Tensor Memory this CTA holds (tcgen05.alloc'ed, not freed)
         memory = launch.target.tensor_memory            # None: sema refused every use of tmem
@@ -488,4 +489,5 @@ SEMANTICS = {
     **rows.SEMANTICS,
     **prefetch.SEMANTICS,
     **dsmem.SEMANTICS,
+    **named.SEMANTICS,
 }

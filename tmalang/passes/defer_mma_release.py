@@ -135,7 +135,7 @@ def _settle(region: list[ops.Op], state):
             state = (state[0] | {o.acc}, state[1] | _register_operands(o))
         elif isinstance(o, (ops.ForRange, ops.ForTiles)):
             state = _settle_loop(o, state)
-        elif isinstance(o, (ops.If, ops.InPairLeader)):
+        elif isinstance(o, (ops.If, ops.InPairLeader, ops.Turn)):
             o.body, after = _settle(o.body, state)
             state = (state[0] | after[0], state[1] | after[1])
         out.append(o)

@@ -204,6 +204,11 @@ class Elect(Node):
 
 
 @dataclass
+class Turn(Node):
+    body: list[Stmt]
+
+
+@dataclass
 class ExpectTx(Node):
     barrier: Ref
     bytes: Expr
@@ -251,7 +256,7 @@ def statements(body: list) -> list:
 
 
 Stmt = ForTiles | ForSteps | AccumulatorDecl | RowDecl | Mma | Produce | Consume | Load | Store | Assign | Elect | ExpectTx | Arrive | Wait
-Stmt = Stmt | Fence | Sync | CommitGroup | WaitGroup | Prefetch
+Stmt = Stmt | Fence | Sync | CommitGroup | WaitGroup | Prefetch | Turn
 
 
 # ---- declarations --------------------------------------------------------------------------
