@@ -176,3 +176,10 @@ def _on_device(torch, x):
     base = torch.zeros((rows, -(-cols // 8) * 8), device="cuda", dtype=torch.bfloat16)
     base[:, :cols] = torch.from_numpy(x.astype(np.float32)).to("cuda", torch.bfloat16)
     return base[:, :cols]
+
+
+def test_explain_lists_the_handoffs(pingpong):
+    text = pingpong.explain()
+    assert "consumer: warpgroups 0..1 issue each turn one at a time" in text
+    assert "warpgroup 0: enters with bar.sync 3, 256; leaves with bar.arrive 4, 256" in text
+    assert "warpgroup 1 arrives on 3 at role start: warpgroup 0 goes first" in text
