@@ -64,14 +64,18 @@ def test_ptx_has_the_async_machinery(path):
 def test_each_thread_barrier_is_emitted_once(path):
     """bar.sync is `.aligned`: a warp must reach it together. LLVM may not copy one into both
     arms of an `elect` branch (gemm_bias_relu hung on the H100 when it did), so the PTX holds
-    exactly one barrier instruction per role or block sync of the final IR."""
+    exactly one barrier instruction per role or block sync (or named_bar_sync: a turn's entry) of
+    the final IR, and one bar.arrive per named_bar_arrive."""
     import re
 
     from tmalang.ir import ops
 
     c, _ = _compile(path)
-    syncs = [o for o in ops.walk(c.ir.body) if isinstance(o, ops.Sync) and o.scope != "cluster"]
+    syncs = [o for o in ops.walk(c.ir.body)
+             if (isinstance(o, ops.Sync) and o.scope != "cluster") or isinstance(o, ops.NamedBarSync)]
     assert len(re.findall(r"\bbar\.(?:warp\.)?sync\b", c.ptx)) == len(syncs)
+    arrives = [o for o in ops.walk(c.ir.body) if isinstance(o, ops.NamedBarArrive)]
+    assert len(re.findall(r"\bbar\.arrive\b", c.ptx)) == len(arrives)
 
 
 TARGETS = [(p, arch) for p in EXAMPLES for arch in example_archs(p)]

@@ -115,7 +115,7 @@ def test_ir_short_of_the_first_passs_stage_is_e432(tmp_path, capsys):
     ir = _snapshots(ROOT / "examples" / "tma_copy.tma")
     code, _, err = _opt(tmp_path, capsys, ir["expand_pipelines"], "--passes=plan_smem")
     assert code == 1
-    assert ("error[E432]: invalid IR after 'defer_mma_release': mbarrier @ring.full: no arrival count after "
+    assert ("error[E432]: invalid IR after 'order_turns': mbarrier @ring.full: no arrival count after "
             "schedule_barriers") in err
     assert "note: 'plan_smem' takes IR on which every pass before it has run" in err
 

@@ -2,7 +2,8 @@
 
 Barrier table (name, stages, arrivals per phase, tx bytes, who waits with which parity, who
 arrives), the smem map, and roles → warps/threads/register budget; where a kernel has them, L2
-prefetches, peer pushes, im2col walks and panelled boxes (each copy's panels).
+prefetches, peer pushes, im2col walks, panelled boxes (each copy's panels) and the named
+barriers of the roles whose warpgroups take turns.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def explain(kernel: ops.KernelOp, target: Target, grid: GridSpec | None = None) 
     lines += [""] + _table(["barrier", "stages", "count", "tx bytes", "waits (parity)", "arrives"], _barriers(kernel))
     lines += ["", "smem map (offset +bytes name):", *("  " + row for row in smem_map(kernel))]
     lines += _tmem_map(kernel, target)
+    lines += _turns(kernel)
     lines += _l2(kernel)
     lines += _pushes(kernel)
     lines += _im2col(kernel)
@@ -44,6 +46,32 @@ def _split(grid: GridSpec | None) -> list[str]:
     tiles = " x ".join(f"ceil({d}/{b})" for d, b in grid.tile_dims)
     return [f"tile walk: {tiles} tiles, each split into {grid.split} parts of its K steps ({grid.split} x "
             "the tiles in all, the part slowest: CTAs running together work on the same part)"]
+
+
+def _turns(kernel: ops.KernelOp) -> list[str]:
+    """Per role with turns: the named barrier each warpgroup syncs on to enter a turn and the one
+    it arrives on to leave it, the turn blocks, and who opens the first turn."""
+    rows = []
+    for role in ops.roles(kernel):
+        enter, sites = {}, {}
+        for o in ops.walk(role.body):
+            if isinstance(o, ops.InWarpgroup) and isinstance(o.body[0], ops.NamedBarSync):
+                enter[o.group] = o.body[0]
+                sites[o.body[0].span.location() if o.body[0].span else "?"] = None
+        opener = next((o for o in role.body if isinstance(o, ops.InWarpgroup)
+                       and isinstance(o.body[0], ops.NamedBarArrive)), None)
+        if not enter:
+            continue
+        n = len(enter)
+        rows.append(f"  {role.symbol}: warpgroups 0..{n - 1} issue each turn one at a time, round-robin "
+                    f"({len(sites)} turn block(s) at {', '.join(sites)})")
+        for g in sorted(enter):
+            rows.append(f"    warpgroup {g}: enters with bar.sync {enter[g].id}, {enter[g].count}; leaves with bar.arrive "
+                        f"{enter[(g + 1) % n].id}, {enter[g].count} (after the turn's last wgmma commit)")
+        if opener is not None:
+            rows.append(f"    warpgroup {opener.group} arrives on {opener.body[0].id} at role start: warpgroup 0 "
+                        "goes first")
+    return ["", "turns (named barriers; 0 is the block's sync, 1..R the roles'):", *rows] if rows else []
 
 
 def _l2(kernel: ops.KernelOp) -> list[str]:

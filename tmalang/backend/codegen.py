@@ -223,6 +223,11 @@ def _elect(g: KernelCodegen, o: ops.Elect) -> None:
     g.if_then(chosen, lambda: g.region(o.body))
 
 
+def _in_warpgroup(g: KernelCodegen, o: ops.InWarpgroup) -> None:
+    group = g.b.lshr(g.b.sub(g.warp, I32(g.role.first_warp)), I32(2))
+    g.if_then(g.b.icmp_unsigned("==", group, I32(o.group)), lambda: g.region(o.body))
+
+
 def _let(g: KernelCodegen, o: ops.Let | ops.Val) -> None:
     value = g.expr(o.value)
     if o.var not in g.vars:
@@ -444,6 +449,9 @@ EMITTERS = {
     ops.TileAssign: lambda g, o: emit_tile_assign(g, o),
     ops.MbarWait: _mbar_wait,
     ops.Sync: _sync,
+    ops.InWarpgroup: _in_warpgroup,
+    ops.NamedBarSync: lambda g, o: g.asm(ptx_asm.PTX["sync_named"], "n,n", [I32(o.id), I32(o.count)]),
+    ops.NamedBarArrive: lambda g, o: g.asm(ptx_asm.PTX["arrive_named"], "n,n", [I32(o.id), I32(o.count)]),
     ops.MbarInit: lambda g, o: g.asm(ptx_asm.PTX["mbar_init"], "r,n", [g.address(o.barrier), I32(o.count)]),
     ops.MbarExpectTx: lambda g, o: g.asm(ptx_asm.PTX["mbar_expect_tx"], "r,r", [g.address(o.barrier), g.expr(o.bytes)]),
     ops.MbarArrive: lambda g, o: (g.asm(ptx_asm.PTX["mbar_arrive_peer"], "r,r", [g.address(o.barrier), _peer_rank(g, o)])

@@ -129,6 +129,7 @@ PTX = {
     "fence_tcgen05_after_thread_sync": "tcgen05.fence::after_thread_sync;",
     "sync_block": "bar.sync 0;",
     "sync_named": "bar.sync $0, $1;",
+    "arrive_named": "bar.arrive $0, $1;",        # counts toward the phase, does not wait (turns)
     "sync_warp": "bar.warp.sync -1;",
     "sync_cluster": "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;",
     "setmaxnreg_inc": "setmaxnreg.inc.sync.aligned.u32 $0;",

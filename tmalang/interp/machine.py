@@ -19,7 +19,7 @@ from ..ir import exprs as ex
 from ..ir import ops
 from ..target import cluster as geometry
 from ..target.tma import matrix_shape
-from . import bulk, dsmem, gather, mma, pairs, prefetch, rows, tcgen05
+from . import bulk, dsmem, gather, mma, named, pairs, prefetch, rows, tcgen05
 from .meet import barrier, settle
 from .races import RaceDetector
 from .shares import rows as row_share
@@ -102,6 +102,7 @@ class CTA:
         self.exited = False                          # every warp has finished
         self.observed: dict[tuple, int] = {}
         self.sync_arrivals = self.cluster.sync_arrivals
+        self.named: dict = {}                        # named barrier id -> its state (interp/named.py)
         self.step = 0
         self.tmem_columns = 0          # Tensor Memory this CTA holds (tcgen05.alloc'ed, not freed)
         memory = launch.target.tensor_memory            # None: sema refused every use of tmem
@@ -496,4 +497,5 @@ SEMANTICS = {
     **rows.SEMANTICS,
     **prefetch.SEMANTICS,
     **dsmem.SEMANTICS,
+    **named.SEMANTICS,
 }

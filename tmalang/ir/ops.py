@@ -434,6 +434,24 @@ class Elect(Op):
     body: list[Op]
 
 
+@op("turn")
+@dataclass
+class Turn(Op):
+    """The role's warpgroups run `body` one at a time, in warpgroup order, round-robin (§15e).
+    order_turns replaces it by named-barrier ops; no turn remains after that pass."""
+
+    body: list[Op]
+
+
+@op("in_warpgroup")
+@dataclass
+class InWarpgroup(Op):
+    """Run `body` on warpgroup `group` of the role only (its four warps, every thread)."""
+
+    group: int
+    body: list[Op]
+
+
 @op("produce")
 @dataclass
 class Produce(Op):
@@ -692,6 +710,28 @@ class Sync(Op):
     """A barrier across the role's threads (scope role), the whole block, or the whole cluster."""
 
     scope: str
+
+
+@op("named_bar_sync")
+@dataclass
+class NamedBarSync(Op):
+    """`bar.sync id, count`: the executing warp arrives on CTA named barrier `id` (0..15) and
+    waits until `count` threads (a multiple of 32) have arrived in the barrier's current phase."""
+
+    id: int
+    count: int
+
+
+@op("named_bar_arrive")
+@dataclass
+class NamedBarArrive(Op):
+    """`bar.arrive id, count`: the executing warp arrives on named barrier `id` without waiting."""
+
+    id: int
+    count: int
+
+
+NAMED_BARRIERS = 16        # bar.sync / bar.arrive ids 0..15 per CTA (PTX ISA, barrier{.cta})
 
 
 @op("warpgroups")

@@ -23,6 +23,7 @@ from .verify_ops import VERIFY, Scope
 # (stage, ops, what holds of each once the stage has run, the message when it does not)
 STAGE_RULES = [
     ("expand_pipelines", (ops.PipelineDecl, ops.Produce, ops.Consume), lambda o: False, "none may remain"),
+    ("order_turns", ops.Turn, lambda o: False, "none may remain"),
     ("schedule_barriers", ops.MbarrierDecl, lambda o: o.count >= 1, "no arrival count"),
     ("plan_tmem", ops.TmemDecl, lambda o: o.column >= 0, "no column"),
     ("plan_smem", (ops.BufferDecl, ops.MbarrierDecl, ops.TmemAlloc), lambda o: o.offset >= 0, "no smem offset"),

@@ -285,6 +285,35 @@ def _pipeline_block(v: Scope, o: ops.Produce | ops.Consume) -> None:
         v.fail(f"{o.name} inside elect", o)
 
 
+def _warpgroups_of(role: ops.RoleOp) -> int:
+    """How many whole warpgroups the role is (0 when it is not aligned whole warpgroups)."""
+    warps = role.last_warp - role.first_warp + 1
+    return warps // 4 if role.first_warp % 4 == 0 and warps % 4 == 0 else 0
+
+
+def _turn(v: Scope, o: ops.Turn) -> None:
+    v.in_role(o)
+    if _warpgroups_of(v.role) < 2:
+        v.fail("turn in a role of fewer than 2 whole warpgroups: nobody to take turns with", o)
+    if v.inside(ops.Elect) or v.inside(ops.Turn) or v.inside(ops.Produce):
+        v.fail("turn inside elect, produce or another turn", o)
+
+
+def _in_warpgroup(v: Scope, o: ops.InWarpgroup) -> None:
+    v.in_role(o)
+    v.check(o, "group", 0 <= o.group < _warpgroups_of(v.role), "not a warpgroup of the role")
+    if v.inside(ops.Elect) or v.inside(ops.InWarpgroup):
+        v.fail("in_warpgroup inside elect or in_warpgroup", o)
+
+
+def _named_barrier(v: Scope, o: ops.NamedBarSync | ops.NamedBarArrive) -> None:
+    v.in_role(o)
+    v.check(o, "id", 0 <= o.id < ops.NAMED_BARRIERS, f"not a named barrier (0..{ops.NAMED_BARRIERS - 1})")
+    v.check(o, "count", o.count > 0 and o.count % 32 == 0, "not a positive multiple of the warp size")
+    if v.inside(ops.Elect):
+        v.fail(f"{o.name} inside elect: bar.sync and bar.arrive are executed by whole warps", o)
+
+
 def _in_pair_leader(v: Scope, o: ops.InPairLeader) -> None:
     v.in_role(o)
     _pair_kernel(v, o)
@@ -543,6 +572,8 @@ VERIFY: dict[type[ops.Op], Callable[[Scope, ops.Op], None]] = {
     ops.ForTiles: _for_tiles, ops.ForRange: _statement, ops.ForStep: _statement, ops.If: _statement,
     ops.Let: _statement, ops.Val: _statement,
     ops.Elect: _elect, ops.Sync: _sync, ops.Fence: _fence, ops.InPairLeader: _in_pair_leader,
+    ops.Turn: _turn, ops.InWarpgroup: _in_warpgroup, ops.NamedBarSync: _named_barrier,
+    ops.NamedBarArrive: _named_barrier,
     ops.Produce: _pipeline_block, ops.Consume: _pipeline_block,
     ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.TmaPrefetch: _tma_prefetch,
     ops.TensorMapPrefetch: _tensormap_prefetch, ops.BulkCommit: _statement, ops.BulkWait: _pending,

@@ -220,6 +220,9 @@ class _Statements:
     def _Elect(self, s):
         return ops.Elect("role", self.block(s.body), span=s.span)
 
+    def _Turn(self, s):
+        return ops.Turn(self.block(s.body), span=s.span)
+
     def _ExpectTx(self, s):
         return ops.MbarExpectTx(_single(s.barrier), self.int_expr(s.bytes), span=s.span)
 

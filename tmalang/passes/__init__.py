@@ -23,6 +23,7 @@ from . import (
     fence_tensor_memory,
     lower_tile_walk,
     order_slot_release,
+    order_turns,
     order_wgmma,
     pair_ctas,
     plan_smem,
@@ -58,6 +59,8 @@ PIPELINE = [
     Pass("schedule_barriers", schedule_barriers),    # counts arrivals once every arrive site exists
     Pass("defer_mma_release", defer_mma_release, "has_wgmma"),  # after counting: its tail release is an
                                                      # alternative site
+    Pass("order_turns", order_turns),                # last to change what runs inside a turn: it sees
+                                                     # every sync and wait the passes above inserted
     Pass("plan_tmem", plan_tmem, "has_tcgen05"),     # after the init sync exists: allocation joins it
     Pass("plan_smem", plan_smem),                    # lays out the buffers and barriers the passes above made
     Pass("dispatch_roles", dispatch_roles),          # sizes the block and budgets registers

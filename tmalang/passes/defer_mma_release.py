@@ -6,7 +6,9 @@ from either the loop's release or the tail's.
 Guarantees, for every loop whose body is exactly one consume of a pipeline P by wgmma (the
 slot's `full` wait, the wgmma with its fence and commit, `wgmma_wait pending=0`, the release
 of `@P.empty[%s]`, counter updates, nothing else), where P has at least 2 stages and the role
-does not also produce P:
+does not also produce P (or whose body is exactly one `turn` holding such a consume: the
+rewrite happens inside the turn, and order_turns then puts the wait and the delayed release
+after the turn's exit, where they wait for nothing but this warpgroup's own MMAs):
   - the loop waits `pending=1` instead: step k's MMAs run while step k+1's are issued;
   - step k releases the slot of step k - 1 (whose MMAs the wait just retired), not its own;
   - after the loop, `wgmma_wait pending=0` and the release of the last step's slot.
@@ -46,14 +48,24 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
 
 
 def _deferred(o: ops.Op, safe: set[str]) -> list[ops.Op]:
-    plan = _match(o, safe) if isinstance(o, ops.ForRange) else None
-    return _rewrite(o, *plan) if plan else [o]
+    if not isinstance(o, ops.ForRange):
+        return [o]
+    body = _step(o)
+    plan = _match(body, safe)
+    return _rewrite(o, body, *plan) if plan else [o]
 
 
-def _match(loop: ops.ForRange, safe: set[str]):
-    """(wait index, release ops, slot var) when the loop body is one consume by wgmma, released
+def _step(loop: ops.ForRange) -> list[ops.Op]:
+    """The ops of one k-step: the loop body, or the body of the turn that is all of it. In a
+    turn the rewrite is the same and as safe: order_turns (later) moves the `pending=1` wait and
+    the delayed release behind the turn's exit, and neither waits for another warpgroup."""
+    only = loop.body[0] if len(loop.body) == 1 else None
+    return only.body if isinstance(only, ops.Turn) else loop.body
+
+
+def _match(body: list[ops.Op], safe: set[str]):
+    """(wait index, release ops, slot var) when the step is one consume by wgmma, released
     right after its wait, of a pipeline whose release may safely lag one step."""
-    body = loop.body
     waits = [i for i, o in enumerate(body) if isinstance(o, ops.WgmmaWait) and o.pending == 0]
     if len(waits) != 1:
         return None
@@ -84,15 +96,15 @@ def _only_the_consume(body: list[ops.Op], pipeline: str, release: ops.Elect) -> 
     return full_waits == 1
 
 
-def _rewrite(loop: ops.ForRange, wait: int, release: list[ops.Op], slot: str) -> list[ops.Op]:
+def _rewrite(loop: ops.ForRange, body: list[ops.Op], wait: int, release: list[ops.Op], slot: str) -> list[ops.Op]:
     arrive = next(s for s in release[-1].body if isinstance(s, _RELEASES))
     pipeline = arrive.barrier.name[: -len(".empty")]
     previous = f"{pipeline}.prev"
-    loop.body[wait] = ops.WgmmaWait(1, span=loop.body[wait].span)
-    at = loop.body.index(release[0])
-    del loop.body[at:at + len(release)]
+    body[wait] = ops.WgmmaWait(1, span=body[wait].span)
+    at = body.index(release[0])
+    del body[at:at + len(release)]
     delayed = _retarget(release, previous)
-    loop.body[at:at] = [ops.If(ex.Bin(">", ex.Var(loop.var), ex.Const(0)), delayed, span=loop.span),
+    body[at:at] = [ops.If(ex.Bin(">", ex.Var(loop.var), ex.Const(0)), delayed, span=loop.span),
                         ops.Let(previous, ex.Var(slot), span=loop.span)]
     tail = [ops.WgmmaWait(0, span=loop.span),
             ops.If(ex.Bin(">", loop.count, ex.Const(0)), _retarget(release, previous), span=loop.span)]
@@ -146,7 +158,7 @@ def _settle(region: list[ops.Op], state):
             state = ((*committed, current), _NONE)
         elif isinstance(o, (ops.ForRange, ops.ForTiles)):
             state = _settle_loop(o, state)
-        elif isinstance(o, (ops.If, ops.InPairLeader)):
+        elif isinstance(o, (ops.If, ops.InPairLeader, ops.Turn)):
             o.body, after = _settle(o.body, state)
             state = _join(state, after)
         out.append(o)

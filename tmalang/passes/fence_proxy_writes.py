@@ -27,7 +27,7 @@ from ..target.arch import Target
 
 _ARRIVES = (ops.MbarArrive, ops.MbarArriveCluster, ops.MbarArriveExpectTx, ops.Tcgen05Commit)
 _LOOPS = (ops.ForRange, ops.ForTiles)
-_BRANCHES = (ops.If, ops.InPairLeader)
+_BRANCHES = (ops.If, ops.InPairLeader, ops.Turn)   # a turn runs once: joining is conservative
 
 
 def run(kernel: ops.KernelOp, target: Target) -> None:

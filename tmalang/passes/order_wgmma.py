@@ -52,7 +52,7 @@ def _ordered(region: list[ops.Op], read: frozenset):
             read = read | {o.b.name} | ({o.a.name} if isinstance(o.a, ex.BufferRef) else set())
         elif isinstance(o, (ops.ForRange, ops.ForTiles)):
             read = _loop(o, read)
-        elif isinstance(o, (ops.If, ops.InPairLeader)):
+        elif isinstance(o, (ops.If, ops.InPairLeader, ops.Turn)):
             o.body, after = _ordered(o.body, read)
             read = read | after
         out.append(o)

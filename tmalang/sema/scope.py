@@ -24,6 +24,7 @@ class Scope:
     slot: str | None = None
     producing: bool = False
     elected: bool = False
+    turn: bool = False                          # inside a `turn` block (§15e)
     in_loop: bool = False                       # inside a tile loop
     nest: tuple = ()                            # the loops around here, for trip-count agreement
     tile_vars: tuple = ()                       # the enclosing tile loop's indices (not its split index)

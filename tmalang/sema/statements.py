@@ -7,6 +7,7 @@ from dataclasses import replace
 from ..diagnostics import error
 from ..syntax import ast
 from . import bulk, dsmem, gather, im2col, im2col_wide, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows, split
+from . import turns
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -105,6 +106,8 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
     pipe = info.lookup(s.pipeline, Pipeline, what="pipeline")
     if scope.elected:
         raise error("E076", "produce/consume blocks cannot sit inside elect", s.span)
+    if producing and scope.turn:
+        turns.refuse_inside(s, "a produce block")
     if any(open_pipe is pipe for _, open_pipe, _ in scope.slots):
         raise error("E076", f"a block of pipeline '{pipe.name}' inside another of the same pipeline", s.span,
                     "the inner block would wait for a slot the outer one holds: a hang")
@@ -313,6 +316,8 @@ def _constant(e) -> int | None:
 def _elect(info: KernelInfo, s: ast.Elect, scope: Scope) -> None:
     if scope.elected:
         raise error("E076", "elect blocks cannot nest", s.span)
+    if scope.turn:
+        turns.refuse_inside(s, "an elect block")
     _block(info, s.body, replace(scope, elected=True))
 
 
@@ -345,11 +350,18 @@ def _bulk_group(info: KernelInfo, s, scope: Scope) -> None:
 def _sync(info: KernelInfo, s, scope: Scope) -> None:
     if scope.elected:
         raise error("E079", "sync inside elect would wait for threads that never arrive (a hang)", s.span)
+    if scope.turn:
+        turns.refuse_inside(s, "a sync")
+
+
+def _turn(info: KernelInfo, s: ast.Turn, scope: Scope) -> None:
+    turns.check_turn(s, scope)
+    _block(info, s.body, replace(scope, turn=True))
 
 
 _HANDLERS = {
     ast.ForTiles: _for_tiles, ast.ForSteps: _for_steps, ast.Produce: _produce, ast.Consume: _consume, ast.Load: _load,
-    ast.Store: _store, ast.Assign: _assign, ast.Elect: _elect, ast.ExpectTx: _barrier_stmt,
+    ast.Store: _store, ast.Assign: _assign, ast.Elect: _elect, ast.Turn: _turn, ast.ExpectTx: _barrier_stmt,
     ast.Arrive: _barrier_stmt, ast.Wait: _barrier_stmt, ast.Fence: _fence, ast.Sync: _sync,
     ast.CommitGroup: _bulk_group, ast.WaitGroup: _bulk_group,
     ast.Prefetch: prefetch.check_prefetch, ast.AccumulatorDecl: mma.declare, ast.Mma: mma.check_mma, ast.RowDecl: rows.declare,

@@ -222,6 +222,11 @@ class Elect(Node):
 
 
 @dataclass
+class Turn(Node):
+    body: list[Stmt]
+
+
+@dataclass
 class ExpectTx(Node):
     barrier: Ref
     bytes: Expr
@@ -269,7 +274,7 @@ def statements(body: list) -> list:
 
 
 Stmt = ForTiles | ForSteps | AccumulatorDecl | RowDecl | Mma | Produce | Consume | Load | Store | Assign | Elect | ExpectTx | Arrive | Wait
-Stmt = Stmt | Fence | Sync | CommitGroup | WaitGroup | Prefetch
+Stmt = Stmt | Fence | Sync | CommitGroup | WaitGroup | Prefetch | Turn
 
 
 # ---- declarations --------------------------------------------------------------------------

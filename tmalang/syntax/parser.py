@@ -324,6 +324,9 @@ class _Builder(Transformer):
     def elect(self, meta, children):
         return ast.Elect(self._span(meta), children[0])
 
+    def turn(self, meta, children):
+        return ast.Turn(self._span(meta), children[0])
+
     def expect_tx(self, meta, children):
         return ast.ExpectTx(self._span(meta), self._ref(children[0]), children[1])
 

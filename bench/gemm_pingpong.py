@@ -1,0 +1,108 @@
+"""Ping-pong bf16 GEMM: examples/gemm_pingpong_sm90.tma (the two consumer warpgroups issue each
+k-step's wgmmas in turn, §15d) against examples/gemm_sm90.tma (the same kernel without turns)
+and torch.matmul (cuBLAS), in the same run. C = A · Bᵀ with A [M, K], B [N, K], bf16 out.
+
+Method (bench/gemm.py's): each sample times a batch of back-to-back launches between CUDA events;
+the figure is the median over samples after warm-up, on random data, rotating between two input
+sets; the contenders are timed in turns within each round. Every kernel's result is checked
+against cuBLAS before it is timed.
+
+    python bench/gemm_pingpong.py                     # writes bench/results/gemm-pingpong-<date>-<gpu>.json
+    python bench/gemm_pingpong.py --samples 9 --out /tmp/quick.json
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# bench/copy.py would shadow the standard library's `copy` module: drop this folder from sys.path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+
+import torch  # noqa: E402
+
+import tmalang  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (16384, 2048, 8192), (1000, 1000, 1000)]
+
+
+def timed_in_turns(contenders: dict, rounds: int, batch: int) -> dict[str, float]:
+    """Median per-launch milliseconds of each contender `fn(i)` (i picks the input set); round r
+    times one batch of every contender in turn, each batch after one untimed launch (bench/gemm.py)."""
+    for fn in contenders.values():
+        for _ in range(3):
+            fn(0)
+    torch.cuda.synchronize()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for r in range(rounds):
+        for name, fn in contenders.items():
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            fn(1)
+            start.record()
+            for i in range(batch):
+                fn((r * batch + i) % 2)
+            stop.record()
+            stop.synchronize()
+            times[name].append(start.elapsed_time(stop) / batch)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def row(kernels: dict, m: int, n: int, k: int, samples: int) -> dict:
+    sets = [(torch.randn(m, k, device="cuda").to(torch.bfloat16), torch.randn(n, k, device="cuda").to(torch.bfloat16))
+            for _ in range(2)]
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    reference = sets[0][0] @ sets[0][1].T
+    flops = 2 * m * n * k
+    result = {"shape": [m, n, k]}
+    runs = {"cublas": lambda i: torch.matmul(sets[i][0], sets[i][1].T, out=c)}
+    runs |= {name: (lambda i, kernel=kernel: kernel(sets[i][0], sets[i][1], c)) for name, kernel in kernels.items()}
+    for name, run in runs.items():
+        c.fill_(float("nan"))
+        run(0)
+        torch.cuda.synchronize()
+        error = ((c.double() - reference.double()).norm() / reference.double().norm()).item()
+        if not error < 1e-2:
+            raise SystemExit(f"{name} at {m}x{n}x{k}: relative error {error} against cuBLAS")
+        result[name] = {"rel_err_vs_cublas": error}
+    for name, ms in timed_in_turns(runs, samples, max(4, int(4e12 // flops))).items():
+        result[name].update(ms=ms, tflops=flops / ms / 1e9)
+    result["pingpong_vs_cublas"] = result["pingpong"]["tflops"] / result["cublas"]["tflops"]
+    result["pingpong_vs_gemm_sm90"] = result["pingpong"]["tflops"] / result["gemm_sm90"]["tflops"]
+    print(f"{m}x{n}x{k}: cuBLAS {result['cublas']['tflops']:.0f}  gemm_sm90 {result['gemm_sm90']['tflops']:.0f}  "
+          f"pingpong {result['pingpong']['tflops']:.0f} TFLOP/s ({result['pingpong_vs_cublas']:.3f}x cuBLAS, "
+          f"{result['pingpong_vs_gemm_sm90']:.3f}x gemm_sm90)", flush=True)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--samples", type=int, default=25)
+    args = parser.parse_args()
+    kernels = {name: tmalang.compile_file(ROOT / "examples" / f"{file}.tma")
+               for name, file in (("gemm_sm90", "gemm_sm90"), ("pingpong", "gemm_pingpong_sm90"))}
+    rows = [row(kernels, m, n, k, args.samples) for m, n, k in SHAPES]
+    gpu = torch.cuda.get_device_name()
+    today = datetime.date.today().isoformat()
+    report = {
+        "benchmark": "bf16 GEMM C = A·Bᵀ: examples/gemm_pingpong_sm90.tma (warpgroups take turns) vs "
+                     "examples/gemm_sm90.tma and cuBLAS",
+        "gpu": gpu, "date": today, "torch": torch.__version__,
+        "method": f"median of {args.samples} event-timed batches per contender after warm-up, the contenders "
+                  "timed in turns within each round",
+        "results": rows,
+    }
+    short = "h100" if "H100" in gpu else gpu.lower().replace(" ", "-")
+    out = args.out or ROOT / "bench" / "results" / f"gemm-pingpong-{today}-{short}.json"
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
