@@ -22,35 +22,16 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
-import statistics  # noqa: E402
 
 import torch  # noqa: E402
 
 import tmalang  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
+from gemm import timed_in_turns  # noqa: E402  (as bench/prefetch.py does)
+
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (16384, 2048, 8192), (1000, 1000, 1000)]
-
-
-def timed_in_turns(contenders: dict, rounds: int, batch: int) -> dict[str, float]:
-    """Median per-launch milliseconds of each contender `fn(i)` (i picks the input set); round r
-    times one batch of every contender in turn, each batch after one untimed launch (bench/gemm.py)."""
-    for fn in contenders.values():
-        for _ in range(3):
-            fn(0)
-    torch.cuda.synchronize()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for r in range(rounds):
-        for name, fn in contenders.items():
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            fn(1)
-            start.record()
-            for i in range(batch):
-                fn((r * batch + i) % 2)
-            stop.record()
-            stop.synchronize()
-            times[name].append(start.elapsed_time(stop) / batch)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def row(kernels: dict, m: int, n: int, k: int, samples: int) -> dict:
