@@ -174,3 +174,57 @@ def test_hd128_interpreter_agrees_across_random_schedules():
     o, lse = np.full((1, 130, 128), np.nan, BF16), lse_array(1, 130)
     kernel.interpret(q, k, v, np.float32(1 / np.sqrt(128)), np.int32(1), lse, o, seed=40, explore=24, ctas=2)
     check(o, lse, q, k, v, True)
+
+
+# ---- an epilogue that fills a pipeline slot (attention's `results`) --------------------------------
+
+HANDOFF = """
+kernel handoff(a: bf16[M, K], b: bf16[N, K], c: bf16[M, N]) {
+    grid persistent
+    box A = a[128, 64] swizzle 128B
+    box B = b[64, 64] swizzle 128B
+    box C = c[128, 64] swizzle 128B
+    pipeline ring[2] { a: A, b: B }
+    pipeline results[1] { c: C }
+    role load: warp 0, regs 40 {
+        for tile (m, n) in tiles(c, C) {
+            for k in steps(K, 64) {
+                produce ring as s { load A[m, k] -> s.a  load B[n, k] -> s.b }
+            }
+        }
+    }
+    role store: warp 1, regs 40 {
+        for tile (m, n) in tiles(c, C) {
+            consume results as r { store C[m, n] <- r.c }
+        }
+    }
+    role mma: warps 4..11, regs 232 {
+        accumulator acc: f32[128, 64]
+        for tile (m, n) in tiles(c, C) {
+            acc = 0
+            for k in steps(K, 64) {
+                consume ring as s { mma acc, s.a, s.b }
+            }
+            produce results as r { r.c = bf16(acc * 0.5) }
+        }
+    }
+}
+"""
+
+
+def test_an_epilogue_fills_a_produce_slot_and_is_fenced_before_its_arrival():
+    """The epilogue counts as writing the slot's field (no E070), and its generic-proxy writes are
+    fenced for the TMA store that reads them (the interpreter's E406 otherwise)."""
+    kernel = tmalang.compile(HANDOFF)
+    mma = next(r for r in ops.roles(kernel._c.ir) if r.symbol == "mma")
+    body = [o for o in ops.walk(mma.body)]
+    store = next(i for i, o in enumerate(body) if isinstance(o, ops.AccStore))
+    arrive = next(i for i, o in enumerate(body) if isinstance(o, ops.MbarArrive) and o.barrier.name == "results.full")
+    assert any(isinstance(o, ops.Fence) and o.kind == "proxy_async" for o in body[store:arrive])
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((200, 136)).astype(BF16)[:, :130]
+    b = rng.standard_normal((70, 136)).astype(BF16)[:, :130]
+    c = np.full((200, 72), np.nan, BF16)[:, :70]
+    kernel.interpret(a, b, c, seed=2, explore=4)
+    expected = 0.5 * (a.astype(np.float64) @ b.astype(np.float64).T)
+    np.testing.assert_allclose(c.astype(np.float64), expected, rtol=2e-2, atol=2e-2)

@@ -173,11 +173,12 @@ def _produce_accumulators(o: ops.Produce, p: ops.PipelineDecl, at: ex.Var) -> li
 
 
 def _produce_by_threads(o: ops.Produce, p: ops.PipelineDecl, at: ex.Var) -> list[ops.Op]:
-    """Row math fills the slot: every thread writes its row, fences its shared-memory writes to
-    the async proxy (the consumer, tcgen05.mma or a TMA store, reads through it), and arrives."""
+    """Row math or an epilogue fills the slot: every thread writes its rows, fences its
+    shared-memory writes to the async proxy (the consumer, an MMA or a TMA store, reads through
+    it), and arrives."""
     full = ex.BufferRef(f"{p.symbol}.full", ex.Var(o.slot))
     smem_fields = {f"{p.symbol}.{entry.split(':', 1)[0]}" for entry in p.fields if ":tmem:" not in entry}
-    written = {x.dest.name for x in ops.walk(o.body) if isinstance(x, ops.RowAssign)
+    written = {x.dest.name for x in ops.walk(o.body) if isinstance(x, (ops.RowAssign, ops.AccStore))
                and isinstance(x.dest, ex.BufferRef)}
     fence = [ops.Fence("proxy_async", span=o.span)] if written & smem_fields else []
     return [_slot(p, at, o.slot, o.span), _wait_free(p, at, o.slot, o.span), *o.body, *fence,

@@ -150,6 +150,8 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
     target = tile_ref(info, s.target, scope)
     if scope.elected:
         raise error("E083", "an epilogue inside elect runs on one thread, which holds only its fragment", s.span)
+    if scope.producing and s.target.name == scope.slot:
+        scope.loaded.add(s.target.field)        # the epilogue fills this field of the slot
     if accs[0].block is not None:
         _check_block(accs[0], acc, target)
     elif target.matrix != acc.shape:

@@ -155,6 +155,8 @@ def _row_vector_width(info: KernelInfo, target: ast.Ref, scope) -> int:
     if tile.dtype.name not in ("f32", "f16", "bf16"):
         raise error("E080", f"row math writes f32, f16 or bf16 tiles; '{target.text()}' is {tile.dtype.name}",
                     target.span)
+    if scope.producing and target.name == scope.slot:
+        scope.loaded.add(target.field)
     return ROW
 
 
