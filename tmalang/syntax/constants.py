@@ -49,21 +49,31 @@ class Use:
 
 
 class Uses(list):
-    """Every use of every constant, in source order of resolution."""
+    """Every use of every constant, in source order of resolution; `bound`: the notes of the
+    chosen kernel's bound constants (`BK = 128 (bound by ...)`)."""
+
+    bound: list[str]
 
     def annotate(self, exc: TmalangError) -> TmalangError:
         """Add to a later error at a constant's use (on the line its caret points at) the value
-        and where it came from: `BM = 96 (bound by compile(constants=...))`."""
+        and where it came from, `BM = 96 (bound by compile(constants=...))`, then every other
+        bound constant's: a value bound elsewhere may be the cause (a deep ring overflows smem)."""
         span = exc.span
         if span is None:
             return exc
+        exc.notes += self._at(span)
+        exc.notes += [n for n in getattr(self, "bound", []) if n not in exc.notes]
+        return exc
+
+    def _at(self, span: Span) -> list[str]:
+        notes = []
         end = span.end_col if span.end_line == span.line else 1 << 30
         for use in self:
             u = use.span
             if u.source == span.source and u.line == span.line and u.col < end and span.col < u.end_col:
-                if use.note() not in exc.notes:
-                    exc.notes.append(use.note())
-        return exc
+                if use.note() not in notes:
+                    notes.append(use.note())
+        return notes
 
 
 def resolve(program: ast.Program, bindings: dict, binder: str = "compile(constants=...)",
@@ -72,10 +82,13 @@ def resolve(program: ast.Program, bindings: dict, binder: str = "compile(constan
     `binder` says where bindings come from ("-D" on the command line)."""
     uses = Uses()
     chosen = _chosen(program, kernel)
+    uses.bound = []
     for k in program.kernels:
         values = _values(k, bindings if k is chosen else {}, binder)
         _check_names(k, values)
         _Substitute(k, values, uses).kernel()
+        if k is chosen:
+            uses.bound = [f"{n} = {v} ({o})" for n, (v, o) in values.items() if o != DEFAULT]
     return uses
 
 
