@@ -101,6 +101,7 @@ class ConstUse(Node):
     name: str                    # "" for `(expr)`
     negative: bool = False       # `lower [-PAD]`
     expr: Expr | None = None     # `(BN / 4)`: an integer expression of constants and literals
+    size: bool = False           # `swizzle SW`: the constant holds a size (128B), not an integer
 
 
 # ---- statements ----------------------------------------------------------------------------
@@ -415,8 +416,8 @@ class ConstantDecl(Node):
     syntax/constants.py sets `value` (the default or the binding) and `origin` (where it came from)."""
 
     name: str
-    default: int | None
-    value: int | None = None
+    default: int | str | None    # an integer, or a size like "128B"
+    value: int | str | None = None
     origin: str = ""
     name_span: Span = field(repr=False, compare=False, default=None)
 

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import re
 from dataclasses import dataclass
 
 from ..diagnostics import Span, TmalangError, error
 from . import ast
 
 INT32 = (-(2**31), 2**31 - 1)
+SIZE = re.compile(r"[0-9]+B|none")     # the grammar's SIZE: `swizzle 128B`, `l2 none`
 DEFAULT = "default"
 
 # The fields that hold integer expressions, by statement; a Ref elsewhere is a name (a box, a
@@ -127,7 +129,10 @@ def _values(k: ast.Kernel, bindings: dict, binder: str) -> dict[str, tuple[int, 
     return values
 
 
-def _integer(k: ast.Kernel, name: str, value) -> int:
+def _integer(k: ast.Kernel, name: str, value) -> int | str:
+    """A binding's or a default's value: a 32-bit integer, or a size like "128B" (E542)."""
+    if isinstance(value, str) and SIZE.fullmatch(value):
+        return value
     if isinstance(value, bool) or type(value).__name__ == "bool_":
         value_ok = None
     else:
@@ -136,8 +141,8 @@ def _integer(k: ast.Kernel, name: str, value) -> int:
         except TypeError:
             value_ok = None
     if value_ok is None:
-        raise error("E542", f"compile-time constant '{name}' of kernel '{k.name}' must be an integer, "
-                    f"got {value!r}")
+        raise error("E542", f"compile-time constant '{name}' of kernel '{k.name}' must be an integer "
+                    f"or a size like '128B', got {value!r}")
     if not INT32[0] <= value_ok <= INT32[1]:
         raise error("E542", f"compile-time constant '{name}' of kernel '{k.name}' is {value_ok}, which does not "
                     f"fit in 32 bits", None, "integers compute in 32 bits in the kernel's index math")
@@ -195,9 +200,14 @@ class _Substitute:
             p.shape = None if p.shape is None else [self.dim(d) for d in p.shape]
         self.k.items = [self.node(item) for item in self.k.items]
 
-    def use(self, span: Span, name: str) -> int:
+    def use(self, span: Span, name: str, size: bool = False) -> int | str:
+        """The value of constant `name` at a use that takes a size (`size`) or an integer (E545)."""
         value, origin = self.values[name]
         self.uses.append(Use(span, name, value, origin))
+        if size != isinstance(value, str):
+            want, got = ("a size like 128B", f"the integer {value}") if size else ("an integer", f"the size {value}")
+            raise error("E545", f"compile-time constant '{name}' is {got}; {want} goes here", span,
+                        f"{name} = {value} ({origin})")
         return value
 
     def dim(self, d: ast.Dim) -> ast.Dim:
@@ -232,10 +242,11 @@ class _Substitute:
             return -value if c.negative else value
         if c.name not in self.values:
             declared = ", ".join(self.values) or "none"
+            what = "a size goes here: 128B or the like" if c.size else "an integer goes here: a literal"
             raise error("E539", f"'{c.name}' is not a compile-time constant of kernel '{self.k.name}'", c.span,
-                        "an integer goes here: a literal, or a constant declared in the kernel's header, "
+                        f"{what}, or a constant declared in the kernel's header, "
                         f"kernel {self.k.name}<{c.name} = ...>(...) (its constants: {declared})")
-        value = self.use(c.span, c.name)
+        value = self.use(c.span, c.name, c.size)
         return -value if c.negative else value
 
     def evaluate(self, e) -> int:

@@ -138,6 +138,8 @@ class _Builder(Transformer):
 
     def constant(self, meta, children):
         name, default = children
+        if isinstance(default, Token) and default.type == "SIZE":
+            return ast.ConstantDecl(self._span(meta), str(name), str(default), name_span=self._tok(name))
         if isinstance(default, ast.ConstUse):
             raise error("E539", f"the default of compile-time constant '{name}' names '{default.name}'; "
                         "a default is an integer literal", default.span)
@@ -150,6 +152,14 @@ class _Builder(Transformer):
 
     def constant_use(self, meta, children):
         return ast.ConstUse(self._span(meta), str(children[0]))
+
+    def size_constant(self, meta, children):
+        if str(children[0]) == "none":   # the lexer may take `none` for a name
+            return "none"
+        return ast.ConstUse(self._span(meta), str(children[0]), size=True)
+
+    def _size(self, value):
+        return value if isinstance(value, ast.ConstUse) else str(value)
 
     def constant_expr(self, meta, children):
         return ast.ConstUse(self._span(meta), "", expr=children[0])
@@ -222,7 +232,7 @@ class _Builder(Transformer):
         return -value
 
     def swizzle_option(self, meta, children):
-        return ("swizzle", str(children[0]), self._span(meta))
+        return ("swizzle", self._size(children[0]), self._span(meta))
 
     def oob_option(self, meta, children):
         return ("oob", str(children[0]), self._span(meta))
@@ -231,7 +241,7 @@ class _Builder(Transformer):
         return ("strides", children[0], self._span(meta))
 
     def l2_option(self, meta, children):
-        return ("l2", str(children[0]), self._span(meta))
+        return ("l2", self._size(children[0]), self._span(meta))
 
     def pair_option(self, meta, children):
         return ("pair", True, self._span(meta))
@@ -240,7 +250,7 @@ class _Builder(Transformer):
         return ("cache", str(children[0]), self._span(meta))
 
     def interleave_option(self, meta, children):
-        return ("interleave", str(children[0]), self._span(meta))
+        return ("interleave", self._size(children[0]), self._span(meta))
 
     def prefetch_decl(self, meta, children):
         return ast.PrefetchDecl(self._span(meta), self._ref(children[0]))
