@@ -295,7 +295,7 @@ class _Builder(Transformer):
 
     def role_decl(self, meta, children):
         name, (first, last, warps_span), regs, body = children
-        regs_span = self._tok(regs) if regs is not None else None
+        regs_span = None if regs is None else regs.span if isinstance(regs, ast.ConstUse) else self._tok(regs)
         return ast.RoleDecl(
             self._span(meta), str(name), first, last, self._int(regs) if regs is not None else None,
             body, warps_span=warps_span, regs_span=regs_span,
