@@ -208,3 +208,11 @@ def test_h100_bound_gemm_matches_float64(constants):
     """Two bound variants of gemm_sm90 at an odd shape on the H100, against float64."""
     check_on_h100(tmalang.compile_file(GEMM, constants=constants), 1000, 1000, 1000, "bfloat16")
     check_on_h100(tmalang.compile_file(GEMM, constants=constants), 257, 513, 200, "bfloat16")
+
+
+@pytest.mark.parametrize("constants", [{"BN": 256, "STAGES": 3}, {"BN": 192, "STAGES": 4}])
+def test_sweep_whole_tile_kernel_binds(constants):
+    """bench/gemm_sweep.py's whole-tile variants are bindings of one kernel file."""
+    k = tmalang.compile_file(ROOT / "bench" / "kernels" / "gemm_whole_tile_sm90.tma", constants=constants)
+    assert f"m64n{constants['BN']}k16" in k.ptx
+    assert re.search(rf"ring\.full\s+{constants['STAGES']}\s", k.explain())
