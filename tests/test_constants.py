@@ -216,3 +216,16 @@ def test_sweep_whole_tile_kernel_binds(constants):
     k = tmalang.compile_file(ROOT / "bench" / "kernels" / "gemm_whole_tile_sm90.tma", constants=constants)
     assert f"m64n{constants['BN']}k16" in k.ptx
     assert re.search(rf"ring\.full\s+{constants['STAGES']}\s", k.explain())
+
+
+def test_split_count_and_warp_range_take_constants():
+    """`split S` by a constant is the literal split (the manifest's grid has no split argument);
+    a warp range takes a constant expression."""
+    src = (ROOT / "examples" / "gemm_splitk_sm90.tma").read_text().replace(
+        "kernel gemm_splitk(S: i32, ", "kernel gemm_splitk<S = 4>(")
+    by_hand = src.replace("kernel gemm_splitk<S = 4>(", "kernel gemm_splitk(").replace("split S", "split 4")
+    k = tmalang.compile(src)
+    assert k.manifest.grid.split == 4 and k.ptx == tmalang.compile(by_hand).ptx
+    assert tmalang.compile(src, constants={"S": 3}).manifest.grid.split == 3
+    warps = COPY.replace("warps 4..7", "warps 4..(3 + 4 * WG)").replace("STAGES = 4>", "STAGES = 4, WG = 1>")
+    assert tmalang.compile(warps).ptx == tmalang.compile(COPY).ptx
