@@ -54,7 +54,9 @@ class Uses(list):
     """Every use of every constant, in source order of resolution; `bound`: the notes of the
     chosen kernel's bound constants (`BK = 128 (bound by ...)`)."""
 
-    bound: list[str]
+    def __init__(self):
+        super().__init__()
+        self.bound: list[str] = []
 
     def annotate(self, exc: TmalangError) -> TmalangError:
         """Add to a later error at a constant's use (on the line its caret points at) the value
@@ -64,7 +66,7 @@ class Uses(list):
         if span is None:
             return exc
         exc.notes += self._at(span)
-        exc.notes += [n for n in getattr(self, "bound", []) if n not in exc.notes]
+        exc.notes += [n for n in self.bound if n not in exc.notes]
         return exc
 
     def _at(self, span: Span) -> list[str]:
@@ -84,7 +86,6 @@ def resolve(program: ast.Program, bindings: dict, binder: str = "compile(constan
     `binder` says where bindings come from ("-D" on the command line)."""
     uses = Uses()
     chosen = _chosen(program, kernel)
-    uses.bound = []
     for k in program.kernels:
         values = _values(k, bindings if k is chosen else {}, binder)
         _check_names(k, values)
@@ -117,36 +118,37 @@ def _values(k: ast.Kernel, bindings: dict, binder: str) -> dict[str, tuple[int, 
     values = {}
     for c in k.constants:
         if c.name in bindings:
-            c.value = _integer(k, c.name, bindings[c.name])
+            c.value = _value(k, c.name, bindings[c.name])
             c.origin = f"bound by -D {c.name}={c.value}" if binder == "-D" else f"bound by {binder}"
         elif c.default is not None:
-            c.value, c.origin = _integer(k, c.name, c.default), DEFAULT
+            c.value, c.origin = _value(k, c.name, c.default), DEFAULT
         else:
-            how = f"tmalangc -D {c.name}=..." if binder == "-D" else f"{binder.split('(')[0]}(..., constants={{'{c.name}': ...}})"
+            how = (f"tmalangc -D {c.name}=..." if binder == "-D"
+                   else f"{binder.split('(')[0]}(..., constants={{'{c.name}': ...}})")
             raise error("E543", f"compile-time constant '{c.name}' of kernel '{k.name}' has no default and is "
                         "not bound", c.name_span, f"give it a default (<{c.name} = 128>) or bind it: {how}")
         values[c.name] = (c.value, c.origin)
     return values
 
 
-def _integer(k: ast.Kernel, name: str, value) -> int | str:
-    """A binding's or a default's value: a 32-bit integer, or a size like "128B" (E542)."""
+def _value(k: ast.Kernel, name: str, value) -> int | str:
+    """A binding's or a default's value: a 32-bit integer (a bool is none, though Python counts
+    it as one), or a size like "128B" (E542)."""
     if isinstance(value, str) and SIZE.fullmatch(value):
         return value
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
-        value_ok = None
-    else:
+    integer = None
+    if not isinstance(value, bool) and type(value).__name__ != "bool_":
         try:
-            value_ok = operator.index(value)
+            integer = operator.index(value)
         except TypeError:
-            value_ok = None
-    if value_ok is None:
+            pass
+    if integer is None:
         raise error("E542", f"compile-time constant '{name}' of kernel '{k.name}' must be an integer "
                     f"or a size like '128B', got {value!r}")
-    if not INT32[0] <= value_ok <= INT32[1]:
-        raise error("E542", f"compile-time constant '{name}' of kernel '{k.name}' is {value_ok}, which does not "
+    if not INT32[0] <= integer <= INT32[1]:
+        raise error("E542", f"compile-time constant '{name}' of kernel '{k.name}' is {integer}, which does not "
                     f"fit in 32 bits", None, "integers compute in 32 bits in the kernel's index math")
-    return value_ok
+    return integer
 
 
 def _check_names(k: ast.Kernel, values: dict) -> None:
