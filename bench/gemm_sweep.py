@@ -1,7 +1,9 @@
 """Tile, stage and epilogue variants of the bf16 GEMM at one shape, against cuBLAS in the same run.
 
-Every variant is a tmalang program written out in full below, so every number here is a kernel
-the language expresses as written. cuBLAS and the variants are timed in turns, round by round.
+Every variant is a tmalang program: a kernel file with its compile-time constants bound
+(docs/language.md §2a), or, where the epilogue's number of stores and staging tiles differs, the
+kernel written out below; so every number here is a kernel the language expresses as written.
+cuBLAS and the variants are timed in turns, round by round.
 
     python bench/gemm_sweep.py [SIZE ...] [--out results.json]
 """
@@ -24,30 +26,30 @@ import tmalang  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gemm import timed_in_turns  # noqa: E402
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-EXAMPLE = (EXAMPLES / "gemm_sm90.tma").read_text()
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "gemm_sm90.tma"
+WHOLE_TILE = ROOT / "bench" / "kernels" / "gemm_whole_tile_sm90.tma"
 
 
 def as_fp8(source: str) -> str:
-    """A bf16 GEMM with e4m3 inputs: the same 128-byte K-slices hold 128 elements."""
-    return (source.replace("kernel gemm(a: bf16[M, K], b: bf16[N, K]", "kernel gemm_fp8(a: f8e4m3[M, K], b: f8e4m3[N, K]")
-            .replace("a[128, 64] swizzle", "a[128, 128] swizzle").replace("b[256, 64] swizzle", "b[256, 128] swizzle")
-            .replace("b[192, 64] swizzle", "b[192, 128] swizzle").replace("steps(K, 64)", "steps(K, 128)"))
+    """A bf16 GEMM with e4m3 inputs (bind BK=128: the same 128-byte K-slices hold 128 elements)."""
+    return source.replace("(a: bf16[M, K], b: bf16[N, K]", "(a: f8e4m3[M, K], b: f8e4m3[N, K]").replace(
+        "kernel gemm<", "kernel gemm_fp8<")
 
 
-def gemm_source(n: int, stages: int, block: int, buffers: int, group: int = 8, swizzle: bool = False) -> str:
-    """128 x n tiles, a ring of `stages`, the epilogue written in [128, block] column blocks
-    through `buffers` staging tiles used in turn (128B-swizzled when `swizzle`: 64-column blocks)."""
+def gemm_source(n: int, stages: int, block: int, buffers: int) -> str:
+    """128 x n tiles, a ring of `stages`, the epilogue written in 128B-swizzled [128, block]
+    column blocks through `buffers` staging tiles used in turn: a number of stores and staging
+    tiles, which no constant can vary (a kernel has no loops over declarations)."""
     parts = n // block
     stores, staging = [], [f"cs{i}" for i in range(buffers)]
     for j in range(parts):
         cs = staging[j % buffers]
-        column = f"{parts} * n + {j}" if parts > 1 else "n"
         stores.append(f"""            elect {{ wait_group read {buffers - 1} }}   // {cs}'s previous store has read it
             sync
-            {cs} = bf16(acc{f"[0, {j}]" if parts > 1 else ""})
+            {cs} = bf16(acc[0, {j}])
             elect {{
-                store C[m, {column}] <- {cs}
+                store C[m, {parts} * n + {j}] <- {cs}
                 commit_group
             }}""")
     smem = "\n".join(f"    smem {cs}: C" for cs in staging)
@@ -58,12 +60,12 @@ def gemm_source(n: int, stages: int, block: int, buffers: int, group: int = 8, s
     box A = a[128, 64] swizzle 128B
     box B = b[{n}, 64] swizzle 128B
     box T = c[128, {n}]
-    box C = c[128, {block}]{" swizzle 128B" if swizzle else ""}
+    box C = c[128, {block}] swizzle 128B
 {smem}
     pipeline ring[{stages}] {{ a: A, b: B }}
 
     role producer: warp 0, regs 40 {{
-        for tile (m, n) in tiles(c, T) grouped {group} {{
+        for tile (m, n) in tiles(c, T) grouped 8 {{
             for k in steps(K, 64) {{
                 produce ring as s {{
                     load A[m, k] -> s.a
@@ -74,7 +76,7 @@ def gemm_source(n: int, stages: int, block: int, buffers: int, group: int = 8, s
     }}
     role consumer: warps 4..11, regs 232 {{
         accumulator acc: f32[128, {n}]
-        for tile (m, n) in tiles(c, T) grouped {group} {{
+        for tile (m, n) in tiles(c, T) grouped 8 {{
             acc = 0
             for k in steps(K, 64) {{
                 consume ring as s {{ mma acc, s.a, s.b }}
@@ -87,20 +89,30 @@ def gemm_source(n: int, stages: int, block: int, buffers: int, group: int = 8, s
 """
 
 
+def compile_variant(variant) -> tmalang.Kernel:
+    """A variant: (a .tma file, its constants), or (source text, its name[, its constants]); the
+    name is what the text's diagnostics would point into."""
+    what, *rest = variant
+    if isinstance(what, Path):
+        return tmalang.compile_file(what, constants=rest[0])
+    return tmalang.compile(what, name=rest[0], constants=rest[1] if len(rest) > 1 else None)
+
+
 VARIANTS = {
-    "example: 128x256, 4 stages, epilogue 4 x [128, 64] swizzled, 2 buffers": EXAMPLE,
-    "128x256, 4 stages, epilogue 4 x [128, 64] swizzled, 2 buffers, grouped 16": gemm_source(256, 4, 64, 2, 16, True),
-    "128x256, 3 stages, epilogue 4 x [128, 64] swizzled, 4 buffers": gemm_source(256, 3, 64, 4, swizzle=True),
-    "128x256, 3 stages, whole-tile epilogue": gemm_source(256, 3, 256, 1),
-    "128x192, 4 stages, whole-tile epilogue": gemm_source(192, 4, 192, 1),
-    "128x192, 4 stages, epilogue 3 x [128, 64] swizzled, 3 buffers": gemm_source(192, 4, 64, 3, swizzle=True),
+    "example: 128x256, 4 stages, epilogue 4 x [128, 64] swizzled, 2 buffers": (EXAMPLE, {}),
+    "128x256, 4 stages, epilogue 4 x [128, 64] swizzled, 2 buffers, grouped 16": (EXAMPLE, {"GROUP": 16}),
+    "128x256, 3 stages, epilogue 4 x [128, 64] swizzled, 4 buffers": (gemm_source(256, 3, 64, 4), "<gemm 4 buffers>"),
+    "128x256, 3 stages, whole-tile epilogue": (WHOLE_TILE, {"BN": 256, "STAGES": 3}),
+    "128x192, 4 stages, whole-tile epilogue": (WHOLE_TILE, {"BN": 192, "STAGES": 4}),
+    "128x192, 4 stages, epilogue 3 x [128, 64] swizzled, 3 buffers": (gemm_source(192, 4, 64, 3), "<gemm 3 buffers>"),
 }
 
 
 FP8_VARIANTS = {
     "fp8 example: 128x256, 4 stages, epilogue 4 x [128, 64] swizzled, 2 buffers":
-        (EXAMPLES / "gemm_fp8_sm90.tma").read_text(),
-    "fp8 128x192, 4 stages, whole-tile epilogue": as_fp8(gemm_source(192, 4, 192, 1)),
+        (ROOT / "examples" / "gemm_fp8_sm90.tma", {}),
+    "fp8 128x192, 4 stages, whole-tile epilogue":
+        (as_fp8(WHOLE_TILE.read_text()), str(WHOLE_TILE), {"BN": 192, "STAGES": 4, "BK": 128}),
 }
 
 
@@ -118,8 +130,8 @@ def sweep(size: int, samples: int, fp8: bool = False) -> list[dict]:
     else:
         runs = {"cublas": lambda i: torch.matmul(sets[i][0], sets[i][1].T, out=c)}
     rows = []
-    for name, source in (FP8_VARIANTS if fp8 else VARIANTS).items():
-        kernel = tmalang.compile(source)
+    for name, variant in (FP8_VARIANTS if fp8 else VARIANTS).items():
+        kernel = compile_variant(variant)
         c.fill_(float("nan"))
         kernel(sets[0][0], sets[0][1], c)
         torch.cuda.synchronize()

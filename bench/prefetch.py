@@ -68,15 +68,23 @@ def gemm_variant(maps: bool, hints: bool, ahead: bool) -> str:
     if maps:
         src = src.replace("    grid persistent\n", "    grid persistent\n    prefetch tensormaps\n")
     if hints:
-        src = src.replace("box A = a[128, 64] swizzle 128B", "box A = a[128, 64] swizzle 128B cache evict_last")
-        src = src.replace("box B = b[256, 64] swizzle 128B", "box B = b[256, 64] swizzle 128B cache evict_last")
-        src = src.replace("box C = c[128, 64] swizzle 128B", "box C = c[128, 64] swizzle 128B cache evict_first")
+        src = _edit(src, "box A = a[BM, BK] swizzle SWIZZLE", "box A = a[BM, BK] swizzle SWIZZLE cache evict_last")
+        src = _edit(src, "box B = b[BN, BK] swizzle SWIZZLE", "box B = b[BN, BK] swizzle SWIZZLE cache evict_last")
+        src = _edit(src, "box C = c[BM, (BN / 4)] swizzle CSWIZZLE",
+                    "box C = c[BM, (BN / 4)] swizzle CSWIZZLE cache evict_first")
     if ahead:
-        src = src.replace("    box B = b[256, 64]", "    box Ahead = a[128, 64] swizzle 128B\n    box B = b[256, 64]")
-        src = src.replace("            for k in steps(K, 64) {\n                produce",
-                          "            for k in steps(K, 64) {\n                elect { prefetch Ahead[m, k + 8] }\n"
-                          "                produce", 1)
+        src = _edit(src, "    box B = b[BN, BK]", "    box Ahead = a[BM, BK] swizzle SWIZZLE\n    box B = b[BN, BK]")
+        src = _edit(src, "            for k in steps(K, BK) {\n                produce",
+                    "            for k in steps(K, BK) {\n                elect { prefetch Ahead[m, k + 8] }\n"
+                    "                produce")
     return src
+
+
+def _edit(src: str, old: str, new: str) -> str:
+    """One edit of the example's text, which must still hold `old` (else the variant would
+    silently be the example)."""
+    assert old in src, old
+    return src.replace(old, new, 1)
 
 
 GEMM_VARIANTS = {

@@ -10,6 +10,7 @@ Each piece is one case: a self-contained program with directives and one expecte
     // case: grid_declared_twice      its name; the pytest id is tiles.tma:grid_declared_twice
     // arch: sm_90a                   the target it compiles for (required: never guessed)
     // until: ll                      optional: the last stage, ast, ir, ll (default) or ptx
+    // constants: BM=96,BK=32         optional: bindings of compile-time constants (compile(constants=...))
     kernel saxpy(a: f32, x: f32[M, N], y: f32[M, N], out: f32[M, N]) {
         grid persistent
         grid tiles
@@ -48,7 +49,7 @@ from tmalang.diagnostics import TmalangError
 SPLIT = "// -----"
 STAGES = ("ast", "ir", "ll", "ptx")
 
-_DIRECTIVE = re.compile(r"^// (case|arch|until): *(\S+) *$")
+_DIRECTIVE = re.compile(r"^// (case|arch|until|constants): *(\S+) *$")
 _CARET = re.compile(r"^//( *)(\^+) error\[(E\d+)\]: (.*)$")
 _AT = re.compile(r"^// expect-error@([+-]\d+):(\d+) error\[(E\d+)\]: (.*)$")
 _UNLOCATED = re.compile(r"^// expect-error error\[(E\d+)\]: (.*)$")
@@ -82,6 +83,7 @@ class Case:
     until: str
     expected: Expected
     relative: str                       # the file name diagnostics carry, e.g. tests/diagnostics/roles.tma
+    constants: dict = field(default_factory=dict)   # `// constants: BM=96,SW=64B`: NAME -> int or text
 
     @property
     def id(self) -> str:
@@ -193,7 +195,18 @@ def _case(path: Path, relative: str, first_line: int, lines: list[str]) -> Case:
     if len(found) != 1:
         raise CaseFormatError(f"{where}: case '{directives['case']}' has {len(found)} expected errors, not 1")
     found[0].notes = notes
-    return Case(path, directives["case"], first_line, lines, directives["arch"], until, found[0], relative)
+    return Case(path, directives["case"], first_line, lines, directives["arch"], until, found[0], relative,
+                _constants(directives.get("constants", ""), where))
+
+
+def _constants(text: str, where: str) -> dict:
+    bound = {}
+    for item in filter(None, text.split(",")):
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise CaseFormatError(f"{where}: '// constants:' takes NAME=VALUE,..., got {item!r}")
+        bound[name] = int(value) if re.fullmatch(r"-?[0-9]+", value) else value
+    return bound
 
 
 def _expectation(line: str, number: int, offset: int, lines: list[str], relative: str) -> Expected | None:

@@ -36,7 +36,8 @@ RENDERED = ["names.tma:duplicate_role_name", "syntax.tma:regs_without_comma",
 
 def _diagnostic(case) -> TmalangError | None:
     try:
-        compile_source(case.source(), case.relative, Options(arch=case.arch), until=case.until)
+        compile_source(case.source(), case.relative, Options(arch=case.arch, constants=case.constants),
+                       until=case.until)
     except TmalangError as caught:
         return caught
     return None

@@ -37,10 +37,19 @@ def hinted_gemm(name: str) -> str:
     src = src.replace("box B = b[256, 64] swizzle 128B", "box B = b[256, 64] swizzle 128B cache evict_last")
     src = src.replace("box B = b[128, 64] swizzle 128B", "box B = b[128, 64] swizzle 128B cache evict_last")
     src = src.replace("box C = c[128, 64] swizzle 128B", "box C = c[128, 64] swizzle 128B cache evict_first")
+    # gemm_sm90 spells its extents and swizzles with compile-time constants (docs/language.md §2a)
+    src = src.replace("box A = a[BM, BK] swizzle SWIZZLE", "box A = a[BM, BK] swizzle SWIZZLE cache evict_last\n"
+                      "    box Ahead = a[BM, BK] swizzle SWIZZLE")
+    src = src.replace("box B = b[BN, BK] swizzle SWIZZLE", "box B = b[BN, BK] swizzle SWIZZLE cache evict_last")
+    src = src.replace("box C = c[BM, (BN / 4)] swizzle CSWIZZLE",
+                      "box C = c[BM, (BN / 4)] swizzle CSWIZZLE cache evict_first")
     src = src.replace("    grid persistent\n", "    grid persistent\n    prefetch tensormaps\n")
-    return src.replace("            for k in steps(K, 64) {\n                produce",
-                       "            for k in steps(K, 64) {\n                elect { prefetch Ahead[m, k + 8] }\n"
-                       "                produce", 1)
+    for chunk in ("64", "BK"):
+        src = src.replace(f"            for k in steps(K, {chunk}) {{\n                produce",
+                          f"            for k in steps(K, {chunk}) {{\n                elect {{ prefetch Ahead[m, k + 8] }}\n"
+                          "                produce", 1)
+    assert src.count("cache evict_") == 3 and "prefetch Ahead" in src, name
+    return src
 
 
 def _gpu_equals_numpy_and_the_interpreter(kernel, case: str, seed: int, shape) -> None:

@@ -68,7 +68,8 @@ def test_ptx_of_each_form():
 
 def _multicast_gemm() -> str:
     src = (ROOT / "examples" / "gemm_sm90.tma").read_text()
-    return src.replace("box B = b[256, 64] swizzle 128B", "box B = b[256, 64] swizzle 128B cache evict_last")
+    assert "box B = b[BN, BK] swizzle SWIZZLE" in src
+    return src.replace("box B = b[BN, BK] swizzle SWIZZLE", "box B = b[BN, BK] swizzle SWIZZLE cache evict_last")
 
 
 def _pair_gemm() -> str:

@@ -34,8 +34,8 @@ KERNELS = ROOT / "tests" / "soundness"
 
 def _gemm_ring1() -> str:
     text = (ROOT / "examples" / "gemm_sm90.tma").read_text()
-    assert "pipeline ring[4]" in text
-    return text.replace("pipeline ring[4]", "pipeline ring[1]")
+    assert "STAGES = 4," in text and "pipeline ring[STAGES]" in text
+    return text.replace("STAGES = 4,", "STAGES = 1,")
 
 
 def _two_rings(ra: int, rb: int) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import llvmlite
@@ -37,6 +38,7 @@ class Kernel:
         self.ir = print_ir(compilation.ir)
         self.llvm_ir = compilation.llvm_ir
         self.manifest: Manifest = compilation.manifest
+        self.constants: dict[str, int] = dict(compilation.constants)   # every compile-time constant's value
         self._cubin: bytes | None = None
         self._launcher = None
 
@@ -76,8 +78,10 @@ class Kernel:
 
 
 def compile(source: str | bytes, *, arch: str = DEFAULT.name, kernel: str | None = None,
-            name: str = "<string>") -> Kernel:
-    """Compile tmalang source text (str, or UTF-8 bytes) to a Kernel; TmalangError if it is wrong."""
+            name: str = "<string>", constants: dict | None = None,
+            _binder: str = "compile(constants=...)") -> Kernel:
+    """Compile tmalang source text (str, or UTF-8 bytes) to a Kernel; TmalangError if it is wrong.
+    `constants` binds the kernel's compile-time constants by name (docs/language.md §2a)."""
     if not isinstance(name, str):
         raise error("E009", f"compile(): name must be a str, got {type(name).__name__}")
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -87,14 +91,31 @@ def compile(source: str | bytes, *, arch: str = DEFAULT.name, kernel: str | None
         if not isinstance(value, allowed):
             raise error("E009", f"compile(): {what} must be a {' or '.join(t.__name__ for t in allowed)}, "
                         f"got {type(value).__name__}")
-    c = compile_source(source, name, Options(arch=arch, kernel=kernel))
+    constants = _check_constants(constants, _binder)
+    c = compile_source(source, name, Options(arch=arch, kernel=kernel, constants=constants, binder=_binder))
     return Kernel(c, source)
 
 
-def compile_file(path: str | Path, *, arch: str = DEFAULT.name, kernel: str | None = None) -> Kernel:
+def compile_file(path: str | Path, *, arch: str = DEFAULT.name, kernel: str | None = None,
+                 constants: dict | None = None) -> Kernel:
     """Compile a .tma file; OSError if it cannot be read, E007 if it is not UTF-8."""
     path = Path(path)
-    return compile(decode(path.read_bytes(), str(path)), arch=arch, kernel=kernel, name=str(path))
+    return compile(decode(path.read_bytes(), str(path)), arch=arch, kernel=kernel, name=str(path),
+                   constants=constants, _binder="compile_file(constants=...)")
+
+
+def _check_constants(constants, binder: str) -> dict:
+    """E009 unless a mapping of names (str) to values; the values are checked against the kernel's
+    constants (E541-E543, syntax/constants.py)."""
+    what = binder.split("(")[0]
+    if constants is None:
+        return {}
+    if not isinstance(constants, Mapping):
+        raise error("E009", f"{what}(): constants must be a dict of name -> integer, got {type(constants).__name__}")
+    for name in constants:
+        if not isinstance(name, str):
+            raise error("E009", f"{what}(): constant names must be str, got {name!r}")
+    return dict(constants)
 
 
 def _check_interpret_options(seed, explore, ctas, trace) -> None:
@@ -119,7 +140,8 @@ def _cached_cubin(k: Kernel) -> bytes:
     versions = {"tmalang": VERSION, "llvmlite": llvmlite.__version__, "ptxas": ptxas.ptxas_version(),
                 # a compiler edit without a version bump must not serve a stale cubin
                 "ptx_sha256": hashlib.sha256(k.ptx.encode()).hexdigest()}
-    key = cache.key(k.source, {"arch": k.manifest.arch, "kernel": k.name}, versions)
+    # every binding of the kernel's constants is an entry of its own (its PTX differs too, mostly)
+    key = cache.key(k.source, {"arch": k.manifest.arch, "kernel": k.name, "constants": k.constants}, versions)
     hit = cache.get(key)
     if hit is not None and "kernel.cubin" in hit:
         return hit["kernel.cubin"]

@@ -2,6 +2,7 @@
 
     tmalangc kernel.tma -o kernel.ptx --arch sm_90a
     tmalangc kernel.tma --emit ir --print-ir-after=all --time-passes --explain --stats
+    tmalangc gemm.tma -D BN=128 -D STAGES=3       (compile-time constants, docs/language.md §2a)
     tmalangc opt kernel.ir --passes=expand_pipelines,order_wgmma    (tmalang/opt.py)
 
 Exit status: 0 success, 1 user error (a diagnostic on stderr), 2 bad usage.
@@ -16,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import defines
 from .backend import launch_header, ptxas
 from .compiler import ARCHS, Options, compile_source
 from .diagnostics import TmalangError
@@ -43,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stats", action="store_true", help="assemble with ptxas and report registers, smem, spills")
     p.add_argument("--explain", action="store_true", help="print the barrier table, roles and smem map")
     p.add_argument("--manifest", metavar="FILE", help="also write the launch manifest (JSON)")
+    defines.add_option(p)
     return p
 
 
@@ -57,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.print_ir_after:
         if name != "all" and name not in PASS_NAMES:
             parser.error(f"--print-ir-after: unknown pass '{name}' (choose from {', '.join(PASS_NAMES)}, all)")
+    args.constants = defines.parse(parser, args.defines)
     try:
         check_outputs(_outputs(args))
         source = read_source(args.file)
@@ -78,7 +82,7 @@ def _outputs(args) -> list[str]:
 
 def _run(args, source: str) -> int:
     log = PassLog(print_after=set(args.print_ir_after))
-    options = Options(arch=args.arch, kernel=args.kernel, log=log)
+    options = Options(arch=args.arch, kernel=args.kernel, log=log, constants=args.constants, binder="-D")
     until = {"ast": "ast", "ir": "ir", "header": "ir", "ll": "ll"}.get(args.emit, "ptx")
     if args.stats:
         until = "ptx"  # --stats assembles, whatever is emitted

@@ -19,7 +19,7 @@ from llvmlite import ir as llir
 
 from .backend import codegen, llvm_to_ptx, ptxas
 from .contract.manifest import GridSpec, Manifest, ScalarArg, TensorArg
-from .diagnostics import error
+from .diagnostics import TmalangError, error
 from .ir import exprs as ex
 from .ir import ops
 from .lower import lower_kernel
@@ -29,6 +29,7 @@ from .sema import check
 from .sema.available import check_available
 from .sema.declarations import KernelInfo
 from .syntax import ast
+from .syntax.constants import Uses
 from .syntax.parser import parse
 from .target.arch import DEFAULT, TARGETS, Target, target_named
 
@@ -40,6 +41,8 @@ class Options:
     arch: str | Target = DEFAULT.name  # a name from target.TARGETS, or a Target object
     kernel: str | None = None          # which kernel of a multi-kernel file
     log: PassLog = field(default_factory=PassLog)
+    constants: dict = field(default_factory=dict)   # the chosen kernel's compile-time constants (§2a)
+    binder: str = "compile(constants=...)"          # where they were bound, for notes ("-D" on the CLI)
 
 
 @dataclass
@@ -56,10 +59,15 @@ class Compilation:
     manifest: Manifest | None = None
     cubin: bytes = b""
     stats: ptxas.PtxasStats | None = None
+    uses: Uses = field(default_factory=Uses)        # every constant's uses, for notes on later errors
+    constants: dict = field(default_factory=dict)   # the chosen kernel's constants: name -> value
 
 
 def make_ast(text: str, name: str, c: Compilation) -> None:
-    c.ast = parse(text, name)
+    c.ast = parse(text, name, c.options.constants, c.options.binder, c.options.kernel)
+    c.uses = c.ast.uses
+    chosen = [k for k in c.ast.kernels if c.options.kernel in (None, k.name)][:1]
+    c.constants = {d.name: d.value for k in chosen for d in k.constants}
 
 
 def make_checked(c: Compilation) -> None:
@@ -115,18 +123,26 @@ def compile_source(text: str, name: str = "<string>", options: Options | None = 
     timed("parse", make_ast, text, name, c)
     if until == "ast":
         return c
+    try:
+        _compile_checked(c, timed, until)
+    except TmalangError as exc:
+        raise c.uses.annotate(exc) from None
+    return c
+
+
+def _compile_checked(c: Compilation, timed, until: str) -> None:
+    """The stages after the AST; an error at a constant's use gets a note of its value (§2a)."""
     timed("sema", make_checked, c)
     timed("lower", make_ir, c)
     make_final_ir(c)  # times each pass itself
     if until == "ir":
-        return c
+        return
     timed("llvm_codegen", make_llir, c)
     if until == "ll":
-        return c
+        return
     timed("llvm_to_ptx", make_ptx, c)
     if until == "cubin":
         timed("ptxas", make_cubin, c)
-    return c
 
 
 class _Timer:

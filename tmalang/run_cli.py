@@ -1,6 +1,7 @@
 """`tmalangc run FILE --interpret`: run a kernel on the reference interpreter with random inputs.
 
     tmalangc run examples/tma_copy.tma --interpret --dims M=300,N=200 [--seed S --explore N] [--trace t.json]
+        [-D NAME=VALUE ...]
 
 Reports the protocol verdict (exit 0) or the violation as a located diagnostic (exit 1).
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import defines
 from .api import compile as compile_kernel
 from .contract.binding import check_extent
 from .contract.manifest import IndexParam, TensorArg
@@ -40,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explore", type=int, default=0, help="run N schedules starting at --seed")
     p.add_argument("--ctas", type=int, help="CTAs to simulate for a persistent grid (default 2)")
     p.add_argument("--trace", type=Path, help="write a Chrome/Perfetto trace of the run")
+    defines.add_option(p)
     return p
 
 
@@ -48,10 +51,12 @@ def run_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     _check_options(parser, args)
     dims = _parse_dims(parser, args.dims)
+    constants = defines.parse(parser, args.defines)
     try:
         if args.trace:
             check_outputs([args.trace])
-        kernel = compile_kernel(read_source(args.file), arch=args.arch, kernel=args.kernel, name=args.file)
+        kernel = compile_kernel(read_source(args.file), arch=args.arch, kernel=args.kernel, name=args.file,
+                                constants=constants, _binder="-D")
         _check_memory(kernel.manifest, dims)
         inputs = _random_inputs(kernel.manifest, dims, np.random.default_rng(args.seed or 0))
         trace = Trace() if args.trace else None

@@ -93,6 +93,17 @@ def refs(e: Expr) -> list[Ref]:
     return []
 
 
+@dataclass
+class ConstUse(Node):
+    """A compile-time constant where the grammar takes an integer (`a[BM, BK]`, `ring[STAGES]`);
+    syntax/constants.py replaces each by its value before sema, so no later stage sees one."""
+
+    name: str                    # "" for `(expr)`
+    negative: bool = False       # `lower [-PAD]`
+    expr: Expr | None = None     # `(BN / 4)`: an integer expression of constants and literals
+    size: bool = False           # `swizzle SW`: the constant holds a size (128B), not an integer
+
+
 # ---- statements ----------------------------------------------------------------------------
 
 
@@ -400,13 +411,27 @@ Decl = GridDecl | ClusterDecl | BoxDecl | PipelineDecl | SmemDecl | MbarrierDecl
 
 
 @dataclass
+class ConstantDecl(Node):
+    """`BM = 128` in `kernel gemm<BM = 128>(...)`: a compile-time constant and its default;
+    syntax/constants.py sets `value` (the default or the binding) and `origin` (where it came from)."""
+
+    name: str
+    default: int | str | None    # an integer, or a size like "128B"
+    value: int | str | None = None
+    origin: str = ""
+    name_span: Span = field(repr=False, compare=False, default=None)
+
+
+@dataclass
 class Kernel(Node):
     name: str
     params: list[Param]
     items: list[Decl]
     name_span: Span = field(repr=False, compare=False, default=None)
+    constants: list[ConstantDecl] = field(default_factory=list)
 
 
 @dataclass
 class Program(Node):
     kernels: list[Kernel]
+    uses: list = field(default_factory=list, repr=False, compare=False)   # constants' uses (syntax/constants.py)

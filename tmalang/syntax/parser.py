@@ -11,6 +11,7 @@ from lark import Token, Transformer, v_args
 
 from ..diagnostics import Source, Span, error
 from . import ast
+from .constants import resolve
 from .limits import check_tokens
 
 
@@ -28,7 +29,10 @@ def _parser() -> lark.Lark:
     return lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
 
 
-def parse(text: str, name: str = "<string>") -> ast.Program:
+def parse(text: str, name: str = "<string>", constants: dict | None = None,
+          binder: str = "compile(constants=...)", kernel: str | None = None) -> ast.Program:
+    """The AST with every compile-time constant replaced by its value (syntax/constants.py):
+    `constants` binds those of kernel `kernel` (default: the first), the rest take defaults."""
     source = Source(text, name)
     try:
         tree = _parser().parse(text)
@@ -36,9 +40,11 @@ def parse(text: str, name: str = "<string>") -> ast.Program:
         raise _syntax_error(source, exc) from None
     check_tokens(source, tree)
     try:
-        return _Builder(source).transform(tree)
+        program = _Builder(source).transform(tree)
     except lark.exceptions.VisitError as exc:
         raise exc.orig_exc from None
+    program.uses = resolve(program, constants or {}, binder, kernel)
+    return program
 
 
 def _syntax_error(source: Source, exc: lark.UnexpectedInput):
@@ -51,10 +57,24 @@ def _syntax_error(source: Source, exc: lark.UnexpectedInput):
         last = len(source.text.splitlines()) or 1
         end_col = len(source.line(last)) + 1
         return error("E002", "unexpected end of input", Span(source, last, end_col, last, end_col + 1))
-    expected = sorted(_describe(t) for t in getattr(exc, "expected", ()) or ())
+    expected = sorted(_describe(t) for t in _expected(exc))
     notes = [f"expected one of: {', '.join(expected)}"] if expected else []
     span = Span(source, line, col, line, col + max(1, len(str(token))))
     return error("E003", f"unexpected '{token}'", span, *notes)
+
+
+def _expected(exc: lark.UnexpectedInput) -> set[str]:
+    """The terminals the parser would accept here. LALR merges the lookaheads of states with one
+    core (an integer reduces alike in a warp range and a box shape), so the error's own set can
+    name tokens that fit elsewhere; the interactive parser tries each, through the reductions."""
+    expected = set(getattr(exc, "expected", ()) or ())
+    interactive = getattr(exc, "interactive_parser", None)
+    if interactive is not None:
+        try:
+            return interactive.accepts() or expected
+        except lark.exceptions.LarkError:
+            return expected
+    return expected
 
 
 _PUNCT = {
@@ -107,10 +127,42 @@ class _Builder(Transformer):
         return ast.Program(self._span(meta), kernels)
 
     def kernel(self, meta, children):
-        name, *rest = children
+        name, constants, *rest = children
         params = [c for c in rest if isinstance(c, ast.Param)]
         items = [c for c in rest if c is not None and not isinstance(c, ast.Param)]
-        return ast.Kernel(self._span(meta), str(name), params, items, name_span=self._tok(name))
+        return ast.Kernel(self._span(meta), str(name), params, items, name_span=self._tok(name),
+                          constants=constants or [])
+
+    def constants(self, meta, children):
+        return children
+
+    def constant(self, meta, children):
+        name, default = children
+        if isinstance(default, Token) and default.type == "SIZE":
+            return ast.ConstantDecl(self._span(meta), str(name), str(default), name_span=self._tok(name))
+        if isinstance(default, ast.ConstUse):
+            raise error("E539", f"the default of compile-time constant '{name}' names '{default.name}'; "
+                        "a default is an integer literal", default.span)
+        return ast.ConstantDecl(self._span(meta), str(name), None if default is None else int(default),
+                                name_span=self._tok(name))
+
+    def _int(self, value):
+        """An integer position: a literal, or a constant's use (syntax/constants.py resolves it)."""
+        return value if isinstance(value, ast.ConstUse) else int(value)
+
+    def constant_use(self, meta, children):
+        return ast.ConstUse(self._span(meta), str(children[0]))
+
+    def size_constant(self, meta, children):
+        if str(children[0]) == "none":   # the lexer may take `none` for a name
+            return "none"
+        return ast.ConstUse(self._span(meta), str(children[0]), size=True)
+
+    def _size(self, value):
+        return value if isinstance(value, ast.ConstUse) else str(value)
+
+    def constant_expr(self, meta, children):
+        return ast.ConstUse(self._span(meta), "", expr=children[0])
 
     def param(self, meta, children):
         name, dtype, shape = children
@@ -126,18 +178,20 @@ class _Builder(Transformer):
         return ast.Dim(self._span(meta), int(children[0]))
 
     def int_list(self, meta, children):
-        return [int(c) for c in children]
+        return [self._int(c) for c in children]
 
     # ---- declarations
     def grid_decl(self, meta, children):
         return ast.GridDecl(self._span(meta), self._ref(children[0]))
 
     def cluster_decl(self, meta, children):
+        if not isinstance(children[0], Token) or children[0].type != "CLUSTER_SHAPE":
+            return ast.ClusterDecl(self._span(meta), self._int(children[0]))
         rows, _, cols = str(children[0]).partition("x")
-        return ast.ClusterDecl(self._span(meta), int(rows), int(cols or 1))
+        return ast.ClusterDecl(self._span(meta), int(rows), int(cols))
 
     def cta_group_decl(self, meta, children):
-        return ast.CtaGroupDecl(self._span(meta), int(children[0]))
+        return ast.CtaGroupDecl(self._span(meta), self._int(children[0]))
 
     def box_decl(self, meta, children):
         name, tensor, shape, *options = children
@@ -149,7 +203,7 @@ class _Builder(Transformer):
 
     def bulk_decl(self, meta, children):
         name, tensor, chunk = children
-        return ast.BoxDecl(self._span(meta), str(name), self._ref(tensor), [int(chunk)], bulk=True)
+        return ast.BoxDecl(self._span(meta), str(name), self._ref(tensor), [self._int(chunk)], bulk=True)
 
     def im2col_decl(self, meta, children):
         box = self.box_decl(meta, children)
@@ -166,16 +220,19 @@ class _Builder(Transformer):
         return ("wide", str(children[0]), self._span(meta))
 
     def halo_option(self, meta, children):
-        return ("halo", int(children[0]), self._span(meta))
+        return ("halo", self._int(children[0]), self._span(meta))
 
     def signed_list(self, meta, children):
-        return [int(c) for c in children]
+        return [self._int(c) for c in children]
 
     def negative_int(self, meta, children):
-        return -int(children[0])
+        value = self._int(children[0])
+        if isinstance(value, ast.ConstUse):
+            return ast.ConstUse(self._span(meta), value.name, negative=True)
+        return -value
 
     def swizzle_option(self, meta, children):
-        return ("swizzle", str(children[0]), self._span(meta))
+        return ("swizzle", self._size(children[0]), self._span(meta))
 
     def oob_option(self, meta, children):
         return ("oob", str(children[0]), self._span(meta))
@@ -184,7 +241,7 @@ class _Builder(Transformer):
         return ("strides", children[0], self._span(meta))
 
     def l2_option(self, meta, children):
-        return ("l2", str(children[0]), self._span(meta))
+        return ("l2", self._size(children[0]), self._span(meta))
 
     def pair_option(self, meta, children):
         return ("pair", True, self._span(meta))
@@ -193,7 +250,7 @@ class _Builder(Transformer):
         return ("cache", str(children[0]), self._span(meta))
 
     def interleave_option(self, meta, children):
-        return ("interleave", str(children[0]), self._span(meta))
+        return ("interleave", self._size(children[0]), self._span(meta))
 
     def prefetch_decl(self, meta, children):
         return ast.PrefetchDecl(self._span(meta), self._ref(children[0]))
@@ -201,13 +258,13 @@ class _Builder(Transformer):
     def pipeline_decl(self, meta, children):
         name, stages, *fields = children
         peer = fields.pop() if fields and isinstance(fields[-1], tuple) else None
-        decl = ast.PipelineDecl(self._span(meta), str(name), int(stages), fields)
+        decl = ast.PipelineDecl(self._span(meta), str(name), self._int(stages), fields)
         if peer is not None:
             decl.peer, decl.peer_span = peer
         return decl
 
     def peer(self, meta, children):
-        return int(children[0]), self._span(meta)
+        return self._int(children[0]), self._span(meta)
 
     def field(self, meta, children):
         name, box = children
@@ -223,23 +280,24 @@ class _Builder(Transformer):
 
     def mbarrier_decl(self, meta, children):
         name, count = children
-        return ast.MbarrierDecl(self._span(meta), str(name), int(count))
+        return ast.MbarrierDecl(self._span(meta), str(name), self._int(count))
 
     def tmem_decl(self, meta, children):
         name, stages, dtype, shape = children
-        return ast.TmemDecl(self._span(meta), str(name), 1 if stages is None else int(stages), str(dtype), shape)
+        return ast.TmemDecl(self._span(meta), str(name), 1 if stages is None else self._int(stages), str(dtype), shape)
 
     def one_warp(self, meta, children):
-        return int(children[0]), int(children[0]), self._span(meta)
+        warp = self._int(children[0])
+        return warp, warp, self._span(meta)
 
     def warp_range(self, meta, children):
-        return int(children[0]), int(children[1]), self._span(meta)
+        return self._int(children[0]), self._int(children[1]), self._span(meta)
 
     def role_decl(self, meta, children):
         name, (first, last, warps_span), regs, body = children
-        regs_span = self._tok(regs) if regs is not None else None
+        regs_span = None if regs is None else regs.span if isinstance(regs, ast.ConstUse) else self._tok(regs)
         return ast.RoleDecl(
-            self._span(meta), str(name), first, last, int(regs) if regs is not None else None,
+            self._span(meta), str(name), first, last, self._int(regs) if regs is not None else None,
             body, warps_span=warps_span, regs_span=regs_span,
         )
 
@@ -251,7 +309,7 @@ class _Builder(Transformer):
         *names, tensor, box, split, group, index, body = children
         index = str(index) if index is not None else None
         vars_ = [str(n) for n in names]
-        group = int(group) if group is not None else None
+        group = self._int(group) if group is not None else None
         return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body, group, split)
 
     def tile_split(self, meta, children):
@@ -263,7 +321,7 @@ class _Builder(Transformer):
     def for_steps(self, meta, children):
         var, extent, chunk, part, body = children
         part = self._ref(part) if part is not None else None
-        return ast.ForSteps(self._span(meta), str(var), extent, int(chunk), body, part)
+        return ast.ForSteps(self._span(meta), str(var), extent, self._int(chunk), body, part)
 
     def accumulator_decl(self, meta, children):
         name, dtype, shape = children
@@ -271,7 +329,7 @@ class _Builder(Transformer):
 
     def row_decl(self, meta, children):
         name, dtype, cols = children
-        return ast.RowDecl(self._span(meta), str(name), self._ref(dtype), None if cols is None else int(cols))
+        return ast.RowDecl(self._span(meta), str(name), self._ref(dtype), None if cols is None else self._int(cols))
 
     def mma(self, meta, children):
         acc, a, b, kn = children
