@@ -4,10 +4,12 @@
     k = tmalang.compile(SRC)        # or tmalang.compile_file("x.tma")
     k(a, b, out)                    # launch on the GPU
     k.ptx, k.ir, k.explain()
+    g = tmalang.autotune(SRC, configs=[{"BN": 256}, {"BN": 128, "STAGES": 6}])  # fastest binding per shape
 """
 
 from .api import VERSION as __version__
 from .api import Kernel, compile, compile_file
 from .diagnostics import TmalangError
+from .tuning import Autotuner, autotune
 
-__all__ = ["compile", "compile_file", "Kernel", "TmalangError", "__version__"]
+__all__ = ["compile", "compile_file", "autotune", "Autotuner", "Kernel", "TmalangError", "__version__"]
