@@ -17,6 +17,7 @@ from llvmlite import ir
 from ..ir import exprs as ex
 from ..ir import ops
 from ..target import tma
+from ..target.dtypes import DTYPES
 from .mma_codegen import store_pair
 from .row_layouts import FragmentRows, accumulator_rows, holds_fragments, layout_of, store_tmem_row
 from .tcgen05_codegen import tile_address
@@ -69,7 +70,7 @@ def _store_row_vector(g, dest: ex.BufferRef, layout: FragmentRows, value) -> Non
     """One value per row into element `row` of an unswizzled [R] tile: the quad's first thread
     writes each of its two rows."""
     box = g.boxes[g.buffers[dest.name].box]
-    itemsize = STORAGE[box.dtype].width // 8 if box.dtype != "f32" else 4
+    itemsize = DTYPES[box.dtype].itemsize
 
     def write():
         for row, values in zip(layout.rows(), value):

@@ -73,7 +73,7 @@ def wgmma(m, w, o: ops.Wgmma) -> None:
     acc_slice(m, w, o.acc)[rows] += a_rows @ (b if o.kn else b.T)   # kn: b is [K, C]
     w.mma_open.append(agent)
     w.mma_written[agent] = o.acc
-    w.mma_targets[agent] = {o.acc, *(e.name for e in ex.walk(o.a) if isinstance(e, ex.AccRef))}
+    w.mma_targets[agent] = {o.acc} | o.register_a()
 
 
 def _register_operand(m, w, o: ops.Wgmma) -> np.ndarray:

@@ -64,7 +64,7 @@ def row_assign(m, w, o: ops.RowAssign) -> None:
     dest_tmem, uses_tmem = o.stores_tmem(m.tmem_tiles), o.touches_tmem(m.tmem_tiles)
     if uses_tmem:
         tcgen05.check_after_fence(m, w, o)
-    accumulators = {e.name for e in (o.dest, *ex.walk(o.value)) if isinstance(e, ex.AccRef)}
+    accumulators = ops.accumulators_touched(o)
     if accumulators:
         mma.touch_registers(m, w, o, accumulators)
     who = f"row math in {m.who(w)}"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 
 from ..diagnostics import Span
 from ..target import cluster, dtypes, tma
-from .exprs import BufferRef, Const, Expr, TmemRef
+from .exprs import AccRef, Bin, BufferRef, Call, Cast, Const, Expr, Neg, TmemRef
 from .exprs import walk as walk_expr
 
 
@@ -578,6 +578,10 @@ class Wgmma(Op):
     b: BufferRef
     kn: bool = False   # b is [K, C], stored C-innermost (MN-major, imm-trans-b = 1): acc += a · b
 
+    def register_a(self) -> set[str]:
+        """The accumulator read as a register A operand (`cvt.bf16(!p)`), if any."""
+        return {e.name for e in walk_expr(self.a) if isinstance(e, AccRef)}
+
 
 @op("wgmma_fence")
 @dataclass
@@ -754,6 +758,15 @@ class SetMaxNReg(Op):
 
 
 TENSOR_CORE_OPS = (Tcgen05Mma, Tcgen05Cp)   # read smem asynchronously; tcgen05_commit tracks them
+
+
+def accumulators_touched(o: Op) -> set[str]:
+    """Accumulators an op reads or writes in registers (its own, not those of nested ops)."""
+    if isinstance(o, AccZero):
+        return {o.acc}
+    values = [getattr(o, f.name) for f in o.operand_fields()]
+    return {e.name for v in values if isinstance(v, (Bin, Neg, Cast, Call, AccRef))
+            for e in walk_expr(v) if isinstance(e, AccRef)}
 
 
 def walk(ops: list[Op]):

@@ -152,7 +152,7 @@ def _settle(region: list[ops.Op], state):
             state = _EMPTY
         if isinstance(o, ops.Wgmma):
             committed, current = state
-            state = (committed, (current[0] | {o.acc}, current[1] | _register_operands(o)))
+            state = (committed, (current[0] | {o.acc}, current[1] | o.register_a()))
         elif isinstance(o, ops.WgmmaCommit):
             committed, current = state
             state = ((*committed, current), _NONE)
@@ -202,21 +202,5 @@ def _conflicts(o: ops.Op, state) -> bool:
     if not (written or read):
         return False
     if isinstance(o, ops.Wgmma):   # chained wgmmas into one accumulator need no wait
-        return bool(_register_operands(o) & written) or o.acc in read
-    return bool(_touched(o) & (written | read))
-
-
-def _register_operands(o: ops.Wgmma) -> set[str]:
-    return {e.name for e in ex.walk(o.a) if isinstance(e, ex.AccRef)}
-
-
-def _touched(o: ops.Op) -> set[str]:
-    """Accumulators an op reads or writes in registers (its own, not those of nested ops)."""
-    if isinstance(o, ops.AccZero):
-        return {o.acc}
-    names = set()
-    for f in o.operand_fields():
-        value = getattr(o, f.name)
-        if isinstance(value, (ex.Bin, ex.Neg, ex.Cast, ex.Call, ex.AccRef)):
-            names |= {e.name for e in ex.walk(value) if isinstance(e, ex.AccRef)}
-    return names
+        return bool(o.register_a() & written) or o.acc in read
+    return bool(ops.accumulators_touched(o) & (written | read))

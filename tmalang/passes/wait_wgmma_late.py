@@ -77,7 +77,7 @@ def _region(region: list[ops.Op]) -> list[ops.Op]:
             o.pins = _fenced(region[i + 1:])
         elif isinstance(o, ops.Wgmma):
             open_group.written.add(o.acc)
-            open_group.read |= {e.name for e in ex.walk(o.a) if isinstance(e, ex.AccRef)}
+            open_group.read |= o.register_a()
             open_group.tiles |= {o.b.name} | ({o.a.name} if isinstance(o.a, ex.BufferRef) else set())
         elif isinstance(o, ops.WgmmaCommit):
             in_flight.append(open_group)
@@ -96,7 +96,7 @@ def _fenced(after: list[ops.Op]) -> list[str]:
         if isinstance(o, ops.WgmmaCommit):
             break
         if isinstance(o, ops.Wgmma):
-            used |= {o.acc} | {e.name for e in ex.walk(o.a) if isinstance(e, ex.AccRef)}
+            used |= {o.acc} | o.register_a()
     return sorted(used)
 
 
@@ -114,22 +114,13 @@ def _needs(o: ops.Op, g: _Group) -> bool:
     if isinstance(o, (*_FREE, ops.WgmmaFence)):
         return False
     if isinstance(o, ops.Wgmma):
-        reads = {e.name for e in ex.walk(o.a) if isinstance(e, ex.AccRef)}
-        return bool(reads & g.written) or o.acc in g.read
+        return bool(o.register_a() & g.written) or o.acc in g.read
     if isinstance(o, (ops.RowAssign, ops.AccStore, ops.AccZero, ops.TileAssign)):
-        return bool(_accumulators(o) & g.accumulators()) or _written_tile(o) in g.tiles
+        return bool(ops.accumulators_touched(o) & g.accumulators()) or _written_tile(o) in g.tiles
     if isinstance(o, ops.Elect):
         return not all(isinstance(s, _RELEASES) and ops.pipeline_of(s.barrier.name, (".empty",)) is not None
                        and ops.pipeline_of(s.barrier.name, (".empty",)) not in g.pipelines() for s in o.body)
     return True
-
-
-def _accumulators(o: ops.Op) -> set[str]:
-    if isinstance(o, ops.AccZero):
-        return {o.acc}
-    values = [getattr(o, f.name) for f in o.operand_fields()]
-    return {e.name for v in values if isinstance(v, (ex.Bin, ex.Neg, ex.Cast, ex.Call, ex.AccRef))
-            for e in ex.walk(v) if isinstance(e, ex.AccRef)}
 
 
 def _written_tile(o: ops.Op) -> str | None:
