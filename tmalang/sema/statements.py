@@ -288,7 +288,7 @@ def _tile_expr(info: KernelInfo, e, scope: Scope, target: Box) -> None:
         if e.field is None and e.block is None and e.name in scope.ints:
             raise error("E066", f"'{e.name}' is an integer index, not a tile or scalar", e.span)
         tile = tile_ref(info, e, scope, strided_ok=True)
-        if tile.tile_shape != target.tile_shape:
+        if tile.matrix != target.matrix:   # leading 1s aside: a [1, R, C] tile reads as [R, C]
             raise error("E067", f"tile {e.text()} has shape {tile.tile_shape}, the target has {target.tile_shape}",
                         e.span)
         if tile.dtype.name not in TILE_MATH_DTYPES:
