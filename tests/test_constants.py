@@ -67,8 +67,8 @@ def test_tile_width_binding_changes_the_mma_shape():
 
 def test_defaults_reproduce_the_example():
     k = tmalang.compile_file(GEMM)
-    assert k.constants == {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "CLUSTER": 2, "GROUP": 8,
-                           "SWIZZLE": "128B", "CSWIZZLE": "128B"}
+    assert k.constants == {"T": "bf16", "OUT": "bf16", "BM": 128, "BN": 256, "BK": 64, "STAGES": 4,
+                           "CLUSTER": 2, "GROUP": 8, "SWIZZLE": "128B", "CSWIZZLE": "128B"}
     assert k.ptx == tmalang.compile_file(GEMM, constants=dict(k.constants)).ptx
 
 

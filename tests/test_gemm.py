@@ -232,8 +232,7 @@ def test_h100_narrow_swizzle_operands_match_float64(span):
 
 def f16_operand_gemm():
     """gemm_sm90.tma with f16 A and B (bf16 C): wgmma's .f32.f16.f16 form, K-major."""
-    return tmalang.compile((ROOT / "examples" / "gemm_sm90.tma").read_text()
-                           .replace("a: bf16[M, K], b: bf16[N, K]", "a: f16[M, K], b: f16[N, K]"))
+    return tmalang.compile_file(ROOT / "examples" / "gemm_sm90.tma", constants={"T": "f16"})
 
 
 def test_f16_operands_compile_and_interpret():

@@ -54,7 +54,7 @@ def test_the_fuzzer_classifies_what_it_finds():
     gemm = SOURCES["gemm_sm90.tma"]
     assert not fuzz.ordering_edited(gemm, gemm)
     assert fuzz.ordering_edited(gemm.replace("wait_group read 1", "wait_group read 2", 1), gemm)
-    assert fuzz.ordering_edited(gemm.replace("cs1 = bf16(acc[0, 3])", "cs1 = bf16(acc[0, 3])\n cs1 = bf16(acc[0, 3])"), gemm)
+    assert fuzz.ordering_edited(gemm.replace("cs1 = OUT(acc[0, 3])", "cs1 = OUT(acc[0, 3])\n cs1 = OUT(acc[0, 3])"), gemm)
     assert not fuzz.ordering_edited(copy + "\n", copy)
     assert fuzz.check("kernel k(", "sm_90a")[0] == "diagnostic"
     assert fuzz.mutant(7, 3) == fuzz.mutant(7, 3)        # mutants are reproducible from (seed, index)

@@ -38,7 +38,8 @@ class Kernel:
         self.ir = print_ir(compilation.ir)
         self.llvm_ir = compilation.llvm_ir
         self.manifest: Manifest = compilation.manifest
-        self.constants: dict[str, int] = dict(compilation.constants)   # every compile-time constant's value
+        # every compile-time constant's value: an int, or a str naming a size or a dtype (JSON as it is)
+        self.constants: dict[str, int | str] = dict(compilation.constants)
         self._cubin: bytes | None = None
         self._launcher = None
 
@@ -111,7 +112,7 @@ def _check_constants(constants, binder: str) -> dict:
     if constants is None:
         return {}
     if not isinstance(constants, Mapping):
-        raise error("E009", f"{what}(): constants must be a dict of name -> integer, got {type(constants).__name__}")
+        raise error("E009", f"{what}(): constants must be a dict of name -> value, got {type(constants).__name__}")
     for name in constants:
         if not isinstance(name, str):
             raise error("E009", f"{what}(): constant names must be str, got {name!r}")

@@ -14,7 +14,7 @@ _INT = re.compile(r"-?[0-9]{1,19}")
 
 def add_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("-D", dest="defines", metavar="NAME=VALUE", action="append", default=[],
-                   help="bind a compile-time constant of the kernel, e.g. -D BM=128 (docs/language.md §2a)")
+                   help="bind a compile-time constant of the kernel, e.g. -D BM=128 or -D T=f16 (docs/language.md §2a)")
 
 
 def parse(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, int | str]:

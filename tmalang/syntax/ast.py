@@ -356,6 +356,7 @@ class FieldDecl(Node):
     name: str
     box: Ref | None
     tmem: tuple[str, list[int]] | None = None   # (dtype, shape) of a tmem field
+    dtype_span: Span | None = field(default=None, repr=False, compare=False)   # a tmem field's dtype
 
 
 @dataclass
@@ -387,6 +388,7 @@ class TmemDecl(Node):
     stages: int
     dtype: str
     shape: list[int]
+    dtype_span: Span | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -416,7 +418,7 @@ class ConstantDecl(Node):
     syntax/constants.py sets `value` (the default or the binding) and `origin` (where it came from)."""
 
     name: str
-    default: int | str | None    # an integer, or a size like "128B"
+    default: int | str | None    # an integer, a size like "128B", or a dtype like "bf16" (syntax/bindings.py)
     value: int | str | None = None
     origin: str = ""
     name_span: Span = field(repr=False, compare=False, default=None)

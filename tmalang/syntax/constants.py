@@ -1,32 +1,31 @@
 """Compile-time constants (docs/language.md §2a): every use replaced by its value, before sema.
 
-    kernel gemm<BM = 128, BN = 256, STAGES = 4>(a: bf16[M, K], ...) {
+    kernel gemm<T = bf16, BM = 128, STAGES = 4>(a: T[M, K], ...) {
         box A = a[BM, 64]                  the grammar's integer positions: ast.ConstUse
         load A[m, k + STAGES] -> s.a       integer expressions: ast.Ref
+        cs = T(acc[0, 0])                  dtype positions: a name (Param.dtype, Call.func, ...)
 
 Requires: a parsed Program, and the bindings of the chosen kernel (the one compile's `kernel=`
 names, else the first; the file's other kernels take their defaults).
 Guarantees: no ast.ConstUse remains; a Ref naming a constant in an expression is an ast.Number
 carrying the Ref's span (an operation of numbers one of which was a constant is folded into one
 Number with the operation's span, as if the user had written the value); a tensor dim named by
-a constant is a literal dim; every ConstantDecl holds its value and where it came from. So sema,
-the IR, the backend and the interpreter never see a constant, and every error still points at
-the use in the user's text. `Uses.annotate` adds to such an error which binding gave the value.
+a constant is a literal dim; a dtype position named by a dtype constant holds the dtype's name
+(kept at the use's span); every ConstantDecl holds its value and where it came from
+(syntax/bindings.py). So sema, the IR, the backend and the interpreter never see a constant, and
+every error still points at the use in the user's text. `Uses.annotate` adds to such an error which binding gave the value.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import operator
-import re
 from dataclasses import dataclass
 
 from ..diagnostics import Span, TmalangError, error
 from . import ast
+from .bindings import DEFAULT, DTYPE, HOLDS, INT32, INTEGER, SIZE_KIND, WANTED, describe, kind, values
 
-INT32 = (-(2**31), 2**31 - 1)
-SIZE = re.compile(r"[0-9]+B|none")     # the grammar's SIZE: `swizzle 128B`, `l2 none`
-DEFAULT = "default"
 
 # The fields that hold integer expressions, by statement; a Ref elsewhere is a name (a box, a
 # pipeline, a slot), where a constant cannot stand (E540).
@@ -43,7 +42,7 @@ class Use:
 
     span: Span
     name: str
-    value: int
+    value: int | str
     origin: str
 
     def note(self) -> str:
@@ -87,11 +86,11 @@ def resolve(program: ast.Program, bindings: dict, binder: str = "compile(constan
     uses = Uses()
     chosen = _chosen(program, kernel)
     for k in program.kernels:
-        values = _values(k, bindings if k is chosen else {}, binder)
-        _check_names(k, values)
-        _Substitute(k, values, uses).kernel()
+        bound = values(k, bindings if k is chosen else {}, binder)
+        _check_names(k, bound)
+        _Substitute(k, bound, uses).kernel()
         if k is chosen:
-            uses.bound = [f"{n} = {v} ({o})" for n, (v, o) in values.items() if o != DEFAULT]
+            uses.bound = [f"{n} = {v} ({o})" for n, (v, o) in bound.items() if o != DEFAULT]
     return uses
 
 
@@ -99,56 +98,6 @@ def _chosen(program: ast.Program, kernel: str | None) -> ast.Kernel | None:
     if kernel is None:
         return program.kernels[0] if program.kernels else None
     return next((k for k in program.kernels if k.name == kernel), None)
-
-
-def _values(k: ast.Kernel, bindings: dict, binder: str) -> dict[str, tuple[int, str]]:
-    """name -> (value, origin) for the kernel's constants: E537 twice declared, E541 a binding
-    the kernel does not declare, E542 a value that is no 32-bit integer, E543 no value at all."""
-    declared: dict[str, ast.ConstantDecl] = {}
-    for c in k.constants:
-        if c.name in declared:
-            raise error("E537", f"compile-time constant '{c.name}' is already declared in kernel '{k.name}'",
-                        c.name_span, f"first declared at {declared[c.name].name_span.location()}")
-        declared[c.name] = c
-    for name in bindings:
-        if name not in declared:
-            listed = ", ".join(declared) if declared else "none"
-            raise error("E541", f"kernel '{k.name}' has no compile-time constant '{name}'", None,
-                        f"its constants: {listed}")
-    values = {}
-    for c in k.constants:
-        if c.name in bindings:
-            c.value = _value(k, c.name, bindings[c.name])
-            c.origin = f"bound by -D {c.name}={c.value}" if binder == "-D" else f"bound by {binder}"
-        elif c.default is not None:
-            c.value, c.origin = _value(k, c.name, c.default), DEFAULT
-        else:
-            how = (f"tmalangc -D {c.name}=..." if binder == "-D"
-                   else f"{binder.split('(')[0]}(..., constants={{'{c.name}': ...}})")
-            raise error("E543", f"compile-time constant '{c.name}' of kernel '{k.name}' has no default and is "
-                        "not bound", c.name_span, f"give it a default (<{c.name} = 128>) or bind it: {how}")
-        values[c.name] = (c.value, c.origin)
-    return values
-
-
-def _value(k: ast.Kernel, name: str, value) -> int | str:
-    """A binding's or a default's value: a 32-bit integer (a bool is none, though Python counts
-    it as one), or a size like "128B" (E542)."""
-    if isinstance(value, str) and SIZE.fullmatch(value):
-        return value
-    integer = None
-    if not isinstance(value, bool) and type(value).__name__ != "bool_":
-        try:
-            integer = operator.index(value)
-        except TypeError:
-            pass
-    if integer is None:
-        raise error("E542", f"compile-time constant '{name}' of kernel '{k.name}' must be an integer "
-                    f"or a size like '128B', got {value!r}")
-    if not INT32[0] <= integer <= INT32[1]:
-        raise error("E542", f"compile-time constant '{name}' of kernel '{k.name}' is {integer}, which does not "
-                    f"fit in 32 bits", None, "integers compute in 32 bits in the kernel's index math")
-    return integer
 
 
 def _check_names(k: ast.Kernel, values: dict) -> None:
@@ -199,17 +148,19 @@ class _Substitute:
 
     def kernel(self) -> None:
         for p in self.k.params:
+            p.dtype = self.dtype_ref(p.dtype)
             p.shape = None if p.shape is None else [self.dim(d) for d in p.shape]
         self.k.items = [self.node(item) for item in self.k.items]
 
-    def use(self, span: Span, name: str, size: bool = False) -> int | str:
-        """The value of constant `name` at a use that takes a size (`size`) or an integer (E545)."""
+    def use(self, span: Span, name: str, want: str = INTEGER) -> int | str:
+        """The value of constant `name` at a use that takes `want` (an integer, a size, a dtype):
+        E545 an integer for a size or the reverse, E565 a dtype for either or the reverse."""
         value, origin = self.values[name]
         self.uses.append(Use(span, name, value, origin))
-        if size != isinstance(value, str):
-            want, got = ("a size like 128B", f"the integer {value}") if size else ("an integer", f"the size {value}")
-            raise error("E545", f"compile-time constant '{name}' is {got}; {want} goes here", span,
-                        f"{name} = {value} ({origin})")
+        if kind(value) != want:
+            code = "E565" if DTYPE in (kind(value), want) else "E545"
+            raise error(code, f"compile-time constant '{name}' is {describe(value)}; {WANTED[want]} goes here",
+                        span, f"{name} = {value} ({origin})")
         return value
 
     def dim(self, d: ast.Dim) -> ast.Dim:
@@ -217,8 +168,27 @@ class _Substitute:
             return ast.Dim(d.span, self.use(d.span, d.value))
         return d
 
+    def dtype_ref(self, ref: ast.Ref) -> ast.Ref:
+        """A dtype position holding a Ref (`a: T[M, K]`, `accumulator acc: T[..]`, `row m: T`):
+        a dtype constant's value, at the use's span."""
+        if ref.name in self.values and ref.field is None and ref.block is None:
+            return ast.Ref(ref.span, self.use(ref.span, ref.name, DTYPE))
+        return ref
+
+    def dtype_text(self, name: str, span: Span) -> str:
+        """A dtype position holding text (`tmem t: T[..]`, a tmem field, a call's function)."""
+        return self.use(span, name, DTYPE) if name in self.values else name
+
+    def call(self, c: ast.Call) -> ast.Call:
+        """`OUT(acc[0, 0])`: a conversion named by a dtype constant. The function's name is the
+        first text of the call's span."""
+        s = c.span
+        c.func = self.dtype_text(c.func, Span(s.source, s.line, s.col, s.line, s.col + len(c.func)))
+        return c
+
     def node(self, value):
-        """Any AST value: integer positions resolved, expression fields substituted, recursively."""
+        """Any AST value: integer positions resolved, expression fields substituted, dtype
+        positions named by constants resolved, recursively."""
         if isinstance(value, ast.ConstUse):
             return self.const_use(value)
         if isinstance(value, list):
@@ -229,6 +199,7 @@ class _Substitute:
             return self.name(value)
         if not dataclasses.is_dataclass(value) or isinstance(value, type):
             return value
+        self.dtypes(value)
         exprs = EXPR_FIELDS.get(type(value), ())
         for f in dataclasses.fields(value):
             child = getattr(value, f.name)
@@ -237,6 +208,18 @@ class _Substitute:
             elif f.name != "span" and f.compare:
                 setattr(value, f.name, self.node(child))
         return value
+
+    def dtypes(self, node) -> None:
+        """The dtype positions of one declaration or statement that hold a name; the params' are
+        done in `kernel`, the expressions' calls in `exprs`."""
+        if isinstance(node, (ast.AccumulatorDecl, ast.RowDecl)):
+            node.dtype = self.dtype_ref(node.dtype)
+        elif isinstance(node, ast.TmemDecl):
+            node.dtype = self.dtype_text(node.dtype, node.dtype_span)
+        elif isinstance(node, ast.FieldDecl) and node.tmem is not None:
+            node.tmem = (self.dtype_text(node.tmem[0], node.dtype_span), node.tmem[1])
+        elif isinstance(node, ast.Call):
+            self.call(node)
 
     def const_use(self, c: ast.ConstUse) -> int:
         if c.expr is not None:
@@ -248,7 +231,7 @@ class _Substitute:
             raise error("E539", f"'{c.name}' is not a compile-time constant of kernel '{self.k.name}'", c.span,
                         f"{what}, or a constant declared in the kernel's header, "
                         f"kernel {self.k.name}<{c.name} = ...>(...) (its constants: {declared})")
-        value = self.use(c.span, c.name, c.size)
+        value = self.use(c.span, c.name, SIZE_KIND if c.size else INTEGER)
         return -value if c.negative else value
 
     def evaluate(self, e) -> int:
@@ -274,9 +257,12 @@ class _Substitute:
     def name(self, ref: ast.Ref) -> ast.Ref:
         """A Ref outside an expression names something; a constant cannot (E540)."""
         if ref.name in self.values:
-            raise error("E540", f"'{ref.name}' is a compile-time constant of kernel '{self.k.name}', an integer; "
-                        "it cannot stand here", ref.span,
-                        "a constant stands where an integer literal or an integer expression does (§2a)")
+            value = self.values[ref.name][0]
+            where = ("a dtype name does" if kind(value) == DTYPE
+                     else "a size does" if kind(value) == SIZE_KIND else "an integer literal or an integer expression does")
+            raise error("E540", f"'{ref.name}' is a compile-time constant of kernel '{self.k.name}', "
+                        f"{HOLDS[kind(value)]}; it cannot stand here", ref.span,
+                        f"a constant stands where {where} (§2a)")
         if ref.block is not None:
             ref.block = self.exprs(ref.block)
         return ref
@@ -299,6 +285,7 @@ class _Substitute:
             e.operand = self.exprs(e.operand)
             return _fold(e, self.made)
         if isinstance(e, ast.Call):
+            self.call(e)
             e.args = [self.exprs(a) for a in e.args]
         return e
 

@@ -11,6 +11,7 @@ from lark import Token, Transformer, v_args
 
 from ..diagnostics import Source, Span, error
 from . import ast
+from .bindings import check_default
 from .constants import resolve
 from .limits import check_tokens
 
@@ -134,17 +135,23 @@ class _Builder(Transformer):
                           constants=constants or [])
 
     def constants(self, meta, children):
+        """A default that reads as a name is a dtype (`T = bf16`); any other name is E539 or E564."""
+        declared = {c.name for c in children}
+        for c in children:
+            if isinstance(c.default, ast.ConstUse):
+                problem = check_default(c, c.default, declared)
+                if problem is not None:
+                    raise problem
+                c.default = c.default.name
         return children
 
     def constant(self, meta, children):
         name, default = children
         if isinstance(default, Token) and default.type == "SIZE":
             return ast.ConstantDecl(self._span(meta), str(name), str(default), name_span=self._tok(name))
-        if isinstance(default, ast.ConstUse):
-            raise error("E539", f"the default of compile-time constant '{name}' names '{default.name}'; "
-                        "a default is an integer literal", default.span)
-        return ast.ConstantDecl(self._span(meta), str(name), None if default is None else int(default),
-                                name_span=self._tok(name))
+        if not isinstance(default, ast.ConstUse) and default is not None:
+            default = int(default)
+        return ast.ConstantDecl(self._span(meta), str(name), default, name_span=self._tok(name))
 
     def _int(self, value):
         """An integer position: a literal, or a constant's use (syntax/constants.py resolves it)."""
@@ -272,7 +279,7 @@ class _Builder(Transformer):
 
     def tmem_field(self, meta, children):
         name, dtype, shape = children
-        return ast.FieldDecl(self._span(meta), str(name), None, (str(dtype), shape))
+        return ast.FieldDecl(self._span(meta), str(name), None, (str(dtype), shape), dtype_span=self._tok(dtype))
 
     def smem_decl(self, meta, children):
         name, box = children
@@ -284,7 +291,8 @@ class _Builder(Transformer):
 
     def tmem_decl(self, meta, children):
         name, stages, dtype, shape = children
-        return ast.TmemDecl(self._span(meta), str(name), 1 if stages is None else self._int(stages), str(dtype), shape)
+        return ast.TmemDecl(self._span(meta), str(name), 1 if stages is None else self._int(stages), str(dtype), shape,
+                            dtype_span=self._tok(dtype))
 
     def one_warp(self, meta, children):
         warp = self._int(children[0])
