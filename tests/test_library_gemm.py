@@ -1,0 +1,196 @@
+"""tmalang.gemm (tmalang/library): every kernel family of gemm_sm90.tma on the interpreter against
+float64 at shapes that are not tile multiples, the rule that picks a configuration, the operand
+handling (layouts, alignment copies, out, empty shapes, errors); on the H100 the same against
+float64 and torch, decode shapes, tuning and its memory across processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tmalang
+from tmalang.contract.errors import LaunchError
+from tmalang.library import configs
+from tmalang.library import gemm as library
+
+BF16, F16, E4M3 = ml_dtypes.bfloat16, np.float16, ml_dtypes.float8_e4m3fn
+RNG = np.random.default_rng(15)
+
+
+def _operands(m, n, k, dtype, layout):
+    a = RNG.standard_normal((m, k)).astype(dtype)
+    w = RNG.standard_normal((n, k)).astype(dtype)             # B = wᵀ
+    b = w.T if layout == "nk" else np.ascontiguousarray(w.T)   # K-major view, or row-major [K, N]
+    return a, b, a.astype(np.float64) @ w.astype(np.float64).T
+
+
+def _config(kernel, bm, bn, dtype, out, split=1):
+    size = np.dtype(dtype).itemsize
+    out_size = 4 if split > 1 else np.dtype(out).itemsize
+    return configs._config(kernel, bm, bn, size, out_size, split)
+
+
+def _relative(c, reference):
+    return np.abs(c.astype(np.float64) - reference).max() / np.abs(reference).max()
+
+
+CASES = [   # kernel, tile, split, input, output, B layout, M x N x K
+    ("gemm_cluster", (128, 256), 1, BF16, BF16, "nk", (77, 300, 200)),
+    ("gemm_tile", (64, 64), 1, BF16, BF16, "nk", (5, 150, 136)),
+    ("gemm_tile", (64, 128), 1, F16, F16, "nk", (70, 129, 72)),
+    ("gemm_tile", (128, 128), 1, E4M3, BF16, "nk", (130, 100, 264)),
+    ("gemm_tile_kn", (128, 256), 1, BF16, np.float32, "kn", (33, 260, 100)),
+    ("gemm_tile_kn", (64, 64), 1, F16, F16, "kn", (9, 72, 200)),
+    ("gemm_parts", (128, 128), 3, BF16, BF16, "nk", (40, 136, 400)),
+    ("gemm_parts", (64, 64), 2, E4M3, np.float32, "nk", (3, 80, 512)),
+    ("gemm_parts_kn", (128, 256), 2, F16, F16, "kn", (130, 264, 192)),
+]
+
+
+@pytest.mark.parametrize("kernel, tile, split, dtype, out, layout, shape", CASES,
+                         ids=[f"{c[0]}-{c[1][0]}x{c[1][1]}-S{c[2]}-{np.dtype(c[3]).name}" for c in CASES])
+def test_each_kernel_family_matches_float64_on_the_interpreter(kernel, tile, split, dtype, out, layout, shape):
+    m, n, k = shape
+    a, b, reference = _operands(m, n, k, dtype, layout)
+    config = _config(kernel, *tile, dtype, out, split)
+    c = tmalang.gemm(a, b, alpha=0.75, out_dtype=np.dtype(out).name, config=config)
+    assert c.shape == (m, n) and c.dtype == np.dtype(out)
+    tolerance = 2e-2 if np.dtype(out).itemsize == 2 or np.dtype(dtype).itemsize == 1 else 1e-5
+    assert _relative(c, 0.75 * reference) < tolerance
+
+
+def test_split_k_sums_its_parts_in_a_fixed_order():
+    """The workspace's slabs are summed 0, 1, 2, .. whatever order the parts ran in: bit-exact."""
+    a, b, _ = _operands(20, 72, 384, BF16, "nk")
+    config = _config("gemm_parts", 64, 64, BF16, np.float32, split=3)
+    ops = library.prepare(a, b, None, "f32", 1.0)
+    main = library.kernel(config.kernel, config.constants, "bf16", "f32")
+    runs = [main.interpret(3, ops.a, ops.b, ops.workspace(3), ops.c, seed=seed)[0] for seed in (1, 2)]
+    assert np.array_equal(runs[0], runs[1])
+    c = tmalang.gemm(a, b, out_dtype="float32", config=config)
+    w = runs[0]
+    assert np.array_equal(c, (w[0] + w[1]) + w[2])
+
+
+@pytest.mark.parametrize("shape, kernel, tile, split", [
+    ((1, 8192, 8192), "gemm_tile", (64, 64), 1),         # decode: 128 CTAs of 64 x 64
+    ((64, 8192, 8192), "gemm_tile", (64, 64), 1),
+    ((128, 8192, 8192), "gemm_tile", (64, 128), 1),
+    ((256, 8192, 8192), "gemm_tile", (128, 128), 1),
+    ((1024, 1024, 65536), "gemm_parts", (128, 128), 2),  # few tiles, long K: split
+    ((8192, 8192, 8192), "gemm_cluster", (128, 256), 1),
+    ((512, 512, 512), "gemm_cluster", (128, 256), 1),    # launch-bound: the largest tile
+])
+def test_the_rule_picks_by_how_the_ctas_fill_the_gpu(shape, kernel, tile, split):
+    pick = configs.ranked(*shape, 2, 2, n_major=False, sms=132)[0]
+    assert (pick.kernel, (pick.bindings()["BM"], pick.bindings()["BN"]), pick.split) == (kernel, tile, split)
+
+
+def test_n_major_b_picks_the_kn_kernels_and_fp8_a_k_major_copy():
+    a, b, _ = _operands(8, 64, 64, BF16, "kn")
+    assert tmalang.gemm_config(a, b).config.kernel.endswith("_kn")
+    a8, b8, reference = _operands(8, 64, 128, E4M3, "kn")
+    assert not tmalang.gemm_config(a8, b8).config.kernel.endswith("_kn")
+    assert _relative(tmalang.gemm(a8, b8), reference) < 2e-2
+
+
+def test_every_candidate_fits_shared_memory():
+    """Each binding the library can choose compiles (smem, registers, swizzle rules) for each dtype."""
+    for size, dtype in ((2, "bf16"), (1, "f8e4m3")):
+        for out, out_size in (("bf16", 2), ("f32", 4)):
+            for layout in (False, True) if size == 2 else (False,):
+                for config in configs.candidates(64, 8192, 8192, size, out_size, n_major=layout):
+                    library.kernel(config.kernel, config.constants, dtype, out)
+
+
+def test_unaligned_operands_are_copied_and_left_untouched():
+    """K = 100 bf16 rows are 200 bytes: TMA cannot read them in place; out is written, a and b not."""
+    a, b, reference = _operands(30, 44, 100, BF16, "nk")
+    a_before, b_before = a.copy(), b.copy()
+    out = np.zeros((30, 44), np.float32)
+    result = tmalang.gemm(a, b, out)
+    assert result is out and _relative(out, reference) < 1e-5
+    assert np.array_equal(a, a_before) and np.array_equal(b, b_before)
+
+
+def test_empty_shapes():
+    a, b, _ = _operands(7, 9, 0, BF16, "nk")
+    assert np.array_equal(tmalang.gemm(a, b), np.zeros((7, 9), BF16))
+    a, b, _ = _operands(0, 9, 16, BF16, "nk")
+    assert tmalang.gemm(a, b).shape == (0, 9)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda a, b: tmalang.gemm(a, b.T), "a's columns must match b's rows"),
+    (lambda a, b: tmalang.gemm(a, b.astype(np.float16)), "share one dtype"),
+    (lambda a, b: tmalang.gemm(a.astype(np.float32), b.astype(np.float32)), "share one dtype"),
+    (lambda a, b: tmalang.gemm(a, b, out_dtype="int8"), "output dtype"),
+    (lambda a, b: tmalang.gemm(a, b, np.zeros((3, 3), BF16)), "out must be"),
+    (lambda a, b: tmalang.gemm(a[None], b), "must be 2-D"),
+    (lambda a, b: tmalang.gemm(a, b, tune=True), "torch CUDA tensors"),
+])
+def test_bad_calls_say_what_is_wrong(call, message):
+    a, b, _ = _operands(8, 16, 32, BF16, "nk")
+    with pytest.raises(LaunchError, match=message):
+        call(a, b)
+
+
+# -- H100 ------------------------------------------------------------------------------------
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
+
+def _torch_operands(torch, m, n, k, dtype, layout):
+    w = torch.randn(n, k, device="cuda").to(dtype)
+    a = torch.randn(m, k, device="cuda").to(dtype)
+    b = w.t() if layout == "nk" else w.t().contiguous()
+    return a, b, a.double() @ w.double().t()
+
+
+GPU_SHAPES = [(1, 8192, 4096), (77, 1531, 1000), (300, 700, 2050), (1000, 1000, 16384), (2049, 3000, 520)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", GPU_SHAPES)
+@pytest.mark.parametrize("dtype, layout", [("bfloat16", "nk"), ("float16", "kn"), ("float8_e4m3fn", "nk")])
+def test_gemm_matches_float64_on_the_h100(torch, shape, dtype, layout):
+    m, n, k = shape
+    a, b, reference = _torch_operands(torch, m, n, k, getattr(torch, dtype), layout)
+    c = tmalang.gemm(a, b)
+    assert c.shape == (m, n) and c.is_contiguous()
+    assert ((c.double() - reference).norm() / reference.norm()).item() < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("config", [c for c in configs.candidates(100, 600, 1200, 2, 2, n_major=False)],
+                         ids=lambda c: c.describe())
+def test_every_candidate_runs_on_the_h100(torch, config):
+    a, b, reference = _torch_operands(torch, 100, 600, 1200, torch.bfloat16, "nk")
+    c = tmalang.gemm(a, b, config=config)
+    assert ((c.double() - reference).norm() / reference.norm()).item() < 1e-2
+
+
+@pytest.mark.gpu
+def test_tuning_is_remembered_across_processes(torch, tmp_path):
+    env = {**os.environ, "TMALANG_CACHE_DIR": str(tmp_path)}
+    script = ("import torch, tmalang, time\n"
+              "a = torch.randn(64, 4096, device='cuda', dtype=torch.bfloat16)\n"
+              "w = torch.randn(4096, 4096, device='cuda', dtype=torch.bfloat16)\n"
+              "t = time.perf_counter(); c = tmalang.gemm(a, w.t(), tune=True); torch.cuda.synchronize()\n"
+              "print(time.perf_counter() - t)\n"
+              "assert ((c.double() - a.double() @ w.double().t()).norm() / (a.double() @ w.double().t()).norm()) < 1e-2\n")
+    first = float(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                 check=True).stdout)
+    choices = json.loads((tmp_path / "gemm" / "choices.json").read_text())
+    assert len(choices) == 1
+    second = float(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                  check=True).stdout)
+    assert first < 10 and second < first

@@ -1,0 +1,1 @@
+"""Kernels users call as functions, written in tmalang: `tmalang.gemm` (gemm.py)."""

@@ -1,0 +1,133 @@
+"""Which of gemm_sm90.tma's kernels, and which binding of its constants, runs a GEMM of a given
+shape: the candidates, and the rule that picks one.
+
+A candidate is a kernel of tmalang/library/gemm_sm90.tma, a tile BM x BN, and a split S of the K
+steps (S > 1: gemm_parts into an f32 workspace, then splitk_sum). Its K slice is 128 bytes (64
+bf16/f16 elements, 128 fp8), the ring as deep as shared memory allows (deep rings are what keep
+HBM busy when a CTA's tile is narrow), and the output swizzle the one that matches a column
+block's width, so a tile shape and a split fix the whole binding.
+
+The rule (measured on the H100, bench/results/gemm-shapes-*.json): the largest tile whose CTAs
+fill the GPU (at least FILL of its SMs) wins, the 128 x 256 cluster kernel first where B is
+K-major, then 128 x 128, 64 x 128, 64 x 64: a decode-shaped M = 1..64 with N = 8192 runs 128
+CTAs of 64 x 64 tiles and streams B at the HBM's rate, where one 128 x 256 tile per 32 SMs
+would leave most of the GPU idle. When even 64 x 64 tiles leave the GPU idle and K is long, K
+is split instead, into the fewest parts that fill it (the larger tile on a tie), each part at
+least MIN_PART_STEPS K slices deep. 64-row tiles have one consumer warpgroup, whose MMAs reach
+half the rate of two: they are candidates only for M up to NARROW_M, where 128-row tiles would
+compute on rows past M. When nothing fills it, the problem is small and bound by launch latency: the largest tile.
+`tmalang.gemm(..., tune=True)` times the first few of `ranked` instead of trusting the rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SMEM_BYTES = 227 * 1024          # the opt-in shared memory of one CTA on sm_90a
+SMEM_RESERVED = 2 * 1024         # barriers and alignment
+MAX_STAGES = 12
+FILL = 0.75                      # a wave this full counts as filling the GPU
+NARROW_M = 128                   # 64-row tiles (one consumer warpgroup) only up to this M
+MIN_PART_STEPS = 16              # a split part streams at least this many K slices
+TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
+SPLITS = (2, 4, 8)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One way to run a GEMM: a kernel of gemm_sm90.tma, its constants, and the split of K."""
+
+    kernel: str
+    constants: tuple = field(default=())     # sorted (name, value) pairs
+    split: int = 1
+
+    def bindings(self) -> dict:
+        return dict(self.constants)
+
+    def describe(self) -> str:
+        c = self.bindings()
+        text = f"{self.kernel} {c['BM']}x{c['BN']}x{c['BK']} stages {c['STAGES']}"
+        return text + (f", split {self.split}" if self.split > 1 else "")
+
+
+def candidates(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_major: bool,
+               clusters: bool = True) -> list[Config]:
+    """Every configuration that can run this GEMM: tiles of every shape, split or not, the
+    cluster kernel where B is K-major."""
+    result = []
+    for bm, bn in TILES:
+        if bm < 128 and m > NARROW_M:      # one warpgroup per SM: half the MMA rate
+            continue
+        if (bm, bn) == (128, 256) and clusters and not n_major:
+            result.append(_config("gemm_cluster", bm, bn, itemsize, out_itemsize))
+        result.append(_config("gemm_tile_kn" if n_major else "gemm_tile", bm, bn, itemsize, out_itemsize))
+        steps = -(-k // (128 // itemsize))
+        for s in SPLITS:
+            if s <= steps:
+                result.append(_config("gemm_parts_kn" if n_major else "gemm_parts", bm, bn, itemsize, 4, s))
+    return result
+
+
+def _config(kernel: str, bm: int, bn: int, itemsize: int, out_itemsize: int, split: int = 1) -> Config:
+    bk = 128 // itemsize
+    blocks = 8 if split > 1 else 4                 # the epilogue's column blocks
+    block_bytes = bn // blocks * out_itemsize
+    staging = 2 * bm * block_bytes
+    stages = min(MAX_STAGES, (SMEM_BYTES - SMEM_RESERVED - staging) // ((bm + bn) * bk * itemsize))
+    constants = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "LAST": 11 if bm == 128 else 7,
+                 "CSWIZZLE": _swizzle(block_bytes)}
+    return Config(kernel, tuple(sorted(constants.items())), split)
+
+
+def _swizzle(row_bytes: int) -> str:
+    """The widest swizzle whose span divides a staging tile's row (none past 128 bytes: the
+    epilogue's block is then one unswizzled box)."""
+    for span in (128, 64, 32):
+        if row_bytes % span == 0 and row_bytes <= 128:
+            return f"{span}B"
+    return "none"
+
+
+def ranked(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_major: bool, sms: int,
+           clusters: bool = True) -> list[Config]:
+    """The candidates, the rule's pick first, then by how well their CTAs fill `sms` SMs (one
+    wave as full as possible, ties to the larger tile and the smaller split)."""
+    options = candidates(m, n, k, itemsize, out_itemsize, n_major=n_major, clusters=clusters)
+    pick = choose(options, m, n, k, sms)
+    rest = sorted((c for c in options if c != pick), key=lambda c: (_fill_loss(c, m, n, sms), c.split))
+    return [pick] + rest
+
+
+def choose(options: list[Config], m: int, n: int, k: int, sms: int) -> Config:
+    """The rule of the module docstring."""
+    whole = [c for c in options if c.split == 1]
+    for config in whole:                       # candidates() lists tiles largest first
+        if ctas(config, m, n) >= FILL * sms:
+            return config
+    steps = -(-k // options[0].bindings()["BK"])
+    for config in sorted((c for c in options if c.split > 1), key=lambda c: c.split):
+        if FILL * sms <= ctas(config, m, n) <= sms and steps // config.split >= MIN_PART_STEPS:
+            return config
+    return whole[0]
+
+
+def ctas(config: Config, m: int, n: int) -> int:
+    c = config.bindings()
+    return -(-m // c["BM"]) * -(-n // c["BN"]) * config.split
+
+
+def _fill_loss(config: Config, m: int, n: int, sms: int) -> float:
+    """How far from one full wave: idle SM slots over the waves run, as a fraction."""
+    count = ctas(config, m, n)
+    waves = -(-count // sms)
+    return (waves * sms - count) / (waves * sms) + 0.25 * (waves - 1)
+
+
+def flops(m: int, n: int, k: int) -> float:
+    return 2.0 * m * n * k
+
+
+def describe(m, n, k, itemsize, out_itemsize, *, n_major, sms) -> list[str]:
+    """The ranking as text, the pick first: CTAs and configuration."""
+    return [f"{ctas(c, m, n):6d} CTAs  {c.describe()}"
+            for c in ranked(m, n, k, itemsize, out_itemsize, n_major=n_major, sms=sms)]

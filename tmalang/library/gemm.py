@@ -1,0 +1,161 @@
+"""`tmalang.gemm`: C = alpha · A · B at every shape, on the kernels of gemm_sm90.tma.
+
+    c = tmalang.gemm(a, w.t())              # torch's convention: a [M, K], b [K, N]
+    c = tmalang.gemm(a, b, out_dtype=torch.float32, alpha=0.5)
+    tmalang.gemm_config(a, b).describe()     # what a call with these operands runs
+
+A is row-major; B is K-major (`w.t()` of a row-major [N, K] weight, the layout of nn.Linear and
+of `torch._scaled_mm`) or N-major (a row-major [K, N]): the strides tell which. Inputs bf16,
+f16, f8e4m3 or f8e5m2 (both the same), f32 accumulation, output bf16 (the default for fp8),
+f16 or f32. fp8 has no N-major form on the tensor cores, so an N-major fp8 B is transposed into
+a K-major copy first. Operands TMA cannot address (a row stride or base address that is not a
+multiple of 16 bytes, a column-major A) are copied into aligned buffers first, and so is an
+output whose rows TMA cannot write; nothing the caller passed is modified except `out`.
+
+The configuration comes from the rule in library/configs.py, or with `tune=True` from timing
+the first TUNE_CANDIDATES of its ranking on the call's own operands (torch CUDA events), once per
+shape, dtype and layout, remembered on disk ($TMALANG_CACHE_DIR/gemm/choices.json) for later
+processes. A split of K is deterministic: the parts are summed in a fixed order by splitk_sum.
+torch tensors launch on the GPU on `stream` (default: torch's current stream); NumPy arrays run
+on the reference interpreter, which makes every configuration testable without a GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..api import compile as compile_source
+from ..contract.errors import LAUNCH_OPTION, LaunchError
+from ..runtime.cache import default_root
+from ..tuning import time_launches
+from . import configs
+from .operands import Operands, prepare
+
+SOURCE = Path(__file__).with_name("gemm_sm90.tma")
+TUNE_CANDIDATES = 4
+INTERPRETER_SMS = 132          # NumPy operands: choose as for an H100
+_kernels: dict[tuple, object] = {}
+_tuned: dict[str, tuple] = {}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A call's configuration and the dtypes it binds."""
+
+    config: configs.Config
+    dtype: str
+    out_dtype: str
+
+    def describe(self) -> str:
+        return f"{self.config.describe()}, {self.dtype} -> {self.out_dtype}"
+
+
+def gemm(a, b, out=None, *, alpha: float = 1.0, out_dtype=None, tune: bool = False, stream=None,
+         config: configs.Config | None = None):
+    """C = alpha · a · b (see the module docstring); returns C (`out` when given). `config` pins a
+    configuration (one of `configs.candidates(...)`) instead of choosing one."""
+    ops = prepare(a, b, out, out_dtype, alpha)
+    if ops.empty:
+        return ops.finish()
+    plan = Plan(config, ops.dtype, ops.out_dtype) if config is not None else _plan(ops, tune, stream)
+    _run(plan, ops, stream)
+    return ops.finish()
+
+
+def gemm_config(a, b, out=None, *, out_dtype=None, tune: bool = False) -> Plan:
+    """The plan a `gemm` call with these operands would run (tuned plans once they are known)."""
+    ops = prepare(a, b, out, out_dtype, 1.0)
+    return _plan(ops, tune=False) if not tune else _tuned_plan(ops, None, time=False)
+
+
+def _plan(ops: Operands, tune: bool, stream=None) -> Plan:
+    if tune:
+        return _tuned_plan(ops, stream, time=True)
+    return Plan(_ranking(ops)[0], ops.dtype, ops.out_dtype)
+
+
+def _ranking(ops: Operands) -> list[configs.Config]:
+    m, n, k = ops.shape
+    return configs.ranked(m, n, k, ops.itemsize, 4 if ops.out_dtype == "f32" else 2, n_major=ops.n_major,
+                          sms=ops.sms or INTERPRETER_SMS)
+
+
+def _run(plan: Plan, ops: Operands, stream=None) -> None:
+    config = plan.config
+    main = kernel(config.kernel, config.constants, plan.dtype, plan.out_dtype)
+    if config.split == 1:
+        ops.launch(main, [ops.alpha, ops.a, ops.b, ops.c], stream)
+        return
+    workspace = ops.workspace(config.split)
+    ops.launch(main, [config.split, ops.a, ops.b, workspace, ops.c], stream, writes="w")
+    total = kernel("splitk_sum", (), plan.dtype, plan.out_dtype)
+    ops.launch(total, [config.split, ops.alpha, ops.workspace(config.split), ops.c], stream)
+
+
+def kernel(name: str, constants: tuple, dtype: str, out_dtype: str):
+    """gemm_sm90.tma's kernel `name` bound to `constants` and the dtypes, compiled once per process
+    (the cubin is cached on disk across processes)."""
+    key = (name, constants, dtype, out_dtype)
+    if key not in _kernels:
+        bound = {**dict(constants), "OUT": out_dtype}
+        if name != "splitk_sum":
+            bound["T"] = dtype
+        _kernels[key] = compile_source(SOURCE.read_text(), kernel=name, name=str(SOURCE), constants=bound)
+    return _kernels[key]
+
+
+def _tuned_plan(ops: Operands, stream, *, time: bool) -> Plan:
+    """The fastest of the ranking's first TUNE_CANDIDATES, timed once per key and remembered."""
+    if ops.sms is None and time:
+        raise LaunchError(LAUNCH_OPTION, "gemm(tune=True) times launches on the GPU: pass torch CUDA tensors")
+    key = ops.key()
+    chosen = _tuned.get(key) or _read_choices().get(key)
+    ranking = _ranking(ops)
+    if chosen is None and time:
+        times = {}
+        for config in ranking[:TUNE_CANDIDATES]:
+            times[config] = time_launches(lambda c=config: _run(Plan(c, ops.dtype, ops.out_dtype), ops, stream))
+        best = min(times, key=times.get)
+        chosen = [best.kernel, list(best.constants), best.split]
+        _write_choice(key, chosen)
+    if chosen is None:
+        return Plan(ranking[0], ops.dtype, ops.out_dtype)
+    _tuned[key] = chosen
+    config = configs.Config(chosen[0], tuple(tuple(pair) for pair in chosen[1]), chosen[2])
+    return Plan(config, ops.dtype, ops.out_dtype)
+
+
+def choices_file() -> Path:
+    return default_root() / "gemm" / "choices.json"
+
+
+def clear_choices() -> None:
+    """Forget every tuned choice (this process and the disk)."""
+    _tuned.clear()
+    choices_file().unlink(missing_ok=True)
+
+
+def _read_choices() -> dict:
+    try:
+        data = json.loads(choices_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_choice(key: str, chosen: list) -> None:
+    """Atomically, merged into what is on disk (another process may have tuned other keys)."""
+    data = {**_read_choices(), key: chosen}
+    path = choices_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(handle, "w") as out:
+        json.dump(data, out, sort_keys=True)
+    os.replace(temporary, path)
+
+
+__all__ = ["gemm", "gemm_config", "clear_choices", "Plan"]

@@ -1,0 +1,192 @@
+"""The operands of a `tmalang.gemm` call, checked and put where TMA can read them.
+
+`prepare` checks shapes and dtypes (E214, before any work), decides B's layout from its strides,
+and copies an operand into an aligned buffer only when TMA cannot address it as it is: TMA needs
+a base address and row strides that are multiples of 16 bytes, and a unit innermost stride.
+torch CUDA tensors stay on the GPU (launched on the given stream, else torch's current one);
+NumPy arrays (ml_dtypes for bf16/fp8) go through the reference interpreter.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import ml_dtypes
+import numpy as np
+
+from ..contract.errors import LAUNCH_OPTION, LaunchError
+
+INPUTS = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
+OUTPUTS = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
+ITEMSIZE = {"bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1, "f32": 4}
+ALIGN = 16
+
+
+def _dtype_name(array) -> str:
+    return str(array.dtype).removeprefix("torch.")
+
+
+def _is_torch(array) -> bool:
+    return type(array).__module__.startswith("torch")
+
+
+class Operands:
+    """A, B and C as the kernels take them: a [M, K] row-major; b [N, K] (K-major) or [K, N]
+    (N-major, `n_major`); c [M, N] aligned (the caller's `out`, or a buffer copied to it at the end)."""
+
+    def __init__(self, a, b, out, out_dtype: str, alpha: float):
+        self.torch = _is_torch(a)
+        self.dtype = INPUTS[_dtype_name(a)]
+        self.itemsize = ITEMSIZE[self.dtype]
+        self.out_dtype = out_dtype
+        self.alpha = float(alpha)
+        (m, k), n = a.shape, b.shape[1]
+        self.shape = (m, n, k)
+        self.empty = m == 0 or n == 0 or k == 0
+        self.device = a.device if self.torch else None
+        b_t = b.t() if self.torch else b.T                 # [N, K]: row-major when B is K-major
+        self.n_major = _strides(b)[0] != 1 and not (self.dtype.startswith("f8") or k == 1)
+        if self.n_major:
+            self.b = self._aligned(b)
+        else:      # K-major (native, and the only form fp8 has on the tensor cores): a copy if need be
+            self.b = self._aligned(b_t)
+        self.a = self._aligned(a)
+        self.out = out
+        self.c = self._output(out, m, n)
+        self.sms = _sms(a) if self.torch else None
+        self.w = None
+
+    # -- buffers -----------------------------------------------------------------------------
+    def _aligned(self, x):
+        """x itself if TMA can address it, else an aligned row-major copy."""
+        if _addressable(x, self.torch):
+            return x
+        rows, cols = x.shape
+        padded = _empty(self, (rows, _round_up(cols, ALIGN // _itemsize(x))), x.dtype)[:, :cols]
+        if self.torch:
+            padded.copy_(x)
+        else:
+            padded[...] = x
+        return padded
+
+    def _output(self, out, m: int, n: int):
+        if out is not None and _addressable(out, self.torch):
+            return out
+        size = ITEMSIZE[self.out_dtype]
+        return _empty(self, (m, _round_up(n, ALIGN // size)), _out_dtype(self, self.out_dtype))[:, :n]
+
+    def workspace(self, split: int):
+        """The f32 partial sums [split, M, N] of a split of K (allocated once per call)."""
+        if self.w is None:
+            m, n, _ = self.shape
+            self.w = _empty(self, (split, m, _round_up(n, ALIGN // 4)), _out_dtype(self, "f32"))[:, :, :n]
+        return self.w
+
+    # -- running -----------------------------------------------------------------------------
+    def launch(self, kernel, args: list, stream, writes: str = "c") -> None:
+        """On the GPU (torch) or the interpreter (NumPy: the written tensor comes back)."""
+        if self.torch:
+            kernel(*args, stream=stream if stream is not None else sys.modules["torch"].cuda.current_stream())
+            return
+        written = kernel.interpret(*args)[0]
+        setattr(self, writes, written)
+
+    def finish(self):
+        """C: zeros when K = 0; the caller's `out` (filled) when given; else a contiguous C."""
+        m, n, k = self.shape
+        if k == 0 and m and n:
+            self.c[...] = 0
+        if self.out is not None:
+            if self.c is not self.out:
+                self.out[...] = self.c
+            return self.out
+        if self.torch:
+            return self.c.contiguous()
+        return np.ascontiguousarray(self.c)
+
+    def key(self) -> str:
+        m, n, k = self.shape
+        layout = "kn" if self.n_major else "nk"
+        return f"{m}x{n}x{k} {self.dtype}->{self.out_dtype} {layout} sms={self.sms}"
+
+
+def prepare(a, b, out, out_dtype, alpha) -> Operands:
+    """Check the call (E214 with what is wrong) and build its Operands."""
+    for name, x in (("a", a), ("b", b)):
+        if not (_is_torch(x) or isinstance(x, np.ndarray)):
+            raise LaunchError(LAUNCH_OPTION, f"gemm: {name} must be a torch tensor or a NumPy array, "
+                              f"got {type(x).__name__}")
+        if len(x.shape) != 2:
+            raise LaunchError(LAUNCH_OPTION, f"gemm: {name} must be 2-D, got shape {tuple(x.shape)}")
+    if _is_torch(a) != _is_torch(b) or (_is_torch(a) and (a.device != b.device or not a.is_cuda)):
+        raise LaunchError(LAUNCH_OPTION, "gemm: a and b must both be CUDA torch tensors on one device, "
+                          "or both NumPy arrays")
+    if a.shape[1] != b.shape[0]:
+        raise LaunchError(LAUNCH_OPTION, f"gemm: a is {tuple(a.shape)} and b is {tuple(b.shape)}: "
+                          "a's columns must match b's rows (a [M, K], b [K, N])")
+    if _dtype_name(a) not in INPUTS or _dtype_name(a) != _dtype_name(b):
+        raise LaunchError(LAUNCH_OPTION, f"gemm: a and b must share one dtype of "
+                          f"{', '.join(INPUTS)}; got {_dtype_name(a)} and {_dtype_name(b)}")
+    result = _result_dtype(a, out, out_dtype)
+    if out is not None:
+        if _is_torch(out) != _is_torch(a) or tuple(out.shape) != (a.shape[0], b.shape[1]):
+            raise LaunchError(LAUNCH_OPTION, f"gemm: out must be a {'torch tensor' if _is_torch(a) else 'NumPy array'} "
+                              f"of shape {(a.shape[0], b.shape[1])}, got {type(out).__name__} {tuple(out.shape)}")
+    if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
+        raise LaunchError(LAUNCH_OPTION, f"gemm: alpha must be a Python number, got {type(alpha).__name__}")
+    return Operands(a, b, out, result, alpha)
+
+
+def _result_dtype(a, out, out_dtype) -> str:
+    given = [_dtype_name(x) if hasattr(x, "dtype") else str(x).removeprefix("torch.") for x in (out_dtype,)
+             if x is not None]
+    if out is not None:
+        if given and given[0] != _dtype_name(out):
+            raise LaunchError(LAUNCH_OPTION, f"gemm: out is {_dtype_name(out)} but out_dtype is {given[0]}")
+        given = [_dtype_name(out)]
+    name = given[0] if given else ("bfloat16" if INPUTS[_dtype_name(a)].startswith("f8") else _dtype_name(a))
+    name = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}.get(name, name)
+    if name not in OUTPUTS:
+        raise LaunchError(LAUNCH_OPTION, f"gemm: the output dtype must be one of {', '.join(OUTPUTS)}, got {name}")
+    return OUTPUTS[name]
+
+
+def _strides(x) -> tuple:
+    """Strides in elements (torch and NumPy alike)."""
+    if _is_torch(x):
+        return tuple(x.stride())
+    return tuple(s // x.itemsize for s in x.strides)
+
+
+def _itemsize(x) -> int:
+    return x.element_size() if _is_torch(x) else x.itemsize
+
+
+def _addressable(x, torch: bool) -> bool:
+    rows, cols = x.shape
+    row, col = _strides(x)
+    address = x.data_ptr() if torch else x.__array_interface__["data"][0]
+    size = _itemsize(x)
+    return (col == 1 or cols == 1) and (row * size) % ALIGN == 0 and address % ALIGN == 0 and row >= cols
+
+
+def _round_up(value: int, step: int) -> int:
+    return -(-value // step) * step
+
+
+def _empty(ops: Operands, shape: tuple, dtype):
+    if ops.torch:
+        return sys.modules["torch"].empty(shape, dtype=dtype, device=ops.device)
+    return np.zeros(shape, dtype=dtype)
+
+
+def _out_dtype(ops: Operands, name: str):
+    if ops.torch:
+        torch = sys.modules["torch"]
+        return {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[name]
+    return {"bf16": ml_dtypes.bfloat16, "f16": np.float16, "f32": np.float32}[name]
+
+
+def _sms(a) -> int:
+    torch = sys.modules["torch"]
+    return torch.cuda.get_device_properties(a.device).multi_processor_count
