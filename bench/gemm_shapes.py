@@ -1,14 +1,16 @@
-"""GEMM at every shape: what tmalang's GEMM kernels reach against cuBLAS across the shapes users
-run (issue 15), bf16 and fp8, in the same run. C = A · Bᵀ, A [M, K] row-major, B [N, K] K-major.
+"""GEMM at every shape: what `tmalang.gemm` reaches against cuBLAS across the shapes users run
+(issue 15), bf16 and fp8, in the same run. C = A · Bᵀ, A [M, K] row-major, B [N, K] K-major
+(passed to tmalang.gemm as the view B.T, as to torch.matmul).
 
-bf16: examples/gemm_sm90.tma and, where it is faster, examples/gemm_splitk_sm90.tma with S parts
-(f32 C zeroed each launch, the zeroing timed too) against torch.matmul; the best tmalang variant
-is the shape's figure. fp8 (e4m3 in, bf16 out): examples/gemm_fp8_sm90.tma against
-torch._scaled_mm. Each contender cycles through enough input sets (twice the L2's 50 MiB, at
-least two) that small shapes are timed from memory, not from the cache. Every output is checked against a float64 product of the same inputs before it
-is timed; a variant that fails to compile, launch or match is reported with its error and left
-out. Shapes that are not tile multiples get operands whose rows are padded to 16 bytes (views),
-as TMA needs. Timing as in bench/gemm.py; the report gives each ratio and their geometric mean.
+Contenders: cuBLAS (torch.matmul for bf16; torch._scaled_mm with unit scales, e4m3 in and bf16
+out, for fp8), `tmalang.gemm` with the configuration its rule picks (the headline ratio), the
+same call with tune=True (tuned during the check, before any timing), and for bf16
+examples/gemm_sm90.tma as written. Every output is checked against a float64 product of the
+same inputs before it is timed; a contender that fails to compile, launch or match is reported
+with its error and left out. Shapes that are not tile multiples get operands whose rows are
+padded to 16 bytes (views), as TMA needs. Each call is timed alone with CUDA events after an L2
+flush (as triton.testing.do_bench does), median of many; the report gives each ratio, the
+configurations, and the geometric means.
 
     python bench/gemm_shapes.py --out bench/results/gemm-shapes-<date>-h100.json
 """
@@ -25,13 +27,12 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import statistics  # noqa: E402
 
 import torch  # noqa: E402
 
 import tmalang  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from gemm import timed_in_turns  # noqa: E402  (as bench/prefetch.py does)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [
@@ -42,17 +43,41 @@ SHAPES = [
     (4096, 4096, 128), (1024, 1024, 65536),                                  # short and long K
     (1000, 1000, 1000), (777, 1531, 1000), (3000, 5000, 2008), (4097, 2049, 1032),  # not tile multiples
 ]
-SPLITS = (2, 4, 8)
 TOLERANCE = 2e-2       # relative Frobenius error against float64 (bf16 outputs round at ~4e-3)
 
 
-L2_BYTES = 50 << 20    # the H100's L2: input sets rotate through at least twice this much
+FLUSH_BYTES = 256 << 20   # written before every timed call: the H100's 50 MiB L2 holds none of the inputs
+CALLS_PER_ROUND = 5
 
 
 def input_sets(make, bytes_per_set: int) -> list:
-    """Enough input sets that cycling through them leaves none in L2 from its last use (at least
-    two), so small shapes are timed from memory, not from the cache."""
-    return [make() for _ in range(max(2, min(64, -(-2 * L2_BYTES // bytes_per_set))))]
+    """Two input sets, alternated (the L2 is flushed before each timed call anyway)."""
+    return [make() for _ in range(2)]
+
+
+def timed_flushed(contenders: dict, rounds: int) -> dict[str, float]:
+    """Median milliseconds of one call of each contender, timed alone with CUDA events right
+    after the L2 is flushed (as triton.testing.do_bench does); contenders take turns each round,
+    so clock drift falls on all alike. The flush keeps the GPU busy while the host prepares the
+    call, so host-side launch work overlaps it, as it does in a stream of real work."""
+    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    for fn in contenders.values():
+        for _ in range(3):
+            fn(0)
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            events = []
+            for i in range(CALLS_PER_ROUND):
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                flush.zero_()
+                start.record()
+                fn(i)
+                stop.record()
+                events.append((start, stop))
+            torch.cuda.synchronize()
+            times[name] += [start.elapsed_time(stop) for start, stop in events]
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def rotating(sets: list, run):
@@ -96,8 +121,7 @@ def measure(runs: dict, outputs: dict, reference: torch.Tensor, flops: float, sa
                 result[name]["error"] = f"does not match float64 (relative error {err:.3g})"
         except Exception as exc:   # a variant that cannot run is reported, not fatal
             result[name] = {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
-    batch = max(3, int(2e12 // flops))
-    for name, ms in timed_in_turns(live, samples, batch).items():
+    for name, ms in timed_flushed(live, samples).items():
         result[name].update(ms=ms, tflops=flops / ms / 1e9)
     return result
 
@@ -105,48 +129,62 @@ def measure(runs: dict, outputs: dict, reference: torch.Tensor, flops: float, sa
 def bf16_row(kernels: dict, m: int, n: int, k: int, samples: int) -> dict:
     sets = input_sets(lambda: (padded(m, k, torch.bfloat16), padded(n, k, torch.bfloat16)), 2 * (m + n) * k)
     c = padded(m, n, torch.bfloat16, 0.0)
-    c32 = padded(m, n, torch.float32, 0.0)
     reference = sets[0][0].double() @ sets[0][1].double().T
     runs = {"cublas": rotating(sets, lambda ab: torch.matmul(ab[0], ab[1].T)),
+            **library_runs(sets, c),
             "gemm_sm90": rotating(sets, lambda ab: kernels["gemm"](ab[0], ab[1], c))}
-    outputs = {"gemm_sm90": c}
-    for s in SPLITS:
-        def split(ab, s=s):
-            c32.zero_()
-            kernels["splitk"](s, ab[0], ab[1], c32)
-        runs[f"splitk_{s}"], outputs[f"splitk_{s}"] = rotating(sets, split), c32
+    outputs = {name: c for name in runs if name != "cublas"}
     row = {"shape": [m, n, k], "dtype": "bf16", **measure(runs, outputs, reference, 2 * m * n * k, samples)}
+    plans(row, sets, c)
     return _ratio(row, [name for name in runs if name != "cublas"])
 
 
-def fp8_row(kernel, m: int, n: int, k: int, samples: int) -> dict:
+def fp8_row(m: int, n: int, k: int, samples: int) -> dict:
     sets = input_sets(lambda: (padded(m, k, torch.float8_e4m3fn), padded(n, k, torch.float8_e4m3fn)), (m + n) * k)
     c = padded(m, n, torch.bfloat16, 0.0)
     one = torch.ones((), device="cuda")
     reference = sets[0][0].double() @ sets[0][1].double().T
     runs = {"cublas": rotating(sets, lambda ab: torch._scaled_mm(ab[0], ab[1].T, one, one, out_dtype=torch.bfloat16)),
-            "gemm_fp8_sm90": rotating(sets, lambda ab: kernel(ab[0], ab[1], c))}
+            **library_runs(sets, c)}
     row = {"shape": [m, n, k], "dtype": "f8e4m3 -> bf16",
-           **measure(runs, {"gemm_fp8_sm90": c}, reference, 2 * m * n * k, samples)}
-    return _ratio(row, ["gemm_fp8_sm90"])
+           **measure(runs, {name: c for name in runs if name != "cublas"}, reference, 2 * m * n * k, samples)}
+    plans(row, sets, c)
+    return _ratio(row, [name for name in runs if name != "cublas"])
+
+
+def library_runs(sets: list, c: torch.Tensor) -> dict:
+    """tmalang.gemm as a user calls it (B as the K-major view of the [N, K] operand), with the
+    configuration its rule picks, and with tune=True (tuned on the check's call, before timing)."""
+    return {"gemm": rotating(sets, lambda ab: tmalang.gemm(ab[0], ab[1].T, c)),
+            "gemm_tuned": rotating(sets, lambda ab: tmalang.gemm(ab[0], ab[1].T, c, tune=True))}
+
+
+def plans(row: dict, sets: list, c: torch.Tensor) -> None:
+    """The configurations the two library calls ran, in the row."""
+    a, b = sets[0][0], sets[0][1].T
+    row["gemm_config"] = tmalang.gemm_config(a, b, c).describe()
+    row["gemm_tuned_config"] = tmalang.gemm_config(a, b, c, tune=True).describe()
 
 
 def _ratio(row: dict, ours: list[str]) -> dict:
-    """The best tmalang variant's throughput over cuBLAS's (None when either did not run)."""
+    """Each tmalang contender's throughput over cuBLAS's; the headline is `tmalang.gemm` as it
+    picks by itself ("gemm"), with the tuned call and the best contender recorded beside it."""
+    cublas = row.get("cublas", {}).get("tflops")
     timed = [name for name in ours if "tflops" in row.get(name, {})]
-    if timed and "tflops" in row.get("cublas", {}):
-        best = max(timed, key=lambda name: row[name]["tflops"])
-        row["best"], row["tmalang_vs_cublas"] = best, row[best]["tflops"] / row["cublas"]["tflops"]
-    else:
-        row["best"], row["tmalang_vs_cublas"] = None, None
-    print(f"{row['dtype']:>15} {'x'.join(map(str, row['shape'])):>18}: cuBLAS "
-          f"{row.get('cublas', {}).get('tflops', float('nan')):6.1f}  best {row['best']} "
-          f"{(row['tmalang_vs_cublas'] or float('nan')):.3f}x", flush=True)
+    for name in timed:
+        row[name]["vs_cublas"] = row[name]["tflops"] / cublas if cublas else None
+    best = max(timed, key=lambda name: row[name]["tflops"]) if timed else None
+    row["best"] = best
+    row["tmalang_vs_cublas"] = row.get("gemm", {}).get("vs_cublas")
+    row["tuned_vs_cublas"] = row.get("gemm_tuned", {}).get("vs_cublas")
+    print(f"{row['dtype']:>15} {'x'.join(map(str, row['shape'])):>18}: cuBLAS {cublas or float('nan'):6.1f}  "
+          f"gemm {(row['tmalang_vs_cublas'] or float('nan')):.3f}x [{row['gemm_config']}]  tuned "
+          f"{(row['tuned_vs_cublas'] or float('nan')):.3f}x [{row['gemm_tuned_config']}]  best {best}", flush=True)
     return row
 
 
-def geomean(rows: list[dict]) -> float | None:
-    ratios = [r["tmalang_vs_cublas"] for r in rows if r["tmalang_vs_cublas"]]
+def geomean(rows: list[dict], field: str = "tmalang_vs_cublas") -> float | None:
+    ratios = [r[field] for r in rows if r.get(field)]
     return math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else None
 
 
@@ -156,21 +194,21 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=9)
     args = parser.parse_args()
     examples = ROOT / "examples"
-    kernels = {"gemm": tmalang.compile_file(examples / "gemm_sm90.tma"),
-               "splitk": tmalang.compile_file(examples / "gemm_splitk_sm90.tma")}
-    fp8 = tmalang.compile_file(examples / "gemm_fp8_sm90.tma")
+    kernels = {"gemm": tmalang.compile_file(examples / "gemm_sm90.tma")}
     bf16 = [bf16_row(kernels, *shape, args.samples) for shape in SHAPES]
-    f8 = [fp8_row(fp8, *shape, args.samples) for shape in SHAPES if shape[2] % 16 == 0]
+    f8 = [fp8_row(*shape, args.samples) for shape in SHAPES if shape[2] % 16 == 0]
     report = {
         "benchmark": "GEMM at every shape (issue 15): tmalang's best GEMM kernel per shape vs cuBLAS, bf16 and fp8",
         "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(), "torch": torch.__version__,
-        "method": f"median of {args.samples} event-timed batches per contender after warm-up, contenders timed "
-                  "in turns, cycling through input sets of twice the L2 in total; every output checked against "
-                  "float64 first; small shapes are bound by launch rate for every contender (no graph capture)",
+        "method": f"median of {args.samples * CALLS_PER_ROUND} calls per contender, each timed alone with CUDA "
+                  "events after a 256 MiB L2 flush, contenders in turns, after warm-up; two input sets "
+                  "alternated; every output checked against float64 first",
         "geomean_bf16": geomean(bf16), "geomean_fp8": geomean(f8),
+        "geomean_bf16_tuned": geomean(bf16, "tuned_vs_cublas"), "geomean_fp8_tuned": geomean(f8, "tuned_vs_cublas"),
         "bf16": bf16, "fp8": f8,
     }
-    print(f"geometric mean, best tmalang / cuBLAS: bf16 {report['geomean_bf16']:.3f}, fp8 {report['geomean_fp8']:.3f}")
+    print(f"geometric mean, tmalang.gemm / cuBLAS: bf16 {report['geomean_bf16']:.3f}, fp8 {report['geomean_fp8']:.3f}; "
+          f"tuned: bf16 {report['geomean_bf16_tuned']:.3f}, fp8 {report['geomean_fp8_tuned']:.3f}")
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
 
