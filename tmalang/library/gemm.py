@@ -22,6 +22,7 @@ on the reference interpreter, which makes every configuration testable without a
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -79,9 +80,14 @@ def _plan(ops: Operands, tune: bool, stream=None) -> Plan:
 
 
 def _ranking(ops: Operands) -> list[configs.Config]:
-    m, n, k = ops.shape
-    return configs.ranked(m, n, k, ops.itemsize, 4 if ops.out_dtype == "f32" else 2, n_major=ops.n_major,
-                          sms=ops.sms or INTERPRETER_SMS)
+    return _ranked(*ops.shape, ops.itemsize, 4 if ops.out_dtype == "f32" else 2, ops.n_major,
+                   ops.sms or INTERPRETER_SMS)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ranked(m: int, n: int, k: int, itemsize: int, out_itemsize: int, n_major: bool, sms: int) -> list:
+    """configs.ranked, once per shape: a call's host time is what small GEMMs are bound by."""
+    return configs.ranked(m, n, k, itemsize, out_itemsize, n_major=n_major, sms=sms)
 
 
 def _run(plan: Plan, ops: Operands, stream=None) -> None:

@@ -9,6 +9,7 @@ NumPy arrays (ml_dtypes for bf16/fp8) go through the reference interpreter.
 
 from __future__ import annotations
 
+import functools
 import sys
 
 import ml_dtypes
@@ -23,11 +24,22 @@ ALIGN = 16
 
 
 def _dtype_name(array) -> str:
-    return str(array.dtype).removeprefix("torch.")
+    return _named(array.dtype)
 
 
 def _is_torch(array) -> bool:
-    return type(array).__module__.startswith("torch")
+    return _torch_type(type(array))
+
+
+# a call's host time is what small GEMMs are bound by: these answers are kept per dtype and type
+@functools.cache
+def _named(dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+@functools.cache
+def _torch_type(kind: type) -> bool:
+    return kind.__module__.startswith("torch")
 
 
 class Operands:
@@ -188,5 +200,9 @@ def _out_dtype(ops: Operands, name: str):
 
 
 def _sms(a) -> int:
-    torch = sys.modules["torch"]
-    return torch.cuda.get_device_properties(a.device).multi_processor_count
+    return _device_sms(a.device.index)
+
+
+@functools.cache
+def _device_sms(index: int) -> int:
+    return sys.modules["torch"].cuda.get_device_properties(index).multi_processor_count
