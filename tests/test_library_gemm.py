@@ -85,7 +85,10 @@ def test_split_k_sums_its_parts_in_a_fixed_order():
     ((256, 8192, 8192), "gemm_tile", (128, 128), 1),
     ((1024, 1024, 65536), "gemm_parts", (128, 128), 2),  # few tiles, long K: split
     ((8192, 8192, 8192), "gemm_cluster", (128, 256), 1),
-    ((512, 512, 512), "gemm_cluster", (128, 256), 1),    # launch-bound: the largest tile
+    ((512, 512, 512), "gemm_tile", (64, 64), 1),         # latency-bound: the most CTAs in one wave
+    ((1000, 1000, 1000), "gemm_tile", (64, 128), 1),
+    ((777, 1531, 1000), "gemm_tile", (128, 128), 1),     # 64-row tiles would take 1.2 waves
+    ((4097, 2049, 1032), "gemm_tile", (128, 128), 1),    # 128 x 256: 2.25 waves; 128 x 128: 4.25
 ])
 def test_the_rule_picks_by_how_the_ctas_fill_the_gpu(shape, kernel, tile, split):
     pick = configs.ranked(*shape, 2, 2, n_major=False, sms=132)[0]
@@ -194,3 +197,17 @@ def test_tuning_is_remembered_across_processes(torch, tmp_path):
     second = float(subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                                   check=True).stdout)
     assert first < 10 and second < first
+
+
+@pytest.mark.gpu
+def test_a_repeated_call_takes_the_fast_path_and_sees_new_data(torch):
+    a, b, _ = _torch_operands(torch, 100, 256, 320, torch.bfloat16, "nk")
+    c = torch.empty(100, 256, device="cuda", dtype=torch.bfloat16)
+    library._repeats.clear()
+    tmalang.gemm(a, b, c)
+    assert len(library._repeats) == 1
+    a.copy_(torch.randn_like(a, dtype=torch.float32).to(torch.bfloat16))
+    tmalang.gemm(a, b, c, alpha=2)
+    reference = 2 * (a.double() @ b.double())
+    assert ((c.double() - reference).norm() / reference.norm()).item() < 1e-2
+    assert len(library._repeats) == 1

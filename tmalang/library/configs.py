@@ -7,15 +7,16 @@ bf16/f16 elements, 128 fp8), the ring as deep as shared memory allows (deep ring
 HBM busy when a CTA's tile is narrow), and the output swizzle the one that matches a column
 block's width, so a tile shape and a split fix the whole binding.
 
-The rule (measured on the H100, bench/results/gemm-shapes-*.json): the largest tile whose CTAs
-fill the GPU (at least FILL of its SMs) wins, the 128 x 256 cluster kernel first where B is
-K-major, then 128 x 128, 64 x 128, 64 x 64: a decode-shaped M = 1..64 with N = 8192 runs 128
-CTAs of 64 x 64 tiles and streams B at the HBM's rate, where one 128 x 256 tile per 32 SMs
-would leave most of the GPU idle. When even 64 x 64 tiles leave the GPU idle and K is long, K
-is split instead, into the fewest parts that fill it (the larger tile on a tie), each part at
-least MIN_PART_STEPS K slices deep. 64-row tiles have one consumer warpgroup, whose MMAs reach
-half the rate of two: they are candidates only for M up to NARROW_M, where 128-row tiles would
-compute on rows past M. When nothing fills it, the problem is small and bound by launch latency: the largest tile.
+The rule (measured on the H100, bench/results/gemm-shapes-*.json) takes the first candidate
+whose CTAs fill the GPU: one wave at least FILL full, or more than WAVES waves (where the last
+one's idle SMs matter little). Candidates go largest tile first: the 128 x 256 cluster kernel
+(B K-major), then 128 x 128; then, for M up to NARROW_M, the 64-row tiles (one consumer
+warpgroup, so half the MMA rate, but a decode-shaped M = 1..64 with N = 8192 runs 128 CTAs of
+64 x 64 tiles and streams B at the HBM's rate, where one 128 x 256 tile per 32 SMs would leave
+most of the GPU idle) before splits of K; for larger M the splits first (the fewest parts, each
+at least MIN_PART_STEPS K slices deep: long-K problems with few tiles). When nothing fills the
+GPU the problem is small and bound by latency: the tile that puts the most CTAs to work in one
+wave.
 `tmalang.gemm(..., tune=True)` times the first few of `ranked` instead of trusting the rule.
 """
 
@@ -27,6 +28,7 @@ SMEM_BYTES = 227 * 1024          # the opt-in shared memory of one CTA on sm_90a
 SMEM_RESERVED = 2 * 1024         # barriers and alignment
 MAX_STAGES = 12
 FILL = 0.75                      # a wave this full counts as filling the GPU
+WAVES = 3                        # past this many waves, the last one's idle SMs matter little
 NARROW_M = 128                   # 64-row tiles (one consumer warpgroup) only up to this M
 MIN_PART_STEPS = 16              # a split part streams at least this many K slices
 TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
@@ -51,12 +53,13 @@ class Config:
 
 
 def candidates(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_major: bool,
-               clusters: bool = True) -> list[Config]:
+               clusters: bool = True, sms: int = 132) -> list[Config]:
     """Every configuration that can run this GEMM: tiles of every shape, split or not, the
     cluster kernel where B is K-major."""
     result = []
+    small = -(-m // 128) * -(-n // 128) < FILL * sms      # not even 128 x 128 tiles fill the GPU
     for bm, bn in TILES:
-        if bm < 128 and m > NARROW_M:      # one warpgroup per SM: half the MMA rate
+        if bm < 128 and m > NARROW_M and not small:      # half the MMA rate, for nothing
             continue
         if (bm, bn) == (128, 256) and clusters and not n_major:
             result.append(_config("gemm_cluster", bm, bn, itemsize, out_itemsize))
@@ -92,7 +95,7 @@ def ranked(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_major:
            clusters: bool = True) -> list[Config]:
     """The candidates, the rule's pick first, then by how well their CTAs fill `sms` SMs (one
     wave as full as possible, ties to the larger tile and the smaller split)."""
-    options = candidates(m, n, k, itemsize, out_itemsize, n_major=n_major, clusters=clusters)
+    options = candidates(m, n, k, itemsize, out_itemsize, n_major=n_major, clusters=clusters, sms=sms)
     pick = choose(options, m, n, k, sms)
     rest = sorted((c for c in options if c != pick), key=lambda c: (_fill_loss(c, m, n, sms), c.split))
     return [pick] + rest
@@ -100,15 +103,21 @@ def ranked(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_major:
 
 def choose(options: list[Config], m: int, n: int, k: int, sms: int) -> Config:
     """The rule of the module docstring."""
-    whole = [c for c in options if c.split == 1]
-    for config in whole:                       # candidates() lists tiles largest first
-        if ctas(config, m, n) >= FILL * sms:
-            return config
+    def fills(c: Config) -> bool:      # one wave nearly full, or enough waves that the last matters little
+        return FILL * sms <= ctas(c, m, n) <= sms or ctas(c, m, n) > WAVES * sms
+
     steps = -(-k // options[0].bindings()["BK"])
-    for config in sorted((c for c in options if c.split > 1), key=lambda c: c.split):
-        if FILL * sms <= ctas(config, m, n) <= sms and steps // config.split >= MIN_PART_STEPS:
+    wide = [c for c in options if c.split == 1 and c.bindings()["BM"] == 128]
+    narrow = [c for c in options if c.split == 1 and c.bindings()["BM"] < 128]
+    split = sorted((c for c in options if c.split > 1 and steps // c.split >= MIN_PART_STEPS),
+                   key=lambda c: c.split)
+    order = wide + (narrow + split if m <= NARROW_M else split + narrow)
+    for config in order:
+        if fills(config):
             return config
-    return whole[0]
+    whole = wide + narrow
+    fitting = [c for c in whole if ctas(c, m, n) <= sms] or whole
+    return max(fitting, key=lambda c: ctas(c, m, n))       # small: as many SMs as will work at once
 
 
 def ctas(config: Config, m: int, n: int) -> int:

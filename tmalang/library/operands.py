@@ -28,7 +28,7 @@ def _dtype_name(array) -> str:
 
 
 def _is_torch(array) -> bool:
-    return _torch_type(type(array))
+    return is_torch_type(type(array))
 
 
 # a call's host time is what small GEMMs are bound by: these answers are kept per dtype and type
@@ -38,7 +38,7 @@ def _named(dtype) -> str:
 
 
 @functools.cache
-def _torch_type(kind: type) -> bool:
+def is_torch_type(kind: type) -> bool:
     return kind.__module__.startswith("torch")
 
 
@@ -58,11 +58,10 @@ class Operands:
         self.device = a.device if self.torch else None
         b_t = b.t() if self.torch else b.T                 # [N, K]: row-major when B is K-major
         self.n_major = _strides(b)[0] != 1 and not (self.dtype.startswith("f8") or k == 1)
-        if self.n_major:
-            self.b = self._aligned(b)
-        else:      # K-major (native, and the only form fp8 has on the tensor cores): a copy if need be
-            self.b = self._aligned(b_t)
+        given_b = b if self.n_major else b_t   # K-major: native, and the only form fp8 has on the tensor cores
+        self.b = self._aligned(given_b)
         self.a = self._aligned(a)
+        self._given = (a, given_b)
         self.out = out
         self.c = self._output(out, m, n)
         self.sms = _sms(a) if self.torch else None
@@ -88,11 +87,15 @@ class Operands:
         return _empty(self, (m, _round_up(n, ALIGN // size)), _out_dtype(self, self.out_dtype))[:, :n]
 
     def workspace(self, split: int):
-        """The f32 partial sums [split, M, N] of a split of K (allocated once per call)."""
-        if self.w is None:
+        """The f32 partial sums [split, M, N] of a split of K (one per split: tuning tries several)."""
+        if self.w is None or self.w.shape[0] != split:
             m, n, _ = self.shape
             self.w = _empty(self, (split, m, _round_up(n, ALIGN // 4)), _out_dtype(self, "f32"))[:, :, :n]
         return self.w
+
+    def in_place(self) -> bool:
+        """Whether the kernels read and write the caller's own tensors (no aligned copies)."""
+        return self.c is self.out and self.a is self._given[0] and self.b is self._given[1]
 
     # -- running -----------------------------------------------------------------------------
     def launch(self, kernel, args: list, stream, writes: str = "c") -> None:
