@@ -56,11 +56,11 @@ def _settle(kernel: ops.KernelOp, target: Target, buffers: list, offset: int) ->
 
 
 def smem_map(kernel: ops.KernelOp) -> list[str]:
-    rows = [d for d in kernel.body if isinstance(d, (ops.BufferDecl, ops.MbarrierDecl))]
+    rows = [d for d in kernel.body if isinstance(d, (ops.BufferDecl, ops.MbarrierDecl, ops.TileQueueDecl))]
     rows.sort(key=lambda d: d.offset)
     lines = []
     for d in rows:
-        size = d.bytes * d.stages if isinstance(d, ops.BufferDecl) else 8 * d.stages
+        size = (d.bytes if isinstance(d, ops.BufferDecl) else 4 if isinstance(d, ops.TileQueueDecl) else 8) * d.stages
         lines.append(f"{d.offset:>7} +{size:<7} {d.symbol} ({d.stages} stage{'s' * (d.stages > 1)})")
     return lines
 
