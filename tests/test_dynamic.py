@@ -6,6 +6,7 @@ on the H100, odd shapes against float64, back-to-back launches and launches on t
 from __future__ import annotations
 
 import copy
+import struct
 
 import ml_dtypes
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 import tmalang
 from conftest import ROOT
 from tmalang.backend import launch_header, ptxas
+from tmalang.contract.binding import bind
 from tmalang.contract.manifest import CounterParam, Manifest
 from tmalang.interp import interpret
 from tmalang.interp import machine
@@ -21,6 +23,7 @@ from tmalang.ir import exprs as ex
 from tmalang.ir import ops
 from tmalang.ir.parser import parse_ir
 from tmalang.ir.printer import print_ir
+from tmalang.runtime.params import pack_params
 
 BF16 = ml_dtypes.bfloat16
 EXAMPLE = ROOT / "examples" / "gemm_dynamic_sm90.tma"
@@ -101,7 +104,7 @@ def test_interpreter_reports_a_slot_claimed_before_it_is_read(gemm):
         interpret(kernel, gemm.manifest, a, b, c, seed=0, explore=12, ctas=2)
 
 
-def test_ir_round_trips_after_every_pass(gemm):
+def test_final_ir_round_trips(gemm):
     text = print_ir(gemm._c.ir)
     assert "tile_claim" in text and "tile_take" in text and "loop count=" in text
     assert print_ir(parse_ir(text)) == text
@@ -120,6 +123,14 @@ def test_manifest_asks_for_a_counter(gemm):
     assert Manifest.from_json(gemm.manifest.to_json()) == gemm.manifest
     static = tmalang.compile_file(ROOT / "examples" / "gemm_sm90.tma")
     assert not any(isinstance(p, CounterParam) for p in static.manifest.ptx_params)
+
+
+def test_counter_is_packed_last_as_an_address(gemm):
+    """The launcher answers the CounterParam with its counter's address (per device and stream)."""
+    a, b, c = operands(130, 260, 64, 3)
+    params = pack_params(bind(gemm.manifest, (a, b, c)), lambda p: bytes(128),
+                         lambda what: 0xC0FFEE00 if isinstance(what, CounterParam) else 0)
+    assert params.value(len(params) - 1) == struct.pack("<Q", 0xC0FFEE00)
 
 
 def test_launch_header_refuses_a_dynamic_kernel(gemm):

@@ -87,7 +87,7 @@ def alloc(nbytes: int) -> int:
 def alloc_zeroed(nbytes: int) -> int:
     """Device memory set to 0 (synchronously: it is zero before any later launch reads it)."""
     ptr = alloc(nbytes)
-    call("cuMemsetD8_v2" if hasattr(api(), "cuMemsetD8_v2") else "cuMemsetD8", ptr, 0, nbytes)
+    call("cuMemsetD8", ptr, 0, nbytes)
     return ptr
 
 
