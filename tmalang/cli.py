@@ -122,7 +122,7 @@ def _write_output(args, c) -> None:
         write_file(args.output or Path(args.file).with_suffix(".cubin"), c.cubin)
         return
     text = {"ast": lambda: dump_ast(c.ast), "ir": lambda: print_ir(c.ir), "ll": lambda: c.llvm_ir,
-            "ptx": lambda: c.ptx, "header": lambda: launch_header.render(c.manifest, args.file)}[args.emit]()
+            "ptx": lambda: c.ptx, "header": lambda: launch_header.render(c.manifest, args.file, c.ir)}[args.emit]()
     if args.output:
         write_file(args.output, text)
     else:

@@ -3,7 +3,7 @@
 Barrier table (name, stages, arrivals per phase, tx bytes, who waits with which parity, who
 arrives), the smem map, and roles → warps/threads/register budget; where a kernel has them, L2
 prefetches, peer pushes, im2col walks, panelled boxes (each copy's panels) and the named
-barriers of the roles whose warpgroups take turns.
+barriers of the roles whose warpgroups take turns, and a dynamic tile loop's claims.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ def explain(kernel: ops.KernelOp, target: Target, grid: GridSpec | None = None) 
     lines += _pushes(kernel)
     lines += _im2col(kernel)
     lines += _panels(kernel)
+    lines += _claims(kernel)
     return "\n".join(lines) + "\n"
 
 
@@ -46,6 +47,21 @@ def _split(grid: GridSpec | None) -> list[str]:
     tiles = " x ".join(f"ceil({d}/{b})" for d, b in grid.tile_dims)
     return [f"tile walk: {tiles} tiles, each split into {grid.split} parts of its K steps ({grid.split} x "
             "the tiles in all, the part slowest: CTAs running together work on the same part)"]
+
+
+def _claims(kernel: ops.KernelOp) -> list[str]:
+    """A dynamic tile loop (passes/claim_tiles.py): who claims, through which queue, who reads."""
+    queue = next(iter(ops.decls(kernel, ops.TileQueueDecl).values()), None)
+    if queue is None:
+        return []
+    roles = [r.symbol for r in ops.roles(kernel) if any(isinstance(o, ops.TileTake) for o in ops.walk(r.body))]
+    claimer = next(r.symbol for r in ops.roles(kernel) if any(isinstance(o, ops.TileClaim) for o in ops.walk(r.body)))
+    return ["", f"dynamic tile walk: role {claimer}'s elected thread claims each tile (atom.global.add.u32 on the "
+            "hidden tile counter) and puts it in @" f"{queue.symbol} ({queue.stages} u32 slots, offset {queue.offset});",
+            f"  claims.full (count 1) tells {', '.join(roles)} a claim is there; each role reads it, syncs, and its "
+            "elected thread arrives on claims.empty, which the claimer waits on before reusing the slot;",
+            "  a claim >= the tile count ends every role's walk; the launch's last claim (tiles + CTAs - 1) puts "
+            "the counter back to 0"]
 
 
 def _turns(kernel: ops.KernelOp) -> list[str]:

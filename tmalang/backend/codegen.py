@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..contract.manifest import BulkParam, BulkStrideParam, DimParam, IndexParam, ScalarParam, TensorMapParam
+from ..contract.manifest import BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, ScalarParam, TensorMapParam
 from ..ir import exprs as ex
 from ..ir import ops
 from ..passes.dispatch_roles import register_limit
@@ -17,6 +17,7 @@ from ..target import dtypes, tma
 from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
 from . import cluster_codegen, gather_codegen, pair_codegen, panel_codegen, ptx_asm, tcgen05_codegen
+from .claim_codegen import CLAIM_EMITTERS, COUNTER
 from .mma_codegen import MMA_EMITTERS
 from .pair_codegen import PAIR_EMITTERS
 from .row_codegen import ROW_EMITTERS
@@ -35,6 +36,7 @@ class KernelCodegen:
         self.boxes = ops.decls(kernel, ops.BoxDecl)
         self.buffers = ops.decls(kernel, ops.BufferDecl)
         self.barriers = ops.decls(kernel, ops.MbarrierDecl)
+        self.queues = ops.decls(kernel, ops.TileQueueDecl)
         self.roles = ops.roles(kernel)
         self.vars: dict[str, ir.AllocaInstr] = {}           # let and loop variables: stack slots
         self.values: dict[str, ir.Value] = {}              # vals: SSA values
@@ -57,7 +59,7 @@ class KernelCodegen:
 
     @staticmethod
     def _scalar_type(p) -> ir.Type:
-        if isinstance(p, (BulkParam, BulkStrideParam, IndexParam)):
+        if isinstance(p, (BulkParam, BulkStrideParam, IndexParam, CounterParam)):
             return I64
         return I32 if isinstance(p, DimParam) else SCALAR_TYPES[p.dtype]
 
@@ -122,8 +124,8 @@ class KernelCodegen:
 
     def address(self, ref: ex.BufferRef) -> ir.Value:
         """The 32-bit shared address of stage `ref.index` of a buffer or mbarrier."""
-        decl = self.buffers.get(ref.name) or self.barriers[ref.name]
-        size = decl.bytes if isinstance(decl, ops.BufferDecl) else 8
+        decl = self.buffers.get(ref.name) or self.barriers.get(ref.name) or self.queues[ref.name]
+        size = decl.bytes if isinstance(decl, ops.BufferDecl) else 4 if isinstance(decl, ops.TileQueueDecl) else 8
         stage = self.b.mul(self.expr(ref.index), I32(size))
         return self.b.add(self.smem_base, self.b.add(stage, I32(decl.offset)))
 
@@ -196,7 +198,9 @@ def _variables(o: ops.Op) -> list[str]:
     """The names an op binds to a stack slot: let and loop variables."""
     if isinstance(o, ops.ForStep):
         return [o.var, o.count]
-    return [o.var] if isinstance(o, (ops.Let, ops.ForRange)) else []
+    if isinstance(o, ops.Loop):
+        return [o.count]
+    return [o.var] if isinstance(o, (ops.Let, ops.ForRange, ops.TileTake)) else []
 
 
 # ---- emitters: one per op ----------------------------------------------------------------------
@@ -477,13 +481,15 @@ EMITTERS = {
     **TCGEN05_EMITTERS,
     **PAIR_EMITTERS,
     **ROW_EMITTERS,
+    **CLAIM_EMITTERS,
 }
 
 
 def ptx_params(kernel: ops.KernelOp) -> list:
     """Kernel parameters in PTX order: tensor maps, then symbolic dims, then scalars, then (only in
     kernels with bulk boxes) each bulk box's tensor address and outer byte strides, then (only in
-    kernels with gathered copies) each index tensor's address."""
+    kernels with gathered copies) each index tensor's address, then (only in kernels with a dynamic
+    tile loop) the tile counter's address."""
     tensors = ops.decls(kernel, ops.TensorDecl)
     boxes = ops.decls(kernel, ops.BoxDecl).values()
     params: list = []
@@ -510,4 +516,6 @@ def ptx_params(kernel: ops.KernelOp) -> list:
         if isinstance(o, (ops.TmaLoad, ops.TmaStore, ops.TmaPrefetch)) and o.gather:
             gathered.setdefault(o.gather, {})[by_name[o.box].tensor] = None
     params += [IndexParam(t, tuple(names)) for t, names in gathered.items()]
+    if any(isinstance(o, ops.TileClaim) or isinstance(o, ops.ForTiles) and o.dynamic for o in ops.walk(kernel.body)):
+        params.append(CounterParam(COUNTER))   # last: a dynamic tile loop's counter (backend/claim_codegen.py)
     return params

@@ -23,8 +23,10 @@ import re
 import jinja2
 
 from ..contract.manifest import (
-    BulkParam, BulkStrideParam, DimParam, IndexParam, Manifest, ScalarParam, TensorArg, TensorMapParam,
+    BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, Manifest, ScalarParam, TensorArg, TensorMapParam,
 )
+from ..diagnostics import TmalangError
+from ..ir import ops
 from ..target import tma
 from ..target.dtypes import DTYPES
 
@@ -57,13 +59,27 @@ def field_name(name: str) -> str:
     return name + "_" if unsafe else name
 
 
+def refuse_counter(manifest: Manifest, kernel: ops.KernelOp | None) -> None:
+    """A dynamic tile loop needs a tile counter per (context, stream) that every launch passes and
+    that stays zeroed between launches (runtime/launch.py keeps them); the C++ header has no such
+    state yet, so it refuses the kernel (E551) rather than launching it without one."""
+    if not any(isinstance(p, CounterParam) for p in manifest.ptx_params):
+        return
+    claim = next((o for o in ops.walk(kernel.body) if isinstance(o, ops.TileClaim)), None) if kernel else None
+    raise TmalangError("E551", "the C++ launch header does not support dynamic tile loops yet",
+                       claim.span if claim else None,
+                       ["the kernel takes a hidden tile counter (one zeroed u32 per context and stream) that the "
+                        "header cannot allocate; launch it from Python (tmalang.compile(...)(...)), or drop `dynamic`"])
+
+
 def comment_text(text: str) -> str:
     """`text` as one line of a `//` comment: a JSON string, so a newline or a trailing backslash in
     a file name cannot end the comment or continue it onto the next line."""
     return json.dumps(text)
 
 
-def render(manifest: Manifest, source: str) -> str:
+def render(manifest: Manifest, source: str, kernel: ops.KernelOp | None = None) -> str:
+    refuse_counter(manifest, kernel)
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("tmalang.backend", "templates"), undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,

@@ -104,6 +104,11 @@ PTX = {
     "mbar_init": "mbarrier.init.shared::cta.b64 [$0], $1;",
     "mbar_expect_tx": "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;",
     "mbar_arrive": "mbarrier.arrive.shared::cta.b64 _, [$0];",
+    # dynamic tile loops (backend/claim_codegen.py): the counter claim, its reset, the queue words
+    "tile_claim": "atom.relaxed.gpu.global.add.u32 $0, [$1], 1;",
+    "tile_counter_reset": "st.relaxed.gpu.global.u32 [$0], $1;",
+    "st_shared_u32": "st.shared.u32 [$0], $1;",
+    "ld_shared_u32": "ld.shared.u32 $0, [$1];",
     "mbar_arrive_expect_tx": "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
     # arrive on the barrier at the same offset in CTA $1 of the cluster (default .release semantics,
     # as for a local arrive: an explicit .cluster scope costs a cluster-wide fence per arrival)

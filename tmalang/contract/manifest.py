@@ -102,6 +102,15 @@ class IndexParam:
 
 
 @dataclass(frozen=True)
+class CounterParam:
+    """The global address of the tile counter of a dynamic tile loop, a .u64 parameter (only kernels
+    with one): a zeroed u32 that the caller keeps per (context, stream) and passes to every launch;
+    each launch leaves it at 0 again (passes/claim_tiles.py), so it is zeroed once, at allocation."""
+
+    name: str = "tile_counter"
+
+
+@dataclass(frozen=True)
 class GridSpec:
     """How many CTAs to launch.
 
@@ -131,7 +140,7 @@ class Manifest:
     kernel: str                     # entry name in the PTX
     arch: str                       # e.g. "sm_90a"
     args: tuple[TensorArg | ScalarArg, ...]
-    ptx_params: tuple[TensorMapParam | DimParam | ScalarParam | BulkParam | BulkStrideParam | IndexParam, ...]
+    ptx_params: tuple[TensorMapParam | DimParam | ScalarParam | BulkParam | BulkStrideParam | IndexParam | CounterParam, ...]
     block_threads: int
     smem_bytes: int                 # dynamic shared memory, including alignment slack
     grid: GridSpec
@@ -149,7 +158,7 @@ class Manifest:
     @staticmethod
     def from_json(data: dict) -> "Manifest":
         kinds = {c.__name__: c for c in (TensorArg, ScalarArg, TensorMapParam, DimParam, ScalarParam, BulkParam,
-                                          BulkStrideParam, IndexParam)}
+                                          BulkStrideParam, IndexParam, CounterParam)}
 
         def build(entry: dict):
             entry = dict(entry)

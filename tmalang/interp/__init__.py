@@ -21,6 +21,7 @@ from ..target.arch import Target, target_named
 from ..target.dtypes import NUMPY
 from .globalmem import GlobalMemory
 from .machine import CTA, Cluster
+from .claims import check_counter
 from .scheduler import run_cluster
 from .state import ProtocolError
 from .trace import Trace
@@ -79,14 +80,18 @@ def _run_once(kernel, manifest, args, binding, seed, ctas, trace) -> dict[str, n
     size = kernel.cluster
     count = tiles if manifest.grid.kind == "tiles" else min(tiles, ctas or DEFAULT_PERSISTENT_CTAS)
     count = -(-count // size) * size          # whole clusters, as the runtime launches them
-    for first in range(0, count, size):
-        try:
+    try:
+        dynamic = any(isinstance(o, ops.TileClaim) for o in ops.walk(kernel.body))
+        if dynamic:   # every CTA at once, so that the schedule decides which CTA claims which tile
+            run_cluster([CTA(kernel, launch, cta, count, Cluster()) for cta in range(count)], launch.rng)
+            check_counter(launch.memory, kernel)
+        for first in range(0, count, size) if not dynamic else ():
             cluster = Cluster()
             run_cluster([CTA(kernel, launch, cta, count, cluster) for cta in range(first, first + size)],
                         launch.rng)
-        except ProtocolError as exc:
-            notes = list(exc.notes)
-            if seed is not None:
-                notes.append(f"schedule seed {seed} (replay with seed={seed})")
-            raise TmalangError(exc.code, exc.message, exc.span, notes) from None
+    except ProtocolError as exc:
+        notes = list(exc.notes)
+        if seed is not None:
+            notes.append(f"schedule seed {seed} (replay with seed={seed})")
+        raise TmalangError(exc.code, exc.message, exc.span, notes) from None
     return arrays

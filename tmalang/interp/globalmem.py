@@ -42,6 +42,8 @@ class GlobalMemory:
     accesses: dict = field(default_factory=dict)     # (tensor, region) -> [GlobalAccess]
     grids: dict = field(default_factory=dict)        # tensor -> cell extents
     cells: dict = field(default_factory=dict)        # (tensor, cell) -> {region}
+    counter: int = 0                                 # the tile counter of dynamic tile loops (interp/claims.py)
+    claims: int = 0                                  # claims made on it in this launch
 
     def access(self, races, cluster: int, tensor: str, region: tuple, agent, write: bool, span, who: str,
                reduce: bool = False) -> None:

@@ -19,7 +19,7 @@ from ..ir import exprs as ex
 from ..ir import ops
 from ..target import cluster as geometry
 from ..target.tma import matrix_shape
-from . import bulk, dsmem, gather, mma, named, pairs, prefetch, rows, tcgen05
+from . import bulk, claims, dsmem, gather, mma, named, pairs, prefetch, rows, tcgen05
 from .meet import barrier, settle
 from .races import RaceDetector
 from .shares import rows as row_share
@@ -83,6 +83,7 @@ class CTA:
         self.smem = Smem.allocate(kernel.smem_bytes)
         self.boxes = ops.decls(kernel, ops.BoxDecl)
         self.buffers = ops.decls(kernel, ops.BufferDecl)
+        self.queues = ops.decls(kernel, ops.TileQueueDecl)   # a dynamic tile loop's claims (interp/claims.py)
         self.accumulators: dict[tuple, np.ndarray] = {}   # (role, name, warpgroup) -> [64, C] f32
         self.barriers = {
             (d.symbol, s): Mbarrier(d.symbol, s, d.count) for d in ops.decls(kernel, ops.MbarrierDecl).values()
@@ -497,5 +498,6 @@ SEMANTICS = {
     **rows.SEMANTICS,
     **prefetch.SEMANTICS,
     **dsmem.SEMANTICS,
+    **claims.SEMANTICS,
     **named.SEMANTICS,
 }

@@ -13,11 +13,12 @@ from .state import ProtocolError
 
 
 def run_cluster(ctas: list[CTA], rng) -> None:
-    """Run the CTAs of one cluster together: their warps interleave, their transfers land."""
+    """Run the CTAs of one cluster together: their warps interleave, their transfers land. (Or
+    the CTAs of several clusters, each with its own: a dynamic kernel's CTAs share a tile counter.)"""
     for cta in ctas:
         if cta.trace is not None:
             cta.trace.name_tracks(cta.cta, cta.warps)
-    programs = {(c.rank, w.index): c.program(w) for c in ctas for w in c.warps}
+    programs = {(i, w.index): c.program(w) for i, c in enumerate(ctas) for w in c.warps}
     blocked: dict[tuple, Blocked] = {}
     order = list(programs)
     turn, step = 0, 0
@@ -86,8 +87,8 @@ def _shuffled(items, rng):
 
 def _deadlock(ctas: list[CTA], blocked: dict[tuple, Blocked]) -> ProtocolError:
     notes = []
-    for (rank, index), b in sorted(blocked.items()):
-        cta = ctas[rank]
+    for (position, index), b in sorted(blocked.items()):
+        cta = ctas[position]
         where = b.op.span.location() if b.op.span else "?"
         prefix = f"CTA {cta.cta}: " if len(ctas) > 1 else ""
         notes.append(f"{prefix}{cta.who(cta.warps[index])} waits at {where} on {b.what}")

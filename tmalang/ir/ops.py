@@ -358,6 +358,7 @@ class ForTiles(Op):
     body: list[Op]
     split: Expr = Const(1)          # parts per tile (`split S`); 1: no split
     part: str = ""                  # the variable bound to the part (the split index), with a split
+    dynamic: bool = False           # tiles claimed in linear order from a global counter (claim_tiles)
 
 
 @op("for_range")
@@ -693,6 +694,55 @@ class BulkPush(Op):
     barrier: BufferRef
     bytes: int
     peer: int
+
+
+@op("tile_queue")
+@dataclass
+class TileQueueDecl(Op):
+    """Shared-memory words (u32, one per stage) through which a dynamic tile loop's claimer hands
+    each claimed tile index to every role of its CTA (passes/claim_tiles.py)."""
+
+    symbol: str
+    stages: int
+    offset: int                     # -1 until placed in the smem plan
+
+
+@op("tile_claim")
+@dataclass
+class TileClaim(Op):
+    """One thread claims the next tile: t = atom.global.add.u32 [tile counter], 1 (relaxed), and
+    stores t into `slot` (a tile_queue word). The claim that returns `tiles` + nctaid - 1, the
+    last one of the launch, stores 0 back into the counter (passes/claim_tiles.py argues why)."""
+
+    slot: BufferRef
+    tiles: Expr
+
+
+@op("tile_take")
+@dataclass
+class TileTake(Op):
+    """`var` = the tile index in `slot` (a tile_queue word), read by every thread."""
+
+    var: str
+    slot: BufferRef
+
+
+@op("loop")
+@dataclass
+class Loop(Op):
+    """`count` = 0, 1, ..: run `body` until a `leave_if` directly in it finds its condition true."""
+
+    count: str
+    body: list[Op]
+
+
+@op("leave_if")
+@dataclass
+class LeaveIf(Op):
+    """Leave the enclosing `loop` (of which it is a direct child) when `cond` is non-zero
+    (uniform across the threads that reach it)."""
+
+    cond: Expr
 
 
 @op("mbar_wait")

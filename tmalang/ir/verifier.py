@@ -27,6 +27,8 @@ STAGE_RULES = [
     ("schedule_barriers", ops.MbarrierDecl, lambda o: o.count >= 1, "no arrival count"),
     ("plan_tmem", ops.TmemDecl, lambda o: o.column >= 0, "no column"),
     ("plan_smem", (ops.BufferDecl, ops.MbarrierDecl, ops.TmemAlloc), lambda o: o.offset >= 0, "no smem offset"),
+    ("claim_tiles", ops.ForTiles, lambda o: not o.dynamic, "a dynamic tile loop remains"),
+    ("claim_tiles", ops.TileQueueDecl, lambda o: o.offset >= 0, "no smem offset"),
     ("dispatch_roles", ops.KernelOp, lambda o: o.threads > 0, "no block size"),
     ("lower_tile_walk", ops.ForTiles, lambda o: False, "none may remain"),
 ]
@@ -57,7 +59,7 @@ class Verifier(Scope):
         hook(self, o)
         for value in _operands(o):
             self.expr(value, defined, o)
-        if isinstance(o, (ops.Let, ops.Val)):
+        if isinstance(o, (ops.Let, ops.Val, ops.TileTake)):
             defined.add(o.var)
         if isinstance(o, ops.RoleOp):
             inner_ops = list(ops.walk(o.body))
@@ -118,6 +120,8 @@ def _binds(o: ops.Op) -> set[str]:
         return {o.var}
     if isinstance(o, ops.ForStep):
         return {o.var, o.count}
+    if isinstance(o, ops.Loop):
+        return {o.count}
     if isinstance(o, (ops.Produce, ops.Consume)):
         return {o.slot}
     return set()

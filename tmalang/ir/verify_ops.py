@@ -53,7 +53,7 @@ class Scope:
 
     def tile_kind(self, name: str) -> str | None:
         decl = self.symbols.get(name)
-        kinds = {ops.BufferDecl: "smem", ops.TmemDecl: "tmem", ops.MbarrierDecl: "mbarrier"}
+        kinds = {ops.BufferDecl: "smem", ops.TmemDecl: "tmem", ops.MbarrierDecl: "mbarrier", ops.TileQueueDecl: "queue"}
         if type(decl) in kinds:
             return kinds[type(decl)]
         field = self.pipeline_field(name)
@@ -247,6 +247,7 @@ def _for_tiles(v: Scope, o: ops.ForTiles) -> None:
     v.check(o, "group", o.group >= 0, "negative")
     v.check(o, "split", not isinstance(o.split, ex.Const) or o.split.value >= 1, "not a positive count")
     v.check(o, "part", bool(o.part) or o.split == ex.Const(1), "a split binds no part variable")
+    v.check(o, "dynamic", not o.dynamic or v.kernel.cluster == 1, "claims are shared by CTAs of one-CTA clusters only")
 
 
 def _statement(v: Scope, o: ops.Op) -> None:
@@ -559,6 +560,27 @@ def _tcgen05_cp(v: Scope, o: ops.Tcgen05Cp) -> None:
     v.tile(o, "source", "smem")
 
 
+def _tile_queue(v: Scope, o: ops.TileQueueDecl) -> None:
+    v.within(o, ops.KernelOp)
+    v.check(o, "stages", o.stages >= 1, "not a positive count")
+    v.check(o, "offset", o.offset == -1 or o.offset % 4 == 0, "not 4-byte aligned")
+
+
+def _tile_claim(v: Scope, o: ops.TileClaim) -> None:
+    v.in_role(o)
+    _one_thread(v, o)
+    v.tile(o, "slot", "queue")
+
+
+def _tile_take(v: Scope, o: ops.TileTake) -> None:
+    v.in_role(o)
+    v.tile(o, "slot", "queue")
+
+
+def _leave_if(v: Scope, o: ops.LeaveIf) -> None:
+    v.within(o, ops.Loop)   # directly in its loop: the backend branches to the loop's exit from there
+
+
 def _tmem_zero(v: Scope, o: ops.TmemZero) -> None:
     v.in_role(o)
     v.tile(o, "tile", "tmem")
@@ -570,7 +592,8 @@ VERIFY: dict[type[ops.Op], Callable[[Scope, ops.Op], None]] = {
     ops.TmemAlloc: _tmem_alloc, ops.TmemDealloc: _tmem_dealloc,
     ops.RoleOp: _role, ops.WarpgroupBlock: _warpgroups, ops.SetMaxNReg: _setmaxnreg,
     ops.ForTiles: _for_tiles, ops.ForRange: _statement, ops.ForStep: _statement, ops.If: _statement,
-    ops.Let: _statement, ops.Val: _statement,
+    ops.Let: _statement, ops.Val: _statement, ops.Loop: _statement, ops.LeaveIf: _leave_if,
+    ops.TileQueueDecl: _tile_queue, ops.TileClaim: _tile_claim, ops.TileTake: _tile_take,
     ops.Elect: _elect, ops.Sync: _sync, ops.Fence: _fence, ops.InPairLeader: _in_pair_leader,
     ops.Turn: _turn, ops.InWarpgroup: _in_warpgroup, ops.NamedBarSync: _named_barrier,
     ops.NamedBarArrive: _named_barrier,

@@ -105,11 +105,11 @@ class _Statements:
         box = self.info.box_for(s.box)
         if s.split is None:
             return ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, s.group or 0,
-                                self.block(s.body), span=s.span)
+                                self.block(s.body), dynamic=s.dynamic, span=s.span)
         self.split = self.int_expr(s.split)
         body = self.block(s.body)
         loop = ops.ForTiles(list(s.vars[1:]), box.tensor.name, box.name, index, s.group or 0, body,
-                            self.split, s.vars[0], span=s.span)
+                            self.split, s.vars[0], s.dynamic, span=s.span)
         self.split = ex.Const(1)
         return loop
 

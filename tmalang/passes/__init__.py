@@ -15,6 +15,7 @@ from ..ir.printer import print_ir
 from ..ir.verifier import verify
 from ..target.arch import Target
 from . import (
+    claim_tiles,
     confine_idle_waits,
     defer_mma_release,
     dispatch_roles,
@@ -64,6 +65,8 @@ PIPELINE = [
     Pass("plan_tmem", plan_tmem, "has_tcgen05"),     # after the init sync exists: allocation joins it
     Pass("plan_smem", plan_smem),                    # lays out the buffers and barriers the passes above made
     Pass("dispatch_roles", dispatch_roles),          # sizes the block and budgets registers
+    Pass("claim_tiles", claim_tiles),                # after the plan: its queue is placed after the rest; a
+                                                     # dynamic tile loop is for_tiles to every pass above
     Pass("lower_tile_walk", lower_tile_walk),        # last: the passes above find the tile loop as for_tiles
 ]
 PASS_NAMES = [p.name for p in PIPELINE]

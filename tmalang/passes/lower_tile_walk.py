@@ -48,12 +48,24 @@ from .rewrite import rewrite_roles
 
 
 def run(kernel: ops.KernelOp, target: Target) -> None:
+    rewrite_roles(kernel, lambda o: _lower(kernel, o) if isinstance(o, ops.ForTiles) else [o])
+
+
+def _lower(kernel: ops.KernelOp, o: ops.ForTiles) -> list[ops.Op]:
+    prologue, coords, ctaid = tile_space(kernel, o)
+    cluster = kernel.cluster
+    step = _udiv(ex.Sreg("nctaid.x"), cluster)
+    loop = ops.ForStep(f"{o.index}.tile", o.index, _udiv(ctaid, cluster), ex.Var(f"{o.index}.tiles"), step,
+                       coords + o.body, span=o.span)
+    return prologue + [loop]
+
+
+def tile_space(kernel: ops.KernelOp, o: ops.ForTiles) -> tuple[list[ops.Op], list[ops.Op], ex.Expr]:
+    """The walk's parts, shared with claim_tiles (a dynamic walk): the vals before the loop (the
+    tile counts, ending with `%I.tiles`), the vals at the top of its body that bind the loop's
+    variables from the linear tile `%I.tile`, and the CTA id as the loop start reads it."""
     tensors = ops.decls(kernel, ops.TensorDecl)
     boxes = ops.decls(kernel, ops.BoxDecl)
-    rewrite_roles(kernel, lambda o: _lower(kernel, tensors, boxes, o) if isinstance(o, ops.ForTiles) else [o])
-
-
-def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op]:
     cluster = kernel.cluster
     rows, cols = kernel.cluster_shape()
     name = lambda suffix: f"{o.index}.{suffix}"   # noqa: E731
@@ -90,9 +102,7 @@ def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op
     coords = parts + [val(n, v) for n, v in _coords(o.index, names, tile, counts, o.group // rows)]
     for d, side, suffix in blocked:   # this CTA's tile of its cluster's block: rank = ctaid mod cluster size
         coords.append(val(o.vars[d], ex.add(ex.Bin("*", var(suffix[:-1]), ex.Const(side)), _place(ctaid, d, rows, cluster))))
-    loop = ops.ForStep(name("tile"), o.index, _udiv(ctaid, cluster), var("tiles"),
-                       _udiv(ex.Sreg("nctaid.x"), cluster), coords + o.body, span=o.span)
-    return prologue + [loop]
+    return prologue, coords, ctaid
 
 
 def _place(ctaid: ex.Expr, d: int, rows: int, cluster: int) -> ex.Expr:

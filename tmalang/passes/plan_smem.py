@@ -31,6 +31,22 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
     for alloc in (o for o in kernel.body if isinstance(o, ops.TmemAlloc)):
         alloc.offset = offset       # tcgen05.alloc writes the 32-bit TMEM base address here
         offset += 8
+    _settle(kernel, target, buffers, offset)
+
+
+def extend(kernel: ops.KernelOp, target: Target, nbytes: int, align: int) -> int:
+    """Room for `nbytes` more after the plan (for what a pass after this one declares): its offset."""
+    buffers = list(ops.decls(kernel, ops.BufferDecl).values())
+    ends = [b.offset + b.bytes * b.stages for b in buffers]
+    ends += [m.offset + 8 * m.stages for m in ops.decls(kernel, ops.MbarrierDecl).values()]
+    ends += [a.offset + 8 for a in kernel.body if isinstance(a, ops.TmemAlloc)]
+    ends += [q.offset + 4 * q.stages for q in ops.decls(kernel, ops.TileQueueDecl).values() if q.offset >= 0]
+    offset = _round_up(max(ends, default=0), align)
+    _settle(kernel, target, buffers, offset + nbytes)
+    return offset
+
+
+def _settle(kernel: ops.KernelOp, target: Target, buffers: list, offset: int) -> None:
     max_align = max([b.align for b in buffers] + [8])
     kernel.smem_bytes = offset + max(0, max_align - BASE_ALIGN_GUARANTEED)
     if kernel.smem_bytes > target.smem_per_cta:
@@ -40,11 +56,11 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
 
 
 def smem_map(kernel: ops.KernelOp) -> list[str]:
-    rows = [d for d in kernel.body if isinstance(d, (ops.BufferDecl, ops.MbarrierDecl))]
+    rows = [d for d in kernel.body if isinstance(d, (ops.BufferDecl, ops.MbarrierDecl, ops.TileQueueDecl))]
     rows.sort(key=lambda d: d.offset)
     lines = []
     for d in rows:
-        size = d.bytes * d.stages if isinstance(d, ops.BufferDecl) else 8 * d.stages
+        size = (d.bytes if isinstance(d, ops.BufferDecl) else 4 if isinstance(d, ops.TileQueueDecl) else 8) * d.stages
         lines.append(f"{d.offset:>7} +{size:<7} {d.symbol} ({d.stages} stage{'s' * (d.stages > 1)})")
     return lines
 

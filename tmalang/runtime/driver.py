@@ -84,6 +84,13 @@ def alloc(nbytes: int) -> int:
     return int(call("cuMemAlloc", nbytes))
 
 
+def alloc_zeroed(nbytes: int) -> int:
+    """Device memory set to 0 (synchronously: it is zero before any later launch reads it)."""
+    ptr = alloc(nbytes)
+    call("cuMemsetD8", ptr, 0, nbytes)
+    return ptr
+
+
 def free(ptr: int) -> None:
     call("cuMemFree", ptr)
 

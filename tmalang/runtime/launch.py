@@ -24,7 +24,7 @@ import numpy as np
 
 from ..contract.binding import Binding, bind, common_device
 from ..contract.errors import DEVICE, GRID, LAUNCH_OPTION, MANIFEST, WRONG_TARGET, LaunchError
-from ..contract.manifest import Manifest, TensorMapParam
+from ..contract.manifest import CounterParam, Manifest, TensorMapParam
 from ..target.arch import target_named
 from . import driver
 from .params import pack_params
@@ -56,6 +56,10 @@ class Launcher:
         # signature -> (device, function, config, params) of recent launches, most recent last:
         # several entries, so alternating between input sets (double buffering) stays fast
         self._repeats: OrderedDict[tuple, tuple] = OrderedDict()
+        # (device, stream) -> the tile counter of a dynamic tile loop there: zeroed once, and each
+        # launch leaves it at 0 for the next on its stream (passes/claim_tiles.py); launches on two
+        # streams may overlap, so each stream has its own. Freed with the primary context.
+        self._counters: dict[tuple[int, int], int] = {}
 
     def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> None:
         signature = _device_signature(args, dims, stream)
@@ -83,13 +87,24 @@ class Launcher:
                 view = binding.views[param.tensor]
                 return encode_tensor_map(param, view, staging.device_ptr(param.tensor))
 
-            params = pack_params(binding, tensor_map, staging.device_ptr)
+            def address(what) -> int:
+                if isinstance(what, CounterParam):
+                    return self._counter(device, handle)
+                return staging.device_ptr(what)
+
+            params = pack_params(binding, tensor_map, address)
             driver.launch(loaded.function, config, params.address)
             staging.finish()
         if signature is not None:
             self._repeats[signature] = (device, loaded.function, config, params)
             if len(self._repeats) > REPEAT_ENTRIES:
                 self._repeats.popitem(last=False)
+
+    def _counter(self, device: int, stream: int) -> int:
+        key = (device, stream)
+        if key not in self._counters:
+            self._counters[key] = driver.alloc_zeroed(4)
+        return self._counters[key]
 
     def _load(self, device: int) -> _Loaded:
         if device not in self._loaded:

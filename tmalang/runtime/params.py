@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ..contract.binding import Binding
 from ..contract.errors import MANIFEST, LaunchError
-from ..contract.manifest import BulkParam, BulkStrideParam, DimParam, IndexParam, ScalarParam, TensorMapParam
+from ..contract.manifest import BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, ScalarParam, TensorMapParam
 
 TENSOR_MAP_ALIGN = 64
 
@@ -60,7 +60,8 @@ def pack_params(
 ) -> KernelParams:
     """The parameters of `binding.manifest.ptx_params`, tensor maps made by `tensor_map`, a bulk
     box's or index tensor's address by `device_ptr` (tensor name -> address; needed only with bulk
-    boxes or gathered copies)."""
+    boxes or gathered copies; given the CounterParam itself, the address of the tile counter of
+    this launch's (context, stream))."""
     return KernelParams([_param_value(p, binding, tensor_map, device_ptr) for p in binding.manifest.ptx_params])
 
 
@@ -69,6 +70,8 @@ def _param_value(param, binding: Binding, tensor_map, device_ptr) -> tuple[bytes
         return tensor_map(param), TENSOR_MAP_ALIGN
     if isinstance(param, (BulkParam, IndexParam)):
         return struct.pack("<Q", device_ptr(param.tensor)), 8
+    if isinstance(param, CounterParam):   # not a tensor: the launcher's counter for this stream
+        return struct.pack("<Q", device_ptr(param)), 8
     if isinstance(param, BulkStrideParam):
         return struct.pack("<Q", binding.views[param.tensor].strides[param.axis]), 8
     if isinstance(param, DimParam):

@@ -147,6 +147,7 @@ class KernelInfo:
     grid: str = "tiles"
     grid_decl: ast.GridDecl | None = None
     cluster: int = 1                   # CTAs per cluster
+    dynamic_roles: dict = field(default_factory=dict)   # role -> its dynamic tile loop (sema/dynamic.py)
     cluster_cols: int = 1              # of which along the second tile index (`cluster RxC`: C)
     cluster_decl: ast.ClusterDecl | None = None
     multicast_boxes: dict = field(default_factory=dict)   # box name -> loaded with multicast

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ..diagnostics import error
 from ..syntax import ast
-from . import bulk, dsmem, gather, im2col, im2col_wide, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows, split
+from . import bulk, dsmem, dynamic, gather, im2col, im2col_wide, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows, split
 from . import turns
 from .declarations import (
     MAX_TX_BYTES,
@@ -64,6 +64,7 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
         raise error("E464", f"a {rows}x{info.cluster_cols} cluster takes a 2-D block of tiles, but this tile "
                     f"space is 1-D", s.span, "use `cluster N` (N x 1) for a 1-D tile space")
     space = (tuple(tensor.shape), tuple(box.shape), s.group or 0, parts)
+    dynamic.check_loop(info, s, scope.role.name)
     if info.tile_space is None:
         info.tile_space = space + (s,)
     elif info.tile_space[:4] != space:

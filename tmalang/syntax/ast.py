@@ -117,6 +117,7 @@ class ForTiles(Node):
     group: int | None = None     # `grouped G`: G rows of tiles walked column by column
     # `split S` (an integer literal or scalar parameter): each tile S times; vars[0] is the split index
     split: Number | Ref | None = None
+    dynamic: bool = False        # `dynamic`: tiles claimed from a counter by whichever CTA asks next
 
 
 @dataclass

@@ -314,11 +314,12 @@ class _Builder(Transformer):
 
     # ---- statements
     def for_tiles(self, meta, children):
-        *names, tensor, box, split, group, index, body = children
+        *names, tensor, box, split, group, dynamic, index, body = children
         index = str(index) if index is not None else None
         vars_ = [str(n) for n in names]
         group = self._int(group) if group is not None else None
-        return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body, group, split)
+        return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body, group, split,
+                            dynamic is not None)
 
     def tile_split(self, meta, children):
         (count,) = children

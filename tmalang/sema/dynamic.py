@@ -1,0 +1,40 @@
+"""Dynamic tile loops: `for tile (m, n) in tiles(c, T) dynamic` hands tiles out in linear order to
+whichever CTA asks next, through a global tile counter (passes/claim_tiles.py).
+
+The rules keep the counter's protocol sound: every tile loop of the kernel agrees on `dynamic`
+(E546: the roles of a CTA share each claim, so all must take claimed tiles); the grid is
+persistent (E547: with one CTA per tile there is nothing to balance, and the reset argument
+counts one claim past the end per CTA); a role runs one tile loop (E548: every loop would claim
+again, and the CTA would claim past the end more than once); and the cluster has one CTA (E549: the
+CTAs of a cluster take adjacent tiles of one block, which one claim per CTA cannot hand out
+without sharing the claim through distributed shared memory, not in v0)."""
+
+from __future__ import annotations
+
+from ..diagnostics import error
+from ..syntax import ast
+from .declarations import KernelInfo
+
+
+def check_loop(info: KernelInfo, s: ast.ForTiles, role: str) -> None:
+    first = info.tile_space[4] if info.tile_space is not None else s
+    if first.dynamic != s.dynamic:
+        one, other = (s, first) if s.dynamic else (first, s)
+        raise error("E546", "every tile loop of a kernel must agree on `dynamic`", other.span,
+                    f"the loop at {one.span.location()} is dynamic: the roles of a CTA share each claimed tile, "
+                    "so all of them must walk claimed tiles")
+    if not s.dynamic:
+        return
+    if info.grid != "persistent":
+        raise error("E547", "a dynamic tile loop needs `grid persistent`", s.span,
+                    "the CTAs that finish early take more tiles; a `grid tiles` launch has one CTA per tile "
+                    "(cluster launch control on sm_100a is not in v0 yet)")
+    if info.cluster > 1:
+        raise error("E549", f"a dynamic tile loop runs in clusters of one CTA, not {info.cluster}",
+                    s.span, "the CTAs of a cluster take adjacent tiles of one block; sharing one claim across "
+                    "the cluster (distributed shared memory) is not in v0: use `cluster 1`")
+    seen = info.dynamic_roles.setdefault(role, s)
+    if seen is not s:
+        raise error("E548", "a role runs one dynamic tile loop", s.span,
+                    f"its loop at {seen.span.location()} already claims tiles; each loop would claim "
+                    "past the end again, and the counter's reset counts one such claim per CTA")
