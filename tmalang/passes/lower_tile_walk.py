@@ -26,6 +26,9 @@ in the loop `%part` = udiv(%I.tile, per_part) and `%I.in_part` = urem(%I.tile, p
 for %I.tile in the coordinates. The CTAs of a cluster share one part (their tiles are adjacent
 in dims 0 and 1 of one part), so a multicast box is the same K slice for all of them.
 
+A stream walk (`stream`, stream-K) gives each CTA one contiguous range of the tiles' K steps
+instead, and visits the tiles that range touches one after another (passes/stream_walk.py).
+
 A persistent grid strides over the tiles by the grid size; a `tiles` grid runs one iteration per
 CTA. `%I` counts the iterations, as the loop's index did. Division and comparison are unsigned
 32-bit. A banded walk (`group` G, 2-D; G' = G / R rows of clusters per band) takes tile t to band
@@ -44,6 +47,7 @@ from __future__ import annotations
 from ..ir import exprs as ex
 from ..ir import ops
 from ..target.arch import Target
+from . import stream_walk
 from .rewrite import rewrite_roles
 
 
@@ -73,6 +77,12 @@ def _lower(kernel: ops.KernelOp, tensors, boxes, o: ops.ForTiles) -> list[ops.Op
     for count in counts[1:]:
         total = ex.Bin("*", total, count)
     tile, parts = var("tile"), []
+    if o.stream:   # stream-K (no cluster, no split: sema): a range of (tile, step) units per CTA
+        prologue.append(val(name("tiles"), total))
+        head, start, stop = stream_walk.bounds(o, var("tiles"), val)
+        coords = [val(n, v) for n, v in _coords(o.index, list(o.vars), tile, counts, o.group)]
+        body = stream_walk.steps_of(o, tile, val) + coords + o.body
+        return prologue + head + [ops.ForStep(name("tile"), o.index, start, stop, ex.Const(1), body, span=o.span)]
     if o.part:   # the part is the slowest index: tiles t of one part are t = part * per_part + ..
         prologue.append(val(name("per_part"), total))
         total = ex.Bin("*", var("per_part"), o.split)
