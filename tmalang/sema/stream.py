@@ -75,8 +75,9 @@ def check_store(s: ast.Store, in_stream: bool) -> None:
     """E560: several CTAs finish a tile of a stream walk, unordered; only sums of partials commute."""
     if not in_stream or s.reduce == "add":
         return
-    what = "a store" if not s.reduce else f"`reduce {s.reduce}`"
-    raise error("E560", f"{what} inside a stream tile loop: the CTAs that share a tile would write its "
-                "elements in no order", s.reduce_span or s.span,
-                "each CTA holds a partial sum of the tile: add it into the output with `reduce add` "
-                "(which the caller zeroes)")
+    if s.reduce:
+        raise error("E560", f"`reduce {s.reduce}` inside a stream tile loop: the CTAs that share a tile each "
+                    "hold a partial sum of it, which only `reduce add` combines", s.reduce_span or s.span)
+    raise error("E560", "a store inside a stream tile loop: the CTAs that share a tile would store its elements "
+                "in no order", s.span, "each CTA holds a partial sum of the tile: add it into the output with "
+                "`reduce add` (which the caller zeroes)")
