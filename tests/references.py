@@ -80,6 +80,13 @@ def gemm_splitk_case(rng, shape, parts=SPLITK_PARTS, k=None):
     return [np.int32(parts), a, b, c], c.astype(np.float64) + product
 
 
+def gemm_streamk_case(rng, shape, k=None):
+    """C = A·Bᵀ into an f32 C that the caller zeroed, as stream-K asks (the CTAs that share a tile
+    each add their partial sum): their f32 sums land in the GPU's order, so RTOL holds the rounding."""
+    [a, b, _], product = gemm_case(rng, shape) if k is None else gemm_case_k(rng, shape, k)
+    return [a, b, padded(rng, shape, fill=0.0)], product
+
+
 def gemm_case_k(rng, shape, k):
     """gemm_case's inputs with an explicit K."""
     import ml_dtypes
@@ -263,10 +270,11 @@ CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
          "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case,
          "conv2d": conv2d_case, "conv2d_s2": lambda rng, shape: conv2d_case(rng, shape, stride=2),
-         "gemm_splitk": gemm_splitk_case}
+         "gemm_splitk": gemm_splitk_case, "gemm_streamk": gemm_streamk_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_cluster2x2": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
         "flash_attention": 1e-2,
-        "moe_gemm": 1e-2, "conv2d": 1e-2, "conv2d_s2": 1e-2, "reduce_rows": 1e-5, "gemm_splitk": 1e-5}   # relative Frobenius error against float64; others are exact
+        "moe_gemm": 1e-2, "conv2d": 1e-2, "conv2d_s2": 1e-2, "reduce_rows": 1e-5, "gemm_splitk": 1e-5,
+        "gemm_streamk": 1e-5}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:

@@ -159,7 +159,11 @@ def grid_spec(kernel: ops.KernelOp) -> GridSpec:
     loop = next(o for o in ops.walk(kernel.body) if isinstance(o, ops.ForTiles))
     tensor = ops.decls(kernel, ops.TensorDecl)[loop.tensor]
     split = loop.split.value if isinstance(loop.split, ex.Const) else loop.split.name
-    return GridSpec(kernel.grid, tuple(zip(tensor.shape, ops.decls(kernel, ops.BoxDecl)[loop.box].shape)), split)
+    stream = ()
+    if loop.stream:   # its extent is a literal or launch-bound (sema)
+        stream = (loop.extent.value if isinstance(loop.extent, ex.Const) else loop.extent.name, loop.chunk)
+    return GridSpec(kernel.grid, tuple(zip(tensor.shape, ops.decls(kernel, ops.BoxDecl)[loop.box].shape)), split,
+                    stream)
 
 
 def build_manifest(kernel: ops.KernelOp, arch: str, grid: GridSpec) -> Manifest:

@@ -41,10 +41,16 @@ def explain(kernel: ops.KernelOp, target: Target, grid: GridSpec | None = None) 
 
 
 def _split(grid: GridSpec | None) -> list[str]:
-    """A split tile walk: how many times each tile runs, and in which order (it sizes the grid)."""
+    """A split or stream-K tile walk: how many times each tile runs, or how its steps are cut
+    among the CTAs, and in which order (it sizes the grid)."""
+    tiles = " x ".join(f"ceil({d}/{b})" for d, b in grid.tile_dims) if grid else ""
+    if grid is not None and grid.stream:
+        extent, chunk = grid.stream
+        return [f"tile walk: {tiles} tiles x ceil({extent}/{chunk}) K steps each (stream-K): the grid's CTAs "
+                "take equal contiguous ranges of these (tile, step) units, visiting only the tiles their range "
+                "touches; a tile split between CTAs is finished by each adding its partial sum (reduce add)"]
     if grid is None or grid.split == 1:
         return []
-    tiles = " x ".join(f"ceil({d}/{b})" for d, b in grid.tile_dims)
     return [f"tile walk: {tiles} tiles, each split into {grid.split} parts of its K steps ({grid.split} x "
             "the tiles in all, the part slowest: CTAs running together work on the same part)"]
 

@@ -49,8 +49,9 @@ class Binding:
         return self.symbols[dim] if isinstance(dim, str) else dim
 
     def tile_count(self) -> int:
-        """split x prod(ceil(dim / box)) over the manifest's grid tile dimensions."""
-        return _tiles(self.manifest, self.symbols, self.scalars)
+        """The work items the grid is sized from: split x prod(ceil(dim / box)) over the manifest's
+        grid tile dimensions, or for stream-K the (tile, step) units, tiles x steps per tile."""
+        return _units(self.manifest, self.symbols, self.scalars)
 
 
 def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None) -> Binding:
@@ -84,10 +85,22 @@ def _tiles(manifest: Manifest, symbols: Mapping[str, int], scalars: Mapping[str,
     )
 
 
+def _units(manifest: Manifest, symbols: Mapping[str, int], scalars: Mapping[str, np.generic]) -> int:
+    """The tiles, times the K steps of each with stream-K: ceil(extent / chunk), none below 0."""
+    tiles = _tiles(manifest, symbols, scalars)
+    if not manifest.grid.stream:
+        return tiles
+    extent, chunk = manifest.grid.stream
+    if isinstance(extent, str):
+        extent = int(symbols[extent] if extent in symbols else scalars[extent])
+    return tiles * max(-(-extent // chunk), 0)
+
+
 def _check_tile_count(manifest: Manifest, symbols: Mapping[str, int],
                       scalars: Mapping[str, np.generic] | None = None) -> None:
     """E206 when the tiles to walk overflow the kernel's 32-bit tile index (each dim alone fits),
-    or when a split count given as a scalar argument is below 1 (no part, or a negative count)."""
+    or their stream-K units (tiles x K steps) its 32-bit range arithmetic, or when a split count
+    given as a scalar argument is below 1 (no part, or a negative count)."""
     split, scalars = manifest.grid.split, scalars or {}
     if isinstance(split, str) and int(scalars[split]) < 1:
         raise LaunchError(
@@ -101,6 +114,14 @@ def _check_tile_count(manifest: Manifest, symbols: Mapping[str, int],
             f"these dims make {tiles} tiles of the grid's box; the kernel numbers tiles with 32-bit "
             f"integers, so there must be fewer than 2**31",
             "launch the kernel on parts of the tensors",
+        )
+    units = _units(manifest, symbols, scalars)
+    if units >= MAX_TILES:
+        raise LaunchError(
+            DIM_RANGE,
+            f"these dims make {tiles} tiles of {units // tiles} K steps each, {units} stream-K units; the "
+            f"kernel cuts them into ranges with 32-bit integers, so there must be fewer than 2**31",
+            "launch the kernel on parts of the tensors, or use split-K",
         )
 
 

@@ -14,8 +14,8 @@ E205  dimension mismatch: a symbolic dimension bound to two different values, a 
       dimension not matching, or `dims=` disagreeing with an array
 E206  dimension out of range: empty (size 0), too large for the kernel's signed 32-bit TMA
       coordinates and index math (>= 2**31), or so many tiles that the 32-bit tile index
-      overflows (>= 2**31 tiles, the parts of a `split` counted), a `split` count scalar below
-      1, or an innermost dim that is not a whole number of a bulk box's chunks (a bulk copy
+      overflows (>= 2**31 tiles, the parts of a `split` counted), 2**31 stream-K units or more
+      (tiles x K steps of a `stream` walk), a `split` count scalar below 1, or an innermost dim that is not a whole number of a bulk box's chunks (a bulk copy
       cannot clip)
 E207  memory layout TMA cannot describe: innermost dimension not contiguous, an outer stride
       not a positive multiple of 16 bytes (32 under an interleave 32B box) or >= 2**40 bytes

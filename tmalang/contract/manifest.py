@@ -116,12 +116,17 @@ class GridSpec:
 
     tiles = split x prod(ceil(dim / box) for dim, box in tile_dims), dims taken from the bound
     symbols (or literal ints), split from the scalar argument it names (or a literal int). kind "tiles": one CTA per tile. kind "persistent": min(tiles,
-    multiprocessors x resident CTAs per multiprocessor), each CTA strides over the tiles.
+    multiprocessors x resident CTAs per multiprocessor), each CTA strides over the tiles. With
+    `stream` (extent, chunk) the work items are tiles x ceil(extent / chunk) (tile, step) units,
+    and a persistent grid is min(units, resident CTAs), each CTA taking one range of them.
     """
 
     kind: str                       # "tiles" | "persistent"
     tile_dims: tuple[tuple[str | int, int], ...]
     split: str | int = 1            # parts per tile (`split S`): a literal, or a scalar argument's name
+    # stream-K (`stream`): the K steps of a tile are steps(extent, chunk), extent a dim symbol, a
+    # scalar argument's name or a literal; the grid is sized from tiles x steps, not the tiles
+    stream: tuple = ()
 
 
 def _fields(param) -> dict:
@@ -149,6 +154,8 @@ class Manifest:
 
     def to_json(self) -> dict:
         data = asdict(self)
+        if not self.grid.stream:   # the JSON of a kernel without stream-K reads as it did before it existed
+            del data["grid"]["stream"]
         data["ptx_params"] = [
             {"kind": type(p).__name__, **_fields(p)} for p in self.ptx_params
         ]
@@ -173,7 +180,8 @@ class Manifest:
             ptx_params=tuple(build(p) for p in data["ptx_params"]),
             block_threads=data["block_threads"],
             smem_bytes=data["smem_bytes"],
-            grid=GridSpec(grid["kind"], tuple(tuple(d) for d in grid["tile_dims"]), grid.get("split", 1)),
+            grid=GridSpec(grid["kind"], tuple(tuple(d) for d in grid["tile_dims"]), grid.get("split", 1),
+                          tuple(grid.get("stream", ()))),
             cluster=tuple(data.get("cluster", (1, 1, 1))),
             extra=data.get("extra", {}),
         )

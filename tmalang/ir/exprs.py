@@ -189,6 +189,13 @@ def add(a: Expr, b: Expr) -> Expr:
     return Bin("+", a, b)
 
 
+def step_count(extent: Expr, chunk: int) -> Expr:
+    """ceil(extent / chunk), the trips of `steps(extent, chunk)`, without `extent + chunk - 1`,
+    which wraps in 32 bits for an extent within a chunk of 2^31 and then runs no step at all."""
+    whole = Bin("/", extent, Const(chunk))
+    return whole if chunk == 1 else add(whole, Bin(">", Bin("%", extent, Const(chunk)), Const(0)))
+
+
 def parity_of(counter: Expr, stages: int) -> Expr:
     """(counter / stages) & 1: which pass over the ring the counter is on."""
     return Bin("&", Bin("/", counter, Const(stages)), Const(1))

@@ -345,9 +345,13 @@ class ForTiles(Op):
     `group` G, tile t of a 2-D space lies in band t // (G * columns) and walks that band's G rows
     first, so concurrently running CTAs share operand tiles in L2. With `split` S (a constant or
     a scalar parameter) every tile is walked S times, binding `part` = 0 .. S - 1: the part is the
-    slowest index, so the CTAs running at once work on the same part of K. The passes find the
-    tile loop by this op; the last one, lower_tile_walk, writes out what it means in vals and a
-    for_step, which is what the interpreter and the backend run.
+    slowest index, so the CTAs running at once work on the same part of K. With `stream` (the
+    names of two variables: this CTA's first step of the tile and its step count) the walk is
+    stream-K: the tiles x `steps` (K steps per tile) units of work are cut into one equal range
+    per CTA, and the loop visits, in tile order, only the tiles its range touches, binding the
+    steps of each that fall in it. The passes find the tile loop by this op; the last one,
+    lower_tile_walk, writes out what it means in vals and a for_step, which is what the
+    interpreter and the backend run.
     """
 
     vars: list[str]
@@ -359,6 +363,11 @@ class ForTiles(Op):
     split: Expr = Const(1)          # parts per tile (`split S`); 1: no split
     part: str = ""                  # the variable bound to the part (the split index), with a split
     dynamic: bool = False           # tiles claimed in linear order from a global counter (claim_tiles)
+    # stream-K: the stream steps loops' steps(extent, chunk) (extent a literal or launch-bound),
+    # and the names of this CTA's [first step, step count] of each tile it visits
+    extent: Expr = Const(0)
+    chunk: int = 0
+    stream: list[str] = field(default_factory=list)
 
 
 @op("for_range")

@@ -115,7 +115,7 @@ def _named(o: ops.Op) -> str:
 def _binds(o: ops.Op) -> set[str]:
     """The variables an op defines for its region."""
     if isinstance(o, ops.ForTiles):
-        return {*o.vars, o.index, *([o.part] if o.part else [])}
+        return {*o.vars, o.index, *([o.part] if o.part else []), *o.stream}
     if isinstance(o, ops.ForRange):
         return {o.var}
     if isinstance(o, ops.ForStep):

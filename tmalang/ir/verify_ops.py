@@ -248,6 +248,13 @@ def _for_tiles(v: Scope, o: ops.ForTiles) -> None:
     v.check(o, "split", not isinstance(o.split, ex.Const) or o.split.value >= 1, "not a positive count")
     v.check(o, "part", bool(o.part) or o.split == ex.Const(1), "a split binds no part variable")
     v.check(o, "dynamic", not o.dynamic or v.kernel.cluster == 1, "claims are shared by CTAs of one-CTA clusters only")
+    v.check(o, "stream", len(o.stream) in (0, 2), "not [first step, step count]")
+    v.check(o, "stream", not o.stream or (o.split == ex.Const(1) and not o.part), "a walk both split and streamed")
+    v.check(o, "stream", not o.stream or v.kernel.grid == "persistent", "a stream walk on a grid of tiles")
+    v.check(o, "stream", not o.stream or v.kernel.cluster == 1, "a stream walk in clusters")
+    v.check(o, "chunk", o.chunk >= 1 if o.stream else o.chunk == 0, "not a stream walk's positive chunk")
+    v.check(o, "extent", isinstance(o.extent, ex.Param) or isinstance(o.extent, ex.Const) and type(o.extent.value) is int
+            if o.stream else o.extent == ex.Const(0), "not a stream walk's launch-bound extent")
 
 
 def _statement(v: Scope, o: ops.Op) -> None:

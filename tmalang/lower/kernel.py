@@ -88,6 +88,7 @@ class _Statements:
         self.accs: set[str] = set()        # accumulators of the role being lowered
         self.split: ex.Expr = ex.Const(1)  # the enclosing tile loop's parts per tile
         self.renamed: dict[str, ex.Expr] = {}   # a `part` steps loop's index: its first step + the count
+        self.stream: list[str] = []        # a stream tile loop's names: this CTA's first step of the tile, count
 
     def block(self, stmts: list) -> list[ops.Op]:
         out: list[ops.Op] = []
@@ -103,6 +104,8 @@ class _Statements:
         self.loops += 1
         index = s.index or f"tile{self.loops}"
         box = self.info.box_for(s.box)
+        if s.stream is not None:
+            return self._stream_tiles(s, index, box)
         if s.split is None:
             return ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, s.group or 0,
                                 self.block(s.body), dynamic=s.dynamic, span=s.span)
@@ -113,16 +116,33 @@ class _Statements:
         self.split = ex.Const(1)
         return loop
 
+    def _stream_tiles(self, s: ast.ForTiles, index: str, box) -> ops.ForTiles:
+        """A stream walk carries its stream loops' steps(extent, chunk) (sema: every stream loop
+        cuts the same, its extent launch-bound) and names the two values it binds per tile."""
+        cut = next(x for x in ast.statements(s.body) if isinstance(x, ast.ForSteps) and x.stream)
+        self.stream = [f"{index}.step0", f"{index}.nsteps"]
+        loop = ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, s.group or 0, self.block(s.body),
+                            extent=self.int_expr(cut.extent), chunk=cut.chunk, stream=list(self.stream),
+                            span=s.span)
+        self.stream = []
+        return loop
+
     def _ForSteps(self, s: ast.ForSteps):
-        extent = self.int_expr(s.extent)
-        # ceil(extent / chunk) without `extent + chunk - 1`, which wraps in 32 bits for an extent
-        # within a chunk of 2^31 and then runs no step at all
-        whole = ex.Bin("/", extent, ex.Const(s.chunk))
-        count = whole if s.chunk == 1 else ex.add(
-            whole, ex.Bin(">", ex.Bin("%", extent, ex.Const(s.chunk)), ex.Const(0)))
+        if s.stream is not None:
+            return self._stream_steps(s)
+        count = ex.step_count(self.int_expr(s.extent), s.chunk)
         if s.part is None:
             return ops.ForRange(s.var, count, self.block(s.body), span=s.span)
         return self._part(s, count)
+
+    def _stream_steps(self, s: ast.ForSteps) -> ops.ForRange:
+        """This CTA's steps of the tile: the tile walk binds the first and the count (passes/
+        stream_walk.py); as with `part`, the loop counts from 0 and the body reads first + count."""
+        first, count = self.stream
+        self.renamed[s.var] = ex.add(ex.Var(first), ex.Var(f"{s.var}.i"))
+        body = self.block(s.body)
+        del self.renamed[s.var]
+        return ops.ForRange(f"{s.var}.i", ex.Var(count), body, span=s.span)
 
     def _part(self, s: ast.ForSteps, count: ex.Expr) -> list[ops.Op]:
         """Part p of S of the steps 0 .. n - 1: q = n / S steps each, and the first n % S parts one

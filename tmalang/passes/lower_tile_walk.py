@@ -26,6 +26,9 @@ in the loop `%part` = udiv(%I.tile, per_part) and `%I.in_part` = urem(%I.tile, p
 for %I.tile in the coordinates. The CTAs of a cluster share one part (their tiles are adjacent
 in dims 0 and 1 of one part), so a multicast box is the same K slice for all of them.
 
+A stream walk (`stream`, stream-K) gives each CTA one contiguous range of the tiles' K steps
+instead, and visits the tiles that range touches one after another (passes/stream_walk.py).
+
 A persistent grid strides over the tiles by the grid size; a `tiles` grid runs one iteration per
 CTA. `%I` counts the iterations, as the loop's index did. Division and comparison are unsigned
 32-bit. A banded walk (`group` G, 2-D; G' = G / R rows of clusters per band) takes tile t to band
@@ -44,6 +47,7 @@ from __future__ import annotations
 from ..ir import exprs as ex
 from ..ir import ops
 from ..target.arch import Target
+from . import stream_walk
 from .rewrite import rewrite_roles
 
 
@@ -52,6 +56,8 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
 
 
 def _lower(kernel: ops.KernelOp, o: ops.ForTiles) -> list[ops.Op]:
+    if o.stream:
+        return _lower_stream(kernel, o)
     prologue, coords, ctaid = tile_space(kernel, o)
     cluster = kernel.cluster
     step = _udiv(ex.Sreg("nctaid.x"), cluster)
@@ -64,26 +70,10 @@ def tile_space(kernel: ops.KernelOp, o: ops.ForTiles) -> tuple[list[ops.Op], lis
     """The walk's parts, shared with claim_tiles (a dynamic walk): the vals before the loop (the
     tile counts, ending with `%I.tiles`), the vals at the top of its body that bind the loop's
     variables from the linear tile `%I.tile`, and the CTA id as the loop start reads it."""
-    tensors = ops.decls(kernel, ops.TensorDecl)
-    boxes = ops.decls(kernel, ops.BoxDecl)
     cluster = kernel.cluster
-    rows, cols = kernel.cluster_shape()
-    name = lambda suffix: f"{o.index}.{suffix}"   # noqa: E731
-    var = lambda suffix: ex.Var(name(suffix))     # noqa: E731
-    val = lambda target, value: ops.Val(target, value, span=o.span)   # noqa: E731
-    shape = list(zip(tensors[o.tensor].shape, boxes[o.box].shape))
-    prologue = [val(name(f"n{d}"), ex.Bin("udiv", ex.add(_dim(dim), ex.Const(extent - 1)), ex.Const(extent)))
-                for d, (dim, extent) in enumerate(shape)]
-    counts = [var(f"n{d}") for d in range(len(shape))]
-    # a cluster takes a block of `rows` x `cols` adjacent tiles of dims 0 and 1, one per CTA
-    blocked = [(d, side, suffix) for d, side, suffix in ((0, rows, "cluster_rows"), (1, cols, "cluster_cols"))
-               if side > 1]
-    for d, side, suffix in blocked:
-        prologue.append(val(name(suffix), _udiv(ex.add(counts[d], ex.Const(side - 1)), side)))
-        counts[d] = var(suffix)
-    total = counts[0]
-    for count in counts[1:]:
-        total = ex.Bin("*", total, count)
+    rows, _ = kernel.cluster_shape()
+    name, var, val = _namers(o)
+    prologue, counts, blocked, total = _tile_counts(kernel, o)
     tile, parts = var("tile"), []
     if o.part:   # the part is the slowest index: tiles t of one part are t = part * per_part + ..
         prologue.append(val(name("per_part"), total))
@@ -103,6 +93,47 @@ def tile_space(kernel: ops.KernelOp, o: ops.ForTiles) -> tuple[list[ops.Op], lis
     for d, side, suffix in blocked:   # this CTA's tile of its cluster's block: rank = ctaid mod cluster size
         coords.append(val(o.vars[d], ex.add(ex.Bin("*", var(suffix[:-1]), ex.Const(side)), _place(ctaid, d, rows, cluster))))
     return prologue, coords, ctaid
+
+
+def _lower_stream(kernel: ops.KernelOp, o: ops.ForTiles) -> list[ops.Op]:
+    """Stream-K (no cluster, no split: sema): a range of (tile, step) units per CTA."""
+    name, var, val = _namers(o)
+    prologue, counts, _, total = _tile_counts(kernel, o)
+    prologue.append(val(name("tiles"), total))
+    head, start, stop = stream_walk.bounds(o, var("tiles"), val)
+    coords = [val(n, v) for n, v in _coords(o.index, list(o.vars), var("tile"), counts, o.group)]
+    body = stream_walk.steps_of(o, var("tile"), val) + coords + o.body
+    return prologue + head + [ops.ForStep(name("tile"), o.index, start, stop, ex.Const(1), body, span=o.span)]
+
+
+def _namers(o: ops.ForTiles):
+    """`%I.suffix` names, their vars, and vals located at the loop."""
+    name = lambda suffix: f"{o.index}.{suffix}"   # noqa: E731
+    return (name, lambda suffix: ex.Var(name(suffix)),
+            lambda target, value: ops.Val(target, value, span=o.span))
+
+
+def _tile_counts(kernel: ops.KernelOp, o: ops.ForTiles) -> tuple[list[ops.Op], list[ex.Expr], list, ex.Expr]:
+    """The vals counting tiles along each dim (clusters counted in blocks), the counts, the
+    blocked dims (d, side, suffix), and the product of the counts."""
+    tensors = ops.decls(kernel, ops.TensorDecl)
+    boxes = ops.decls(kernel, ops.BoxDecl)
+    rows, cols = kernel.cluster_shape()
+    name, var, val = _namers(o)
+    shape = list(zip(tensors[o.tensor].shape, boxes[o.box].shape))
+    prologue = [val(name(f"n{d}"), ex.Bin("udiv", ex.add(_dim(dim), ex.Const(extent - 1)), ex.Const(extent)))
+                for d, (dim, extent) in enumerate(shape)]
+    counts = [var(f"n{d}") for d in range(len(shape))]
+    # a cluster takes a block of `rows` x `cols` adjacent tiles of dims 0 and 1, one per CTA
+    blocked = [(d, side, suffix) for d, side, suffix in ((0, rows, "cluster_rows"), (1, cols, "cluster_cols"))
+               if side > 1]
+    for d, side, suffix in blocked:
+        prologue.append(val(name(suffix), _udiv(ex.add(counts[d], ex.Const(side - 1)), side)))
+        counts[d] = var(suffix)
+    total = counts[0]
+    for count in counts[1:]:
+        total = ex.Bin("*", total, count)
+    return prologue, counts, blocked, total
 
 
 def _place(ctaid: ex.Expr, d: int, rows: int, cluster: int) -> ex.Expr:

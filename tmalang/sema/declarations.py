@@ -157,7 +157,9 @@ class KernelInfo:
     symbols: dict[str, object] = field(default_factory=dict)
     dims: dict[str, Span] = field(default_factory=dict)    # symbolic dims bound at launch
     roles: list[Role] = field(default_factory=list)
-    tile_space: tuple | None = None   # (shape, box shape, group, split, first loop) shared by every tile loop
+    # (shape, box shape, group, split, stream, first loop) shared by every tile loop
+    tile_space: tuple | None = None
+    stream_steps: tuple | None = None   # (extent text, chunk, first loop) of every `steps .. stream` loop
     accumulators: dict = field(default_factory=dict)   # (role, name) -> sema.operands.Accumulator
     tmem_sites: list[Span] = field(default_factory=list)    # Tensor Memory declarations (sema/available.py)
     wgmma_sites: list[Span] = field(default_factory=list)   # mma on register accumulators

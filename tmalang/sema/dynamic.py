@@ -17,7 +17,7 @@ from .declarations import KernelInfo
 
 
 def check_loop(info: KernelInfo, s: ast.ForTiles, role: str) -> None:
-    first = info.tile_space[4] if info.tile_space is not None else s
+    first = info.tile_space[-1] if info.tile_space is not None else s
     if first.dynamic != s.dynamic:
         one, other = (s, first) if s.dynamic else (first, s)
         raise error("E546", "every tile loop of a kernel must agree on `dynamic`", other.span,
@@ -29,6 +29,10 @@ def check_loop(info: KernelInfo, s: ast.ForTiles, role: str) -> None:
         raise error("E547", "a dynamic tile loop needs `grid persistent`", s.span,
                     "the CTAs that finish early take more tiles; a `grid tiles` launch has one CTA per tile "
                     "(cluster launch control on sm_100a is not in v0 yet)")
+    if s.stream is not None:
+        raise error("E552", "a tile loop is `stream` or `dynamic`, not both", s.stream,
+                    "stream-K gives each CTA a fixed range of every tile's steps by its index; there is no tile "
+                    "left to hand out to whichever CTA asks")
     if info.cluster > 1:
         raise error("E549", f"a dynamic tile loop runs in clusters of one CTA, not {info.cluster}",
                     s.span, "the CTAs of a cluster take adjacent tiles of one block; sharing one claim across "

@@ -75,7 +75,7 @@ def check_used(info: KernelInfo) -> None:
     loops = [x for role in info.roles for x in _nodes(role.decl.body) if isinstance(x, ast.ForTiles)]
     if any(_mentions(x.body, x.vars[0]) for x in loops):
         return
-    first = info.tile_space[4]
+    first = info.tile_space[-1]
     raise error("E502", f"no tile loop uses its split index '{first.vars[0]}', so each of the parts of a tile "
                 "would do the same work", first.span,
                 "walk the part's steps with `for k in steps(K, 64) part " + first.vars[0] + "`")

@@ -7,7 +7,7 @@ from dataclasses import replace
 from ..diagnostics import error
 from ..syntax import ast
 from . import bulk, dsmem, dynamic, gather, im2col, im2col_wide, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows, split
-from . import turns
+from . import stream, turns
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -48,6 +48,7 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
     im2col.refuse(box, "be walked by a tile loop", s.box.span)
     if box.tensor is not tensor:
         raise error("E051", f"box '{box.name}' cuts tensor '{box.tensor.name}', not '{s.tensor.name}'", s.box.span)
+    streamed = stream.check_tile_loop(info, s)
     parts = split.check_tile_split(info, s, len(box.shape))
     if parts is None and len(s.vars) != len(box.shape):
         raise error("E052", f"tiles of rank-{len(box.shape)} box '{box.name}' bind {len(box.shape)} "
@@ -63,12 +64,12 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
     if info.cluster_cols > 1 and len(box.shape) < 2:
         raise error("E464", f"a {rows}x{info.cluster_cols} cluster takes a 2-D block of tiles, but this tile "
                     f"space is 1-D", s.span, "use `cluster N` (N x 1) for a 1-D tile space")
-    space = (tuple(tensor.shape), tuple(box.shape), s.group or 0, parts)
+    space = (tuple(tensor.shape), tuple(box.shape), s.group or 0, parts, streamed)
     dynamic.check_loop(info, s, scope.role.name)
     if info.tile_space is None:
         info.tile_space = space + (s,)
-    elif info.tile_space[:4] != space:
-        first = info.tile_space[4]
+    elif info.tile_space[:5] != space:
+        first = info.tile_space[-1]
         raise error("E053", f"this loop walks tiles {_space(space)} but an earlier loop walks tiles "
                     f"{_space(info.tile_space)}", s.span,
                     f"the loops must agree so that producers and consumers run the same trip count "
@@ -81,7 +82,8 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
     loop = ("tiles", space)
     split_var = s.vars[0] if parts is not None else None
     _block(info, s.body, replace(scope, ints=scope.ints | set(names), in_loop=True, nest=scope.nest + (loop,),
-                                 tile_vars=tuple(s.vars[1:] if split_var else s.vars), split_var=split_var))
+                                 tile_vars=tuple(s.vars[1:] if split_var else s.vars), split_var=split_var,
+                                 stream=streamed))
 
 
 def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
@@ -92,14 +94,16 @@ def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
     if s.chunk < 1:
         raise error("E077", "steps(..., 0) divides by zero", s.span)
     split.check_part(s, scope.split_var)
-    loop = ("steps", ast.expr_text(s.extent, grouped=True), s.chunk, s.part is not None)
+    stream.check_steps(info, s, scope.stream)
+    loop = ("steps", ast.expr_text(s.extent, grouped=True), s.chunk, s.part is not None, s.stream is not None)
     _block(info, s.body, replace(scope, ints=scope.ints | {s.var}, nest=scope.nest + (loop,),
                                  steps_vars=scope.steps_vars + (s.var,)))
 
 
 def _space(space) -> str:
-    shape, box, group, parts = space[:4]
-    order = (f" split {parts}" if parts is not None else "") + (f" grouped {group}" if group else "")
+    shape, box, group, parts, streamed = space[:5]
+    order = ((f" split {parts}" if parts is not None else "") + (" stream" if streamed else "")
+             + (f" grouped {group}" if group else ""))
     return f"of [{', '.join(map(str, shape))}] by [{', '.join(map(str, box))}]{order}"
 
 
@@ -212,6 +216,7 @@ def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     _same_tile(box, tile, s.span)
     _coords(info, box, gather.check_copy(info, s, box, s.coords, scope), s.span, scope)
     offsets.check_store(info, box, s, scope)    # element coordinates: each tile's box in its own tile
+    stream.check_store(s, scope.stream)
     if s.reduce:   # atomic per element: many tiles may reduce into one (a bulk reduce names its type)
         (bulk.check_reduce if box.bulk else reduce.check)(s, box)
     else:

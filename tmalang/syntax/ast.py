@@ -118,6 +118,9 @@ class ForTiles(Node):
     # `split S` (an integer literal or scalar parameter): each tile S times; vars[0] is the split index
     split: Number | Ref | None = None
     dynamic: bool = False        # `dynamic`: tiles claimed from a counter by whichever CTA asks next
+    # `stream` (stream-K): the span of the keyword; the walk visits the tiles this CTA's equal share
+    # of all tiles' K steps touches
+    stream: Span | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -129,6 +132,8 @@ class ForSteps(Node):
     chunk: int
     body: list[Stmt]
     part: Ref | None = None      # `part p`: only the p-th of the tile loop's S parts of the steps
+    # `stream`: the keyword's span; only this CTA's steps of the enclosing stream tile loop's tile
+    stream: Span | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -314,12 +314,13 @@ class _Builder(Transformer):
 
     # ---- statements
     def for_tiles(self, meta, children):
-        *names, tensor, box, split, group, dynamic, index, body = children
+        *names, tensor, box, split, stream, group, dynamic, index, body = children
         index = str(index) if index is not None else None
         vars_ = [str(n) for n in names]
         group = self._int(group) if group is not None else None
+        stream = self._tok(stream) if stream is not None else None
         return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body, group, split,
-                            dynamic is not None)
+                            dynamic=dynamic is not None, stream=stream)
 
     def tile_split(self, meta, children):
         (count,) = children
@@ -328,9 +329,10 @@ class _Builder(Transformer):
         return self._ref(count)
 
     def for_steps(self, meta, children):
-        var, extent, chunk, part, body = children
+        var, extent, chunk, part, stream, body = children
         part = self._ref(part) if part is not None else None
-        return ast.ForSteps(self._span(meta), str(var), extent, self._int(chunk), body, part)
+        stream = self._tok(stream) if stream is not None else None
+        return ast.ForSteps(self._span(meta), str(var), extent, self._int(chunk), body, part, stream)
 
     def accumulator_decl(self, meta, children):
         name, dtype, shape = children
