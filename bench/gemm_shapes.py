@@ -4,8 +4,9 @@
 
 Contenders: cuBLAS (torch.matmul for bf16; torch._scaled_mm with unit scales, e4m3 in and bf16
 out, for fp8), `tmalang.gemm` with the configuration its rule picks (the headline ratio), the
-same call with tune=True (tuned during the check, before any timing), and for bf16
-examples/gemm_sm90.tma as written. Every output is checked against a float64 product of the
+same call with tune=True (tuned during the check, before any timing), and for bf16 the
+examples as written: gemm_sm90.tma, gemm_dynamic_sm90.tma (tiles claimed from an atomic
+counter) and gemm_streamk_sm90.tma (stream-K into an f32 C zeroed in each timed call). Every output is checked against a float64 product of the
 same inputs before it is timed; a contender that fails to compile, launch or match is reported
 with its error and left out. Shapes that are not tile multiples get operands whose rows are
 padded to 16 bytes (views), as TMA needs. Each call is timed alone with CUDA events after an L2
@@ -129,11 +130,18 @@ def measure(runs: dict, outputs: dict, reference: torch.Tensor, flops: float, sa
 def bf16_row(kernels: dict, m: int, n: int, k: int, samples: int) -> dict:
     sets = input_sets(lambda: (padded(m, k, torch.bfloat16), padded(n, k, torch.bfloat16)), 2 * (m + n) * k)
     c = padded(m, n, torch.bfloat16, 0.0)
+    c32 = padded(m, n, torch.float32, 0.0)
     reference = sets[0][0].double() @ sets[0][1].double().T
     runs = {"cublas": rotating(sets, lambda ab: torch.matmul(ab[0], ab[1].T)),
             **library_runs(sets, c),
-            "gemm_sm90": rotating(sets, lambda ab: kernels["gemm"](ab[0], ab[1], c))}
+            "gemm_sm90": rotating(sets, lambda ab: kernels["gemm"](ab[0], ab[1], c)),
+            "gemm_dynamic": rotating(sets, lambda ab: kernels["dynamic"](ab[0], ab[1], c))}
     outputs = {name: c for name in runs if name != "cublas"}
+
+    def stream(ab):       # stream-K adds partial tiles into a zeroed f32 C; the zeroing is timed too
+        c32.zero_()
+        kernels["streamk"](ab[0], ab[1], c32)
+    runs["streamk"], outputs["streamk"] = rotating(sets, stream), c32
     row = {"shape": [m, n, k], "dtype": "bf16", **measure(runs, outputs, reference, 2 * m * n * k, samples)}
     plans(row, sets, c)
     return _ratio(row, [name for name in runs if name != "cublas"])
@@ -194,7 +202,8 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=9)
     args = parser.parse_args()
     examples = ROOT / "examples"
-    kernels = {"gemm": tmalang.compile_file(examples / "gemm_sm90.tma")}
+    kernels = {name: tmalang.compile_file(examples / f"{file}.tma") for name, file in
+               (("gemm", "gemm_sm90"), ("dynamic", "gemm_dynamic_sm90"), ("streamk", "gemm_streamk_sm90"))}
     bf16 = [bf16_row(kernels, *shape, args.samples) for shape in SHAPES]
     f8 = [fp8_row(*shape, args.samples) for shape in SHAPES if shape[2] % 16 == 0]
     report = {

@@ -86,12 +86,14 @@ def test_split_k_sums_its_parts_in_a_fixed_order():
     ((1024, 1024, 65536), "gemm_parts", (128, 128), 2),  # few tiles, long K: split
     ((8192, 8192, 8192), "gemm_cluster", (128, 256), 1),
     ((512, 512, 512), "gemm_tile", (64, 64), 1),         # latency-bound: the most CTAs in one wave
-    ((1000, 1000, 1000), "gemm_tile", (64, 128), 1),
+    ((1000, 1000, 1000), "gemm_tile", (128, 128), 1),    # rows off 128-byte lines: 128-row tiles
+    ((1000, 1000, 1024), "gemm_tile", (64, 128), 1),
     ((777, 1531, 1000), "gemm_tile", (128, 128), 1),     # 64-row tiles would take 1.2 waves
     ((4097, 2049, 1032), "gemm_tile", (128, 128), 1),    # 128 x 256: 2.25 waves; 128 x 128: 4.25
 ])
 def test_the_rule_picks_by_how_the_ctas_fill_the_gpu(shape, kernel, tile, split):
-    pick = configs.ranked(*shape, 2, 2, n_major=False, sms=132)[0]
+    lines = shape[2] * 2 % 128 == 0       # padded rows: K = 1000 bf16 rows are 2016 bytes apart
+    pick = configs.ranked(*shape, 2, 2, n_major=False, sms=132, lines=lines)[0]
     assert (pick.kernel, (pick.bindings()["BM"], pick.bindings()["BN"]), pick.split) == (kernel, tile, split)
 
 
@@ -207,7 +209,7 @@ def test_a_repeated_call_takes_the_fast_path_and_sees_new_data(torch):
     tmalang.gemm(a, b, c)
     assert len(library._repeats) == 1
     a.copy_(torch.randn_like(a, dtype=torch.float32).to(torch.bfloat16))
-    tmalang.gemm(a, b, c, alpha=2)
+    tmalang.gemm(a, b, c, alpha=2.0)
     reference = 2 * (a.double() @ b.double())
     assert ((c.double() - reference).norm() / reference.norm()).item() < 1e-2
     assert len(library._repeats) == 1

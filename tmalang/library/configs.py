@@ -16,7 +16,10 @@ warpgroup, so half the MMA rate, but a decode-shaped M = 1..64 with N = 8192 run
 most of the GPU idle) before splits of K; for larger M the splits first (the fewest parts, each
 at least MIN_PART_STEPS K slices deep: long-K problems with few tiles). When nothing fills the
 GPU the problem is small and bound by latency: the tile that puts the most CTAs to work in one
-wave.
+wave (64-row tiles too, whatever M is), unless the operands' rows do not start on 128-byte lines
+(`lines`: K = 1000 bf16 rows are 2016 bytes apart), which doubles the L2 lines each K slice
+touches: 128-row tiles, which read each line for twice the MMAs, win then (1000³ on the H100:
+128 x 128 0.94x cuBLAS, 64 x 128 0.87x; 1024³: 64 x 128 0.99x, 128 x 128 0.81x).
 `tmalang.gemm(..., tune=True)` times the first few of `ranked` instead of trusting the rule.
 """
 
@@ -53,13 +56,13 @@ class Config:
 
 
 def candidates(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_major: bool,
-               clusters: bool = True, sms: int = 132) -> list[Config]:
+               clusters: bool = True, sms: int = 132, lines: bool = True) -> list[Config]:
     """Every configuration that can run this GEMM: tiles of every shape, split or not, the
     cluster kernel where B is K-major."""
     result = []
     small = -(-m // 128) * -(-n // 128) < FILL * sms      # not even 128 x 128 tiles fill the GPU
     for bm, bn in TILES:
-        if bm < 128 and m > NARROW_M and not small:      # half the MMA rate, for nothing
+        if bm < 128 and m > NARROW_M and not (small and lines):      # half the MMA rate, for nothing
             continue
         if (bm, bn) == (128, 256) and clusters and not n_major:
             result.append(_config("gemm_cluster", bm, bn, itemsize, out_itemsize))
@@ -92,10 +95,11 @@ def _swizzle(row_bytes: int) -> str:
 
 
 def ranked(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_major: bool, sms: int,
-           clusters: bool = True) -> list[Config]:
+           clusters: bool = True, lines: bool = True) -> list[Config]:
     """The candidates, the rule's pick first, then by how well their CTAs fill `sms` SMs (one
     wave as full as possible, ties to the larger tile and the smaller split)."""
-    options = candidates(m, n, k, itemsize, out_itemsize, n_major=n_major, clusters=clusters, sms=sms)
+    options = candidates(m, n, k, itemsize, out_itemsize, n_major=n_major, clusters=clusters, sms=sms,
+                         lines=lines)
     pick = choose(options, m, n, k, sms)
     rest = sorted((c for c in options if c != pick), key=lambda c: (_fill_loss(c, m, n, sms), c.split))
     return [pick] + rest

@@ -110,13 +110,14 @@ def _plan(ops: Operands, tune: bool, stream=None) -> Plan:
 
 def _ranking(ops: Operands) -> list[configs.Config]:
     return _ranked(*ops.shape, ops.itemsize, 4 if ops.out_dtype == "f32" else 2, ops.n_major,
-                   ops.sms or INTERPRETER_SMS)
+                   ops.sms or INTERPRETER_SMS, ops.lines())
 
 
 @functools.lru_cache(maxsize=4096)
-def _ranked(m: int, n: int, k: int, itemsize: int, out_itemsize: int, n_major: bool, sms: int) -> list:
+def _ranked(m: int, n: int, k: int, itemsize: int, out_itemsize: int, n_major: bool, sms: int,
+            lines: bool) -> list:
     """configs.ranked, once per shape: a call's host time is what small GEMMs are bound by."""
-    return configs.ranked(m, n, k, itemsize, out_itemsize, n_major=n_major, sms=sms)
+    return configs.ranked(m, n, k, itemsize, out_itemsize, n_major=n_major, sms=sms, lines=lines)
 
 
 def _run(plan: Plan, ops: Operands, stream=None) -> None:

@@ -21,6 +21,7 @@ INPUTS = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "f8e4m3", "floa
 OUTPUTS = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 ITEMSIZE = {"bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1, "f32": 4}
 ALIGN = 16
+LINE = 128                 # an L2 cache line
 
 
 def _dtype_name(array) -> str:
@@ -93,6 +94,10 @@ class Operands:
             self.w = _empty(self, (split, m, _round_up(n, ALIGN // 4)), _out_dtype(self, "f32"))[:, :, :n]
         return self.w
 
+    def lines(self) -> bool:
+        """Whether every row of A and B starts on a 128-byte line (library/configs.py)."""
+        return all(_strides(x)[0] * self.itemsize % LINE == 0 for x in (self.a, self.b))
+
     def in_place(self) -> bool:
         """Whether the kernels read and write the caller's own tensors (no aligned copies)."""
         return self.c is self.out and self.a is self._given[0] and self.b is self._given[1]
@@ -122,7 +127,7 @@ class Operands:
     def key(self) -> str:
         m, n, k = self.shape
         layout = "kn" if self.n_major else "nk"
-        return f"{m}x{n}x{k} {self.dtype}->{self.out_dtype} {layout} sms={self.sms}"
+        return f"{m}x{n}x{k} {self.dtype}->{self.out_dtype} {layout} sms={self.sms} lines={self.lines()}"
 
 
 def prepare(a, b, out, out_dtype, alpha) -> Operands:
