@@ -1,4 +1,4 @@
-"""Imports run one way: syntax → sema → lower → passes → {interp, backend} → runtime → api/cli,
+"""Imports run one way: syntax → sema → lower → passes → {interp, backend} → runtime → api/cli → library,
 all standing on target/, contract/, ir/ and diagnostics.
 
 Read from the source (ast), so a violation fails here before anyone has to notice an import
@@ -29,6 +29,7 @@ ALLOWED = {
     "interp": {"diagnostics", "target", "ir", "contract"},
     "backend": {"diagnostics", "target", "ir", "contract", "passes"},
     "runtime": {"diagnostics", "target", "contract"},
+    "library": {"diagnostics", "target", "contract", "runtime", "api", "tuning"},   # on top of the Python face
 }
 
 
