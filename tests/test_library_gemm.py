@@ -213,3 +213,10 @@ def test_a_repeated_call_takes_the_fast_path_and_sees_new_data(torch):
     reference = 2 * (a.double() @ b.double())
     assert ((c.double() - reference).norm() / reference.norm()).item() < 1e-2
     assert len(library._repeats) == 1
+
+
+def test_tuning_keeps_the_rules_pick_unless_another_is_clearly_faster():
+    ranking = configs.ranked(512, 512, 512, 2, 2, n_major=False, sms=132)
+    pick, other = ranking[0], ranking[1]
+    assert library._fastest({pick: 10.0, other: 9.8}, pick) == pick      # within noise
+    assert library._fastest({pick: 10.0, other: 9.0}, pick) == other     # 10% faster
