@@ -37,11 +37,15 @@ def check_loop(info: KernelInfo, s: ast.ForTiles, role: str) -> None:
                     "stream-K gives each CTA a fixed range of every tile's steps by its index; there is no tile "
                     "left to hand out to whichever CTA asks")
     if info.cluster > 1:
+        shared = ("a cancel's answer with every CTA of the cluster (try_cancel .multicast::cluster::all)"
+                  if info.grid == "tiles" else "one claim across the cluster (distributed shared memory)")
         raise error("E549", f"a dynamic tile loop runs in clusters of one CTA, not {info.cluster}",
-                    s.span, "the CTAs of a cluster take adjacent tiles of one block; sharing one claim across "
-                    "the cluster (distributed shared memory) is not in v0: use `cluster 1`")
+                    s.span, f"the CTAs of a cluster take adjacent tiles of one block; sharing {shared} "
+                    "is not in v0: use `cluster 1`")
     seen = info.dynamic_roles.setdefault(role, s)
     if seen is not s:
+        why = ("a second loop would cancel again after a cancel failed, which the PTX ISA leaves undefined"
+               if info.grid == "tiles" else "each loop would claim past the end again, and the counter's reset "
+               "counts one such claim per CTA")
         raise error("E548", "a role runs one dynamic tile loop", s.span,
-                    f"its loop at {seen.span.location()} already claims tiles; each loop would claim "
-                    "past the end again, and the counter's reset counts one such claim per CTA")
+                    f"its loop at {seen.span.location()} already claims tiles; {why}")
