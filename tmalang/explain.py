@@ -70,12 +70,14 @@ def _claims(kernel: ops.KernelOp) -> list[str]:
                f"it in @{queue.symbol} ({queue.stages} u32 slots, offset {queue.offset});"]
         end = "  a failed cancel (no CTA left waiting) publishes the tile count and ends every role's walk; no counter"
     else:
-        how = ["", f"dynamic tile walk: role {claimer}'s elected thread claims each tile (atom.global.add.u32 on the "
-               "hidden tile counter) and puts it in @" f"{queue.symbol} ({queue.stages} u32 slots, offset {queue.offset});"]
+        how = ["", f"dynamic tile walk: role {claimer}'s elected thread claims each tile (atom.global.add.u32 "
+               f"on the hidden tile counter) and puts it in @{queue.symbol} ({queue.stages} u32 slots, "
+               f"offset {queue.offset});"]
         end = ("  a claim >= the tile count ends every role's walk; the launch's last claim (tiles + CTAs - 1) puts "
                "the counter back to 0")
-    return how + [f"  claims.full (count 1) tells {', '.join(roles)} a claim is there; each role reads it, syncs, and "
-                  "its elected thread arrives on claims.empty, which the claimer waits on before reusing the slot;", end]
+    return how + [f"  claims.full (count 1) tells {', '.join(roles)} a claim is there; each role reads it, syncs, "
+                  "and its elected thread arrives on claims.empty, which the claimer waits on before reusing the "
+                  "slot;", end]
 
 
 def _turns(kernel: ops.KernelOp) -> list[str]:

@@ -125,7 +125,8 @@ class KernelCodegen:
     def address(self, ref: ex.BufferRef) -> ir.Value:
         """The 32-bit shared address of stage `ref.index` of a buffer or mbarrier."""
         decl = self.buffers.get(ref.name) or self.barriers.get(ref.name) or self.queues[ref.name]
-        size = decl.bytes if isinstance(decl, ops.BufferDecl) else decl.stage_bytes if isinstance(decl, ops.TileQueueDecl) else 8
+        size = (decl.bytes if isinstance(decl, ops.BufferDecl) else
+                decl.stage_bytes if isinstance(decl, ops.TileQueueDecl) else 8)
         stage = self.b.mul(self.expr(ref.index), I32(size))
         return self.b.add(self.smem_base, self.b.add(stage, I32(decl.offset)))
 

@@ -80,7 +80,8 @@ def _run_cancelling(kernel, launch: Launch, count: int, room: int) -> None:
 
     def start(ctas: list[CTA]) -> list[CTA]:
         live = sum(not c.exited for c in ctas)
-        if not launch.waiting or live >= room or live and launch.rng is not None and launch.rng.integers(LAUNCH_DELAY):
+        delayed = live and launch.rng is not None and launch.rng.integers(LAUNCH_DELAY)   # CTA 0 starts at once
+        if not launch.waiting or live >= room or delayed:
             return []
         return [CTA(kernel, launch, launch.waiting.pop(0), count, Cluster())]
     run_cluster([], launch.rng, start)

@@ -7,8 +7,9 @@ the tiles of CTAs it cancels before they start (cluster launch control), with no
 The rules keep the claims' protocol sound: every tile loop of the kernel agrees on `dynamic`
 (E546: the roles of a CTA share each claim, so all must take claimed tiles); the grid is
 persistent, or of tiles on a target with cluster launch control (E547: on sm_90a one CTA per
-tile has nothing to balance, and the reset argument counts one claim past the end per CTA); a role runs one tile loop (E548: every loop would claim
-again, and the CTA would claim past the end more than once); and the cluster has one CTA (E549: the
+tile has nothing to balance, and the reset argument counts one claim past the end per CTA); a
+role runs one tile loop (E548: every loop would claim again, and the CTA would claim past the
+end more than once, or cancel again after a failed cancel); and the cluster has one CTA (E549: the
 CTAs of a cluster take adjacent tiles of one block, which one claim per CTA cannot hand out
 without sharing the claim through distributed shared memory, not in v0)."""
 
