@@ -101,7 +101,7 @@ def test_cpp_launch_header_compiles(tmp_path):
     for example in sorted((ROOT / "examples").glob("*.tma")):
         header = tmp_path / f"{example.stem}.h"
         arch = "sm_100a" if "sm100" in example.stem else "sm_90a"
-        if "dynamic" in example.stem:   # a dynamic tile loop needs a per-stream counter: refused (E551)
+        if "dynamic" in example.stem and arch == "sm_90a":   # a tile counter per stream: refused (E551)
             assert main([str(example), "--arch", arch, "--emit", "header", "-o", str(header)]) == 1
             continue
         assert main([str(example), "--arch", arch, "--emit", "header", "-o", str(header)]) == 0

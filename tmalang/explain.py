@@ -57,17 +57,27 @@ def _split(grid: GridSpec | None) -> list[str]:
 
 def _claims(kernel: ops.KernelOp) -> list[str]:
     """A dynamic tile loop (passes/claim_tiles.py): who claims, through which queue, who reads."""
-    queue = next(iter(ops.decls(kernel, ops.TileQueueDecl).values()), None)
+    queue = ops.decls(kernel, ops.TileQueueDecl).get("claims.queue")
     if queue is None:
         return []
     roles = [r.symbol for r in ops.roles(kernel) if any(isinstance(o, ops.TileTake) for o in ops.walk(r.body))]
-    claimer = next(r.symbol for r in ops.roles(kernel) if any(isinstance(o, ops.TileClaim) for o in ops.walk(r.body)))
-    return ["", f"dynamic tile walk: role {claimer}'s elected thread claims each tile (atom.global.add.u32 on the "
-            "hidden tile counter) and puts it in @" f"{queue.symbol} ({queue.stages} u32 slots, offset {queue.offset});",
-            f"  claims.full (count 1) tells {', '.join(roles)} a claim is there; each role reads it, syncs, and its "
-            "elected thread arrives on claims.empty, which the claimer waits on before reusing the slot;",
-            "  a claim >= the tile count ends every role's walk; the launch's last claim (tiles + CTAs - 1) puts "
-            "the counter back to 0"]
+    claims = (ops.TileClaim, ops.ClcQuery)
+    claimer = next(r.symbol for r in ops.roles(kernel) if any(isinstance(o, claims) for o in ops.walk(r.body)))
+    if kernel.grid == "tiles":
+        how = ["", f"dynamic tile walk (cluster launch control): role {claimer}'s elected thread claims the CTA's "
+               "own tile (ctaid.x) first, then the tile of each CTA not yet started that it cancels "
+               "(clusterlaunchcontrol.try_cancel into @claims.response, 16 bytes on claims.cancel), and puts "
+               f"it in @{queue.symbol} ({queue.stages} u32 slots, offset {queue.offset});"]
+        end = "  a failed cancel (no CTA left waiting) publishes the tile count and ends every role's walk; no counter"
+    else:
+        how = ["", f"dynamic tile walk: role {claimer}'s elected thread claims each tile (atom.global.add.u32 "
+               f"on the hidden tile counter) and puts it in @{queue.symbol} ({queue.stages} u32 slots, "
+               f"offset {queue.offset});"]
+        end = ("  a claim >= the tile count ends every role's walk; the launch's last claim (tiles + CTAs - 1) puts "
+               "the counter back to 0")
+    return how + [f"  claims.full (count 1) tells {', '.join(roles)} a claim is there; each role reads it, syncs, "
+                  "and its elected thread arrives on claims.empty, which the claimer waits on before reusing the "
+                  "slot;", end]
 
 
 def _turns(kernel: ops.KernelOp) -> list[str]:

@@ -1,5 +1,6 @@
 """Dynamic tile loops (passes/claim_tiles.py) → LLVM IR: the loop that leaves from its body, the
-claim on the global tile counter, and the shared-memory queue words.
+claim on the global tile counter, and the shared-memory queue words; on a grid of tiles (sm_100a)
+the cancel of a CTA not yet started (clusterlaunchcontrol.try_cancel) and the decoding of its answer.
 
 The counter is the kernel's hidden `.u64` parameter `tile_counter` (contract CounterParam), the
 global address of a zeroed u32 the runtime keeps per (context, stream). The claim is relaxed: it
@@ -51,10 +52,25 @@ def _tile_take(g, o: ops.TileTake) -> None:
     g.b.store(g.asm(ptx_asm.PTX["ld_shared_u32"], "=r,r", [g.address(o.slot)], ret=I32), _slot(g, o.var))
 
 
+def _tile_publish(g, o: ops.TilePublish) -> None:
+    g.asm(ptx_asm.PTX["st_shared_u32"], "r,r", [g.address(o.slot), g.expr(o.value)])
+
+
+def _clc_try_cancel(g, o: ops.ClcTryCancel) -> None:
+    g.asm(ptx_asm.PTX["clc_try_cancel"], "r,r", [g.address(o.response), g.address(o.barrier)])
+
+
+def _clc_query(g, o: ops.ClcQuery) -> None:
+    """The canceled CTA's ctaid.x, or `tiles` (a claim past the end) when the cancel failed."""
+    tile = g.asm(ptx_asm.PTX["clc_query"], "=r,r,r", [g.address(o.response), g.expr(o.tiles)], ret=I32)
+    g.asm(ptx_asm.PTX["st_shared_u32"], "r,r", [g.address(o.slot), tile])
+
+
 def _slot(g, name: str) -> ir.AllocaInstr:
     if name not in g.vars:
         g.vars[name] = g.alloca(name)
     return g.vars[name]
 
 
-CLAIM_EMITTERS = {ops.Loop: _loop, ops.TileClaim: _tile_claim, ops.TileTake: _tile_take}
+CLAIM_EMITTERS = {ops.Loop: _loop, ops.TileClaim: _tile_claim, ops.TileTake: _tile_take,
+                  ops.TilePublish: _tile_publish, ops.ClcTryCancel: _clc_try_cancel, ops.ClcQuery: _clc_query}

@@ -125,7 +125,8 @@ class KernelCodegen:
     def address(self, ref: ex.BufferRef) -> ir.Value:
         """The 32-bit shared address of stage `ref.index` of a buffer or mbarrier."""
         decl = self.buffers.get(ref.name) or self.barriers.get(ref.name) or self.queues[ref.name]
-        size = decl.bytes if isinstance(decl, ops.BufferDecl) else 4 if isinstance(decl, ops.TileQueueDecl) else 8
+        size = (decl.bytes if isinstance(decl, ops.BufferDecl) else
+                decl.stage_bytes if isinstance(decl, ops.TileQueueDecl) else 8)
         stage = self.b.mul(self.expr(ref.index), I32(size))
         return self.b.add(self.smem_base, self.b.add(stage, I32(decl.offset)))
 
@@ -516,6 +517,8 @@ def ptx_params(kernel: ops.KernelOp) -> list:
         if isinstance(o, (ops.TmaLoad, ops.TmaStore, ops.TmaPrefetch)) and o.gather:
             gathered.setdefault(o.gather, {})[by_name[o.box].tensor] = None
     params += [IndexParam(t, tuple(names)) for t, names in gathered.items()]
-    if any(isinstance(o, ops.TileClaim) or isinstance(o, ops.ForTiles) and o.dynamic for o in ops.walk(kernel.body)):
+    counted = kernel.grid == "persistent"   # a grid of tiles claims by cancelling CTAs: no counter
+    if any(isinstance(o, ops.TileClaim) or counted and isinstance(o, ops.ForTiles) and o.dynamic
+           for o in ops.walk(kernel.body)):
         params.append(CounterParam(COUNTER))   # last: a dynamic tile loop's counter (backend/claim_codegen.py)
     return params

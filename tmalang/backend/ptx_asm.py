@@ -109,6 +109,13 @@ PTX = {
     "tile_counter_reset": "st.relaxed.gpu.global.u32 [$0], $1;",
     "st_shared_u32": "st.shared.u32 [$0], $1;",
     "ld_shared_u32": "ld.shared.u32 $0, [$1];",
+    # cluster launch control (sm_100a, PTX ISA 8.6): cancel a CTA not yet started, the 16-byte answer
+    # at $0 completing its bytes on mbarrier $1; decoded into its ctaid.x, or $1 when none was canceled
+    "clc_try_cancel": "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 "
+                      "[$0], [$1];",
+    "clc_query": "{ .reg .b128 rr; .reg .b64 rlo, rhi; .reg .pred rc; ld.shared.v2.b64 {rlo, rhi}, [$1]; "
+                 "mov.b128 rr, {rlo, rhi}; clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 rc, rr; "
+                 "mov.b32 $0, $2; @rc clusterlaunchcontrol.query_cancel.get_first_ctaid::x.b32.b128 $0, rr; }",
     "mbar_arrive_expect_tx": "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
     # arrive on the barrier at the same offset in CTA $1 of the cluster (default .release semantics,
     # as for a local arrive: an explicit .cluster scope costs a cluster-wide fence per arrival)

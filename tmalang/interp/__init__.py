@@ -27,6 +27,7 @@ from .state import ProtocolError
 from .trace import Trace
 
 DEFAULT_PERSISTENT_CTAS = 2   # enough to exercise striding and multi-pass rings
+LAUNCH_DELAY = 128            # a waiting CTA starts with chance 1/128 a step once room frees (a random schedule)
 
 
 @dataclass
@@ -37,6 +38,7 @@ class Launch:
     target: Target
     trace: Trace | None = None
     memory: GlobalMemory = field(default_factory=GlobalMemory)   # what TMA did to global memory, in order
+    waiting: list[int] = field(default_factory=list)   # a grid of tiles' CTAs not yet started (claims.py)
 
     @staticmethod
     def np_dtype(name: str) -> np.dtype:
@@ -70,6 +72,21 @@ def _check_ctas(ctas) -> None:
                            None, ["leave ctas unset for the default of 2, or pass a positive integer"])
 
 
+def _run_cancelling(kernel, launch: Launch, count: int, room: int) -> None:
+    """A grid of tiles with cluster launch control: at most `room` CTAs run at once (the GPU's
+    SMs), the others wait in launch order. Under a random schedule a waiting CTA starts some steps
+    after room frees up (CTA 0 first), so some CTAs start on their own while others are canceled."""
+    launch.waiting = list(range(count))
+
+    def start(ctas: list[CTA]) -> list[CTA]:
+        live = sum(not c.exited for c in ctas)
+        delayed = live and launch.rng is not None and launch.rng.integers(LAUNCH_DELAY)   # CTA 0 starts at once
+        if not launch.waiting or live >= room or delayed:
+            return []
+        return [CTA(kernel, launch, launch.waiting.pop(0), count, Cluster())]
+    run_cluster([], launch.rng, start)
+
+
 def _run_once(kernel, manifest, args, binding, seed, ctas, trace) -> dict[str, np.ndarray]:
     arrays = {a.name: np.array(v, copy=True) for a, v in zip(manifest.args, args) if isinstance(a, TensorArg)}
     params = dict(binding.symbols)
@@ -82,10 +99,13 @@ def _run_once(kernel, manifest, args, binding, seed, ctas, trace) -> dict[str, n
     count = -(-count // size) * size          # whole clusters, as the runtime launches them
     try:
         dynamic = any(isinstance(o, ops.TileClaim) for o in ops.walk(kernel.body))
+        cancels = any(isinstance(o, ops.ClcTryCancel) for o in ops.walk(kernel.body))
         if dynamic:   # every CTA at once, so that the schedule decides which CTA claims which tile
             run_cluster([CTA(kernel, launch, cta, count, Cluster()) for cta in range(count)], launch.rng)
             check_counter(launch.memory, kernel)
-        for first in range(0, count, size) if not dynamic else ():
+        if cancels:
+            _run_cancelling(kernel, launch, count, ctas or DEFAULT_PERSISTENT_CTAS)
+        for first in range(0, count, size) if not (dynamic or cancels) else ():
             cluster = Cluster()
             run_cluster([CTA(kernel, launch, cta, count, cluster) for cta in range(first, first + size)],
                         launch.rng)

@@ -9,6 +9,15 @@ queue words are this CTA's shared memory, checked by the race detector like any 
 that overwrites a slot some thread has not read yet, or a read of a slot before the claim's
 barrier phase, is a race. At the end of the launch the counter must be back at 0 (E421-style
 located error E550), as the next launch on the stream needs.
+
+On a grid of tiles (cluster launch control, sm_100a) there is no counter. The launch keeps the
+CTAs that have not started yet (Launch.waiting, in launch order; interp/__init__.py starts the
+next one whenever a running CTA exits). A CTA publishes its own ctaid first (tile_publish); a
+clc_try_cancel is an asynchronous transfer that, when it lands, takes the first waiting CTA off
+the list in one indivisible step (or finds it empty), writes the 16-byte response [canceled,
+ctaid.x, 0, 0] and completes 16 bytes on its mbarrier; clc_query decodes it. Which CTA cancels
+which depends on the schedule, so CTAs end up with different tile counts, and every tile is still
+run once: by its own CTA if that CTA started, else by the one CTA whose cancel took it.
 """
 
 from __future__ import annotations
@@ -16,7 +25,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import ops
-from .state import ProtocolError
+from .meet import settle
+from .state import ProtocolError, Transfer
+
+RESPONSE_BYTES = 16
 
 
 def loop(m, w, o: ops.Loop):
@@ -42,13 +54,51 @@ def tile_claim(m, w, o: ops.TileClaim) -> None:
     memory.claims += 1
     if claimed == m.value(w, o.tiles) + m.ctas - 1:   # the launch's last claim puts the counter back
         memory.counter = 0
-    _word(m, w, o)[...] = claimed
-    m.races.access(_key(m, w, o), w.agent, True, None, o.span, f"the tile claim of {m.who(w)}")
+    _publish(m, w, o, claimed)
+
+
+def tile_publish(m, w, o: ops.TilePublish) -> None:
+    _publish(m, w, o, m.value(w, o.value))
+
+
+def _publish(m, w, o: ops.TileClaim | ops.TilePublish | ops.ClcQuery, tile: int) -> None:
+    _words(m, w, o.slot)[...] = tile
+    m.races.access(_key(m, w, o.slot), w.agent, True, None, o.span, f"the tile claim of {m.who(w)}")
 
 
 def tile_take(m, w, o: ops.TileTake) -> None:
-    m.races.access(_key(m, w, o), w.agent, False, None, o.span, f"the tile read of {m.who(w)}")
-    w.env[o.var] = int(_word(m, w, o)[0])
+    m.races.access(_key(m, w, o.slot), w.agent, False, None, o.span, f"the tile read of {m.who(w)}")
+    w.env[o.var] = int(_words(m, w, o.slot)[0])
+
+
+def clc_try_cancel(m, w, o: ops.ClcTryCancel) -> None:
+    """Asynchronous: the cancel takes a waiting CTA (or none) when it lands, as the GPU's would."""
+    bar = m.barrier(w, o.barrier, o)
+    if (bar.name, bar.stage) in m.init_unfenced:
+        raise ProtocolError("E407", f"a cancel completes on mbarrier '{bar.name}[{bar.stage}]' whose "
+                            "initialisation no fence.mbarrier_init made visible to the async proxy", o.span,
+                            [m.who(w)])
+    response, key = _words(m, w, o.response), _key(m, w, o.response)
+    agent, who = m.races.issue(w.agent), f"the cluster launch control cancel issued by {m.who(w)}"
+
+    def land():
+        waiting = m.launch.waiting
+        canceled = waiting.pop(0) if waiting else None   # one step: no two cancels take the same CTA
+        m.races.access(key, agent, True, None, o.span, who)
+        response[...] = [0, 0, 0, 0] if canceled is None else [1, canceled, 0, 0]
+        bar.tx -= RESPONSE_BYTES
+        m.races.release_to_phase(agent, m.phase_key(bar, bar.completed))
+        settle(m, bar, o)
+
+    m.in_flight.append(Transfer("cancel", w.index, o.span, land, None, RESPONSE_BYTES,
+                                due=m.launch.due(m.step), issued=m.step))
+
+
+def clc_query(m, w, o: ops.ClcQuery) -> None:
+    """The canceled CTA's ctaid.x, or `tiles` (past the end) when the cancel found none waiting."""
+    m.races.access(_key(m, w, o.response), w.agent, False, None, o.span, f"the cancel response read by {m.who(w)}")
+    canceled, ctaid = (int(x) for x in _words(m, w, o.response)[:2])
+    _publish(m, w, o, ctaid if canceled else m.value(w, o.tiles))
 
 
 def check_counter(memory, kernel: ops.KernelOp) -> None:
@@ -61,14 +111,16 @@ def check_counter(memory, kernel: ops.KernelOp) -> None:
                              "must store 0 back, or the next launch on the stream starts past its first tiles"])
 
 
-def _word(m, w, o) -> np.ndarray:
-    decl = m.queues[o.slot.name]
-    offset = decl.offset + 4 * m.value(w, o.slot.index)
-    return m.smem.data[offset: offset + 4].view(np.uint32)
+def _words(m, w, ref) -> np.ndarray:
+    """The u32 words of stage `ref.index` of a tile_queue."""
+    decl = m.queues[ref.name]
+    offset = decl.offset + decl.stage_bytes * m.value(w, ref.index)
+    return m.smem.data[offset: offset + decl.stage_bytes].view(np.uint32)
 
 
-def _key(m, w, o) -> tuple:
-    return o.slot.name, m.value(w, o.slot.index), m.cta
+def _key(m, w, ref) -> tuple:
+    return ref.name, m.value(w, ref.index), m.cta
 
 
-SEMANTICS = {ops.Loop: loop, ops.LeaveIf: leave, ops.TileClaim: tile_claim, ops.TileTake: tile_take}
+SEMANTICS = {ops.Loop: loop, ops.LeaveIf: leave, ops.TileClaim: tile_claim, ops.TileTake: tile_take,
+             ops.TilePublish: tile_publish, ops.ClcTryCancel: clc_try_cancel, ops.ClcQuery: clc_query}

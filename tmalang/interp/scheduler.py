@@ -12,17 +12,24 @@ from .machine import CTA, Blocked
 from .state import ProtocolError
 
 
-def run_cluster(ctas: list[CTA], rng) -> None:
+def run_cluster(ctas: list[CTA], rng, more=None) -> None:
     """Run the CTAs of one cluster together: their warps interleave, their transfers land. (Or
-    the CTAs of several clusters, each with its own: a dynamic kernel's CTAs share a tile counter.)"""
+    the CTAs of several clusters, each with its own: a dynamic kernel's CTAs share a tile counter.)
+    `more`, when given, is asked before every step for CTAs to start now, given those so far (a
+    grid of tiles whose CTAs start as room frees up, and may be canceled while they wait)."""
+    ctas = list(ctas)
+    programs: dict[tuple, object] = {}
+    order: list[tuple] = []
     for cta in ctas:
-        if cta.trace is not None:
-            cta.trace.name_tracks(cta.cta, cta.warps)
-    programs = {(i, w.index): c.program(w) for i, c in enumerate(ctas) for w in c.warps}
+        _start(ctas, cta, programs, order)
     blocked: dict[tuple, Blocked] = {}
-    order = list(programs)
     turn, step = 0, 0
-    while programs or any(c.in_flight for c in ctas):
+    while True:
+        for cta in more(ctas) if more is not None else ():
+            ctas.append(cta)
+            _start(ctas, cta, programs, order)
+        if not programs and not any(c.in_flight for c in ctas):
+            break
         step += 1
         for c in ctas:
             c.step = step
@@ -51,6 +58,16 @@ def run_cluster(ctas: list[CTA], rng) -> None:
             continue
         if isinstance(event, Blocked):
             blocked[key] = event
+
+
+def _start(ctas: list[CTA], cta: CTA, programs: dict, order: list) -> None:
+    """Its warps join the programs the scheduler picks from (keyed by the CTA's place in `ctas`)."""
+    if cta.trace is not None:
+        cta.trace.name_tracks(cta.cta, cta.warps)
+    i = ctas.index(cta)
+    for w in cta.warps:
+        programs[(i, w.index)] = cta.program(w)
+        order.append((i, w.index))
 
 
 def _check_exit(cta: CTA) -> None:

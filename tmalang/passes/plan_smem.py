@@ -40,7 +40,8 @@ def extend(kernel: ops.KernelOp, target: Target, nbytes: int, align: int) -> int
     ends = [b.offset + b.bytes * b.stages for b in buffers]
     ends += [m.offset + 8 * m.stages for m in ops.decls(kernel, ops.MbarrierDecl).values()]
     ends += [a.offset + 8 for a in kernel.body if isinstance(a, ops.TmemAlloc)]
-    ends += [q.offset + 4 * q.stages for q in ops.decls(kernel, ops.TileQueueDecl).values() if q.offset >= 0]
+    queues = ops.decls(kernel, ops.TileQueueDecl).values()
+    ends += [q.offset + q.stage_bytes * q.stages for q in queues if q.offset >= 0]
     offset = _round_up(max(ends, default=0), align)
     _settle(kernel, target, buffers, offset + nbytes)
     return offset
@@ -60,7 +61,8 @@ def smem_map(kernel: ops.KernelOp) -> list[str]:
     rows.sort(key=lambda d: d.offset)
     lines = []
     for d in rows:
-        size = (d.bytes if isinstance(d, ops.BufferDecl) else 4 if isinstance(d, ops.TileQueueDecl) else 8) * d.stages
+        size = d.stages * (d.bytes if isinstance(d, ops.BufferDecl) else
+                           d.stage_bytes if isinstance(d, ops.TileQueueDecl) else 8)
         lines.append(f"{d.offset:>7} +{size:<7} {d.symbol} ({d.stages} stage{'s' * (d.stages > 1)})")
     return lines
 

@@ -42,6 +42,7 @@ class Target:
     tensor_memory: TensorMemory | None  # present exactly when has_tcgen05
     has_gather4: bool = False           # TMA .tile::gather4 / .tile::scatter4 (PTX ISA 8.6, sm_100a)
     has_im2col_w: bool = False          # TMA .im2col::w / .im2col::w::128 (PTX ISA 8.6, sm_100a)
+    has_launch_control: bool = False    # clusterlaunchcontrol.try_cancel (PTX ISA 8.6, sm_100)
 
     @property
     def ptx_feature(self) -> str:
@@ -55,7 +56,7 @@ SM_90A = Target("sm_90a", (9, 0), (8, 0), 227 * 1024, (1, 2, 4, 8),
 SM_100A = Target("sm_100a", (10, 0), (8, 6), 227 * 1024, (1, 2, 4, 8),
                  has_wgmma=False, has_tcgen05=True,
                  tensor_memory=TensorMemory(tmem.LANES, tmem.COLUMNS, tmem.MIN_ALLOCATION), has_gather4=True,
-                 has_im2col_w=True)
+                 has_im2col_w=True, has_launch_control=True)
 
 TARGETS = {t.name: t for t in (SM_90A, SM_100A)}
 DEFAULT = SM_90A
