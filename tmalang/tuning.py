@@ -88,21 +88,13 @@ class Autotuner:
         return min(times, key=times.get)
 
     def _read(self) -> dict[str, int]:
-        try:
-            chosen = json.loads(self.file.read_text())
-        except (OSError, ValueError):
-            return {}
+        chosen = read_json(self.file)
         valid = isinstance(chosen, dict) and all(isinstance(i, int) and 0 <= i < len(self.configs)
                                                  for i in chosen.values())
         return chosen if valid else {}
 
     def _write(self) -> None:
-        """Atomically: a reader never sees half a file; concurrent writers each leave a whole one."""
-        self.file.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=self.file.parent, suffix=".tmp")
-        with os.fdopen(handle, "w") as out:
-            json.dump(self._chosen, out, sort_keys=True)
-        os.replace(temporary, self.file)
+        write_json(self.file, self._chosen)
 
 
 def autotune(source: str | Path, configs: list[dict], **options) -> Autotuner:
@@ -147,6 +139,23 @@ def time_launches(launch) -> float:
         stop.synchronize()
         samples.append(start.elapsed_time(stop))
     return statistics.median(samples)
+
+
+def read_json(path: Path):
+    """A remembered choice file's content, or None if it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_json(path: Path, data) -> None:
+    """Atomically: a reader never sees half a file; concurrent writers each leave a whole one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(handle, "w") as out:
+        json.dump(data, out, sort_keys=True)
+    os.replace(temporary, path)
 
 
 def _is_torch(value) -> bool:

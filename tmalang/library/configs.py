@@ -134,13 +134,3 @@ def _fill_loss(config: Config, m: int, n: int, sms: int) -> float:
     count = ctas(config, m, n)
     waves = -(-count // sms)
     return (waves * sms - count) / (waves * sms) + 0.25 * (waves - 1)
-
-
-def flops(m: int, n: int, k: int) -> float:
-    return 2.0 * m * n * k
-
-
-def describe(m, n, k, itemsize, out_itemsize, *, n_major, sms) -> list[str]:
-    """The ranking as text, the pick first: CTAs and configuration."""
-    return [f"{ctas(c, m, n):6d} CTAs  {c.describe()}"
-            for c in ranked(m, n, k, itemsize, out_itemsize, n_major=n_major, sms=sms)]

@@ -23,20 +23,16 @@ on the reference interpreter, which makes every configuration testable without a
 from __future__ import annotations
 
 import functools
-import json
 from collections import OrderedDict
-import os
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..api import compile as compile_source
 from ..contract.errors import LAUNCH_OPTION, LaunchError
 from ..runtime.cache import default_root
-from ..tuning import time_launches
+from ..tuning import read_json, time_launches, write_json
 from . import configs
-from .operands import Operands, is_torch_type, prepare
+from .operands import Operands, current_stream, is_torch_type, prepare
 
 SOURCE = Path(__file__).with_name("gemm_sm90.tma")
 TUNE_CANDIDATES = 4
@@ -68,7 +64,7 @@ def gemm(a, b, out=None, *, alpha: float = 1.0, out_dtype=None, tune: bool = Fal
     repeat = _repeats.get(signature) if signature is not None else None
     if repeat is not None:     # the same operand layout as a recent call: nothing to check or choose
         main, n_major = repeat
-        main(float(alpha), a, b if n_major else b.t(), out, stream=_stream(stream))
+        main(float(alpha), a, b if n_major else b.t(), out, stream=current_stream(stream))
         return out
     ops = prepare(a, b, out, out_dtype, alpha)
     if ops.empty:
@@ -91,10 +87,6 @@ def _signature(a, b, out, alpha, out_dtype, tune, config) -> tuple | None:
         return None
     return (a.data_ptr(), a.shape, a.stride(), a.dtype, b.data_ptr(), b.shape, b.stride(), b.dtype,
             out.data_ptr(), out.shape, out.stride(), out.dtype, type(alpha), out_dtype, tune, config)
-
-
-def _stream(stream):
-    return stream if stream is not None else sys.modules["torch"].cuda.current_stream()
 
 
 def gemm_config(a, b, out=None, *, out_dtype=None, tune: bool = False) -> Plan:
@@ -185,22 +177,13 @@ def clear_choices() -> None:
 
 
 def _read_choices() -> dict:
-    try:
-        data = json.loads(choices_file().read_text())
-    except (OSError, ValueError):
-        return {}
+    data = read_json(choices_file())
     return data if isinstance(data, dict) else {}
 
 
 def _write_choice(key: str, chosen: list) -> None:
-    """Atomically, merged into what is on disk (another process may have tuned other keys)."""
-    data = {**_read_choices(), key: chosen}
-    path = choices_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(handle, "w") as out:
-        json.dump(data, out, sort_keys=True)
-    os.replace(temporary, path)
+    """Merged into what is on disk (another process may have tuned other keys)."""
+    write_json(choices_file(), {**_read_choices(), key: chosen})
 
 
 __all__ = ["gemm", "gemm_config", "clear_choices", "Plan"]

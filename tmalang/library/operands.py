@@ -1,6 +1,6 @@
 """The operands of a `tmalang.gemm` call, checked and put where TMA can read them.
 
-`prepare` checks shapes and dtypes (E214, before any work), decides B's layout from its strides,
+`prepare` checks shapes and dtypes (E212, before any work), decides B's layout from its strides,
 and copies an operand into an aligned buffer only when TMA cannot address it as it is: TMA needs
 a base address and row strides that are multiples of 16 bytes, and a unit innermost stride.
 torch CUDA tensors stay on the GPU (launched on the given stream, else torch's current one);
@@ -16,11 +16,11 @@ import ml_dtypes
 import numpy as np
 
 from ..contract.errors import LAUNCH_OPTION, LaunchError
+from ..target import dtypes, tma
 
 INPUTS = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
 OUTPUTS = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
-ITEMSIZE = {"bf16": 2, "f16": 2, "f8e4m3": 1, "f8e5m2": 1, "f32": 4}
-ALIGN = 16
+ALIGN = tma.GLOBAL_ALIGNMENT   # bytes: a tensor's base address and its row stride
 LINE = 128                 # an L2 cache line
 
 
@@ -43,6 +43,11 @@ def is_torch_type(kind: type) -> bool:
     return kind.__module__.startswith("torch")
 
 
+def current_stream(stream):
+    """`stream`, else torch's current stream (what a torch user's other work is queued on)."""
+    return stream if stream is not None else sys.modules["torch"].cuda.current_stream()
+
+
 class Operands:
     """A, B and C as the kernels take them: a [M, K] row-major; b [N, K] (K-major) or [K, N]
     (N-major, `n_major`); c [M, N] aligned (the caller's `out`, or a buffer copied to it at the end)."""
@@ -50,7 +55,7 @@ class Operands:
     def __init__(self, a, b, out, out_dtype: str, alpha: float):
         self.torch = _is_torch(a)
         self.dtype = INPUTS[_dtype_name(a)]
-        self.itemsize = ITEMSIZE[self.dtype]
+        self.itemsize = dtypes.itemsize(self.dtype)
         self.out_dtype = out_dtype
         self.alpha = float(alpha)
         (m, k), n = a.shape, b.shape[1]
@@ -84,7 +89,7 @@ class Operands:
     def _output(self, out, m: int, n: int):
         if out is not None and _addressable(out, self.torch):
             return out
-        size = ITEMSIZE[self.out_dtype]
+        size = dtypes.itemsize(self.out_dtype)
         return _empty(self, (m, _round_up(n, ALIGN // size)), _out_dtype(self, self.out_dtype))[:, :n]
 
     def workspace(self, split: int):
@@ -106,7 +111,7 @@ class Operands:
     def launch(self, kernel, args: list, stream, writes: str = "c") -> None:
         """On the GPU (torch) or the interpreter (NumPy: the written tensor comes back)."""
         if self.torch:
-            kernel(*args, stream=stream if stream is not None else sys.modules["torch"].cuda.current_stream())
+            kernel(*args, stream=current_stream(stream))
             return
         written = kernel.interpret(*args)[0]
         setattr(self, writes, written)
