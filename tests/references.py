@@ -97,6 +97,24 @@ def gemm_case_k(rng, shape, k):
     return [a, b, None], a.astype(np.float64) @ b.astype(np.float64).T
 
 
+def bf16_gemm_operands(m, n, k, seed):
+    """A [M, K] and B [N, K] random bf16 with 16-byte rows, and C [M, N] full of NaN (a tile the
+    kernel never writes shows): the dynamic-walk tests' inputs."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(seed)
+
+    def matrix(rows, cols):
+        return rng.standard_normal((rows, -(-cols // 8) * 8)).astype(ml_dtypes.bfloat16)[:, :cols]
+    return matrix(m, k), matrix(n, k), np.full((m, -(-n // 8) * 8), np.nan, dtype=ml_dtypes.bfloat16)[:, :n]
+
+
+def gemm_relative_error(c, a, b) -> float:
+    """‖C − A·Bᵀ‖ / ‖A·Bᵀ‖ against float64."""
+    reference = a.astype(np.float64) @ b.astype(np.float64).T
+    return float(np.linalg.norm(np.asarray(c, dtype=np.float64) - reference) / np.linalg.norm(reference))
+
+
 def moe_gemm_case(rng, shape):
     """Y = X[idx]·Wᵀ: M routed rows (shape = (M, N)) picked from T = M // 2 + 3 tokens, in random
     order with repeats, so some rows of X are picked twice and some never."""

@@ -9,11 +9,12 @@ import copy
 import struct
 
 import ml_dtypes
-import numpy as np
 import pytest
 
 import tmalang
 from conftest import ROOT
+from references import bf16_gemm_operands as operands
+from references import gemm_relative_error as relative_error
 from tmalang.backend import launch_header, ptxas
 from tmalang.contract.binding import bind
 from tmalang.contract.manifest import CounterParam, Manifest
@@ -29,25 +30,9 @@ BF16 = ml_dtypes.bfloat16
 EXAMPLE = ROOT / "examples" / "gemm_dynamic_sm90.tma"
 
 
-def bf16_matrix(rng, rows, cols):
-    """Rows padded to 16 bytes (TMA strides), sliced back to `cols`."""
-    return rng.standard_normal((rows, -(-cols // 8) * 8)).astype(BF16)[:, :cols]
-
-
-def relative_error(c, a, b) -> float:
-    reference = a.astype(np.float64) @ b.astype(np.float64).T
-    return float(np.linalg.norm(np.asarray(c, dtype=np.float64) - reference) / np.linalg.norm(reference))
-
-
 @pytest.fixture(scope="module")
 def gemm():
     return tmalang.compile_file(EXAMPLE, constants={"STAGES": 2, "GROUP": 2})
-
-
-def operands(m, n, k, seed):
-    rng = np.random.default_rng(seed)
-    a, b = bf16_matrix(rng, m, k), bf16_matrix(rng, n, k)
-    return a, b, np.full((m, -(-n // 8) * 8), np.nan, dtype=BF16)[:, :n]
 
 
 @pytest.mark.parametrize("m,n,k,ctas", [(257, 300, 100, 3), (130, 513, 72, 2), (390, 260, 64, 4)])

@@ -11,11 +11,12 @@ import copy
 from collections import Counter
 
 import ml_dtypes
-import numpy as np
 import pytest
 
 import tmalang
 from conftest import ROOT
+from references import bf16_gemm_operands as operands
+from references import gemm_relative_error as relative_error
 from tmalang.backend import ptxas
 from tmalang.contract.manifest import CounterParam
 from tmalang.interp import interpret, machine
@@ -32,19 +33,6 @@ EXAMPLE = ROOT / "examples" / "gemm_dynamic_sm100.tma"
 @pytest.fixture(scope="module")
 def gemm():
     return tmalang.compile_file(EXAMPLE, arch="sm_100a")
-
-
-def operands(m, n, k, seed):
-    rng = np.random.default_rng(seed)
-
-    def matrix(rows, cols):   # rows padded to 16 bytes (TMA strides), sliced back
-        return rng.standard_normal((rows, -(-cols // 8) * 8)).astype(BF16)[:, :cols]
-    return matrix(m, k), matrix(n, k), np.full((m, -(-n // 8) * 8), np.nan, dtype=BF16)[:, :n]
-
-
-def relative_error(c, a, b) -> float:
-    reference = a.astype(np.float64) @ b.astype(np.float64).T
-    return float(np.linalg.norm(np.asarray(c, dtype=np.float64) - reference) / np.linalg.norm(reference))
 
 
 @pytest.mark.parametrize("m,n,k,ctas", [(257, 300, 100, 2), (390, 513, 72, 3), (130, 260, 64, 1)])
