@@ -83,17 +83,20 @@ def test_split_k_sums_its_parts_in_a_fixed_order():
     ((64, 8192, 8192), "gemm_tile", (64, 64), 1),
     ((128, 8192, 8192), "gemm_tile", (64, 128), 1),
     ((256, 8192, 8192), "gemm_tile", (128, 128), 1),
-    ((1024, 1024, 65536), "gemm_parts", (128, 128), 2),  # few tiles, long K: split
+    ((1024, 1024, 65536), "gemm_parts", (128, 256), 4),  # few tiles, long K: the widest tile, split
+    ((512, 1024, 65536), "gemm_parts", (128, 256), 8),
+    ((2048, 1024, 16384), "gemm_tile", (128, 128), 1),   # an unsplit tile that fills comes first
     ((8192, 8192, 8192), "gemm_cluster", (128, 256), 1),
     ((512, 512, 512), "gemm_tile", (64, 64), 1),         # latency-bound: the most CTAs in one wave
-    ((1000, 1000, 1000), "gemm_tile", (128, 128), 1),    # rows off 128-byte lines: 128-row tiles
+    ((1000, 1000, 1000), "gemm_tile", (128, 128), 1),    # rows off 32-byte sectors: 128-row tiles
     ((1000, 1000, 1024), "gemm_tile", (64, 128), 1),
+    ((1000, 1000, 1008), "gemm_tile", (64, 128), 1),     # 2016-byte rows: on sectors, off 128-byte lines
     ((777, 1531, 1000), "gemm_tile", (128, 128), 1),     # 64-row tiles would take 1.2 waves
     ((4097, 2049, 1032), "gemm_tile", (128, 128), 1),    # 128 x 256: 2.25 waves; 128 x 128: 4.25
 ])
 def test_the_rule_picks_by_how_the_ctas_fill_the_gpu(shape, kernel, tile, split):
-    lines = shape[2] * 2 % 128 == 0       # padded rows: K = 1000 bf16 rows are 2016 bytes apart
-    pick = configs.ranked(*shape, 2, 2, n_major=False, sms=132, lines=lines)[0]
+    sectors = shape[2] * 2 % 32 == 0       # K = 1000 bf16 rows are 2000 bytes apart
+    pick = configs.ranked(*shape, 2, 2, n_major=False, sms=132, sectors=sectors)[0]
     assert (pick.kernel, (pick.bindings()["BM"], pick.bindings()["BN"]), pick.split) == (kernel, tile, split)
 
 
@@ -212,6 +215,27 @@ def test_a_repeated_call_takes_the_fast_path_and_sees_new_data(torch):
     tmalang.gemm(a, b, c, alpha=2.0)
     reference = 2 * (a.double() @ b.double())
     assert ((c.double() - reference).norm() / reference.norm()).item() < 1e-2
+    assert len(library._repeats) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("side_stream", [False, True], ids=["current-stream", "side-stream"])
+def test_a_repeated_split_call_takes_the_fast_path_and_sees_new_data(torch, side_stream):
+    a, b, _ = _torch_operands(torch, 130, 264, 4104, torch.bfloat16, "nk")   # K: 64 x 64 + 8
+    c = torch.empty(130, 264, device="cuda", dtype=torch.bfloat16)
+    config = _config("gemm_parts", 128, 128, BF16, BF16, split=4)
+    stream = torch.cuda.Stream() if side_stream else None
+    library._repeats.clear()
+    tmalang.gemm(a, b, c, config=config, stream=stream)
+    assert [entry.split for entry in library._repeats.values()] == [4]
+    for alpha in (0.5, -3.0):
+        a.copy_(torch.randn_like(a, dtype=torch.float32).to(torch.bfloat16))
+        if stream is not None:
+            stream.wait_stream(torch.cuda.current_stream())
+        tmalang.gemm(a, b, c, alpha=alpha, config=config, stream=stream)
+        torch.cuda.synchronize()
+        reference = alpha * (a.double() @ b.double())
+        assert ((c.double() - reference).norm() / reference.norm()).item() < 1e-2
     assert len(library._repeats) == 1
 
 

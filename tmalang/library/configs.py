@@ -13,13 +13,18 @@ one's idle SMs matter little). Candidates go largest tile first: the 128 x 256 c
 (B K-major), then 128 x 128; then, for M up to NARROW_M, the 64-row tiles (one consumer
 warpgroup, so half the MMA rate, but a decode-shaped M = 1..64 with N = 8192 runs 128 CTAs of
 64 x 64 tiles and streams B at the HBM's rate, where one 128 x 256 tile per 32 SMs would leave
-most of the GPU idle) before splits of K; for larger M the splits first (the fewest parts, each
-at least MIN_PART_STEPS K slices deep: long-K problems with few tiles). When nothing fills the
+most of the GPU idle) before splits of K; for larger M the splits first (long-K problems with
+few tiles): the largest tile whose split fills, in the fewest parts, each at least
+MIN_PART_STEPS K slices deep (1024² x 65536 bf16 on the H100: 128 x 256 in 4 parts 0.98x
+cuBLAS, 128 x 128 in 2 parts 0.90x: the wider tile reads half the L2 bytes per MMA, which
+outweighs twice the workspace). When nothing fills the
 GPU the problem is small and bound by latency: the tile that puts the most CTAs to work in one
-wave (64-row tiles too, whatever M is), unless the operands' rows do not start on 128-byte lines
-(`lines`: K = 1000 bf16 rows are 2016 bytes apart), which doubles the L2 lines each K slice
-touches: 128-row tiles, which read each line for twice the MMAs, win then (1000³ on the H100:
-128 x 128 0.94x cuBLAS, 64 x 128 0.87x; 1024³: 64 x 128 0.99x, 128 x 128 0.81x).
+wave (64-row tiles too, whatever M is), unless the operands' rows do not start on 32-byte L2
+sectors (`sectors`: K = 1000 bf16 rows are 2000 bytes apart), which makes every 128-byte K slice
+of a row touch five sectors instead of four: 128-row tiles, which read each sector for twice the
+MMAs, win then (H100, same run: 1000³ 128 x 128 0.91x cuBLAS, 64 x 128 0.84x; 1000 x 1000 x
+1008, rows 2016 bytes apart, on sectors but off 128-byte lines: 64 x 128 0.96x, 128 x 128 0.91x;
+1024³: 64 x 128 1.00x, 128 x 128 0.81x).
 `tmalang.gemm(..., tune=True)` times the first few of `ranked` instead of trusting the rule.
 """
 
@@ -56,13 +61,13 @@ class Config:
 
 
 def candidates(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_major: bool,
-               clusters: bool = True, sms: int = 132, lines: bool = True) -> list[Config]:
+               clusters: bool = True, sms: int = 132, sectors: bool = True) -> list[Config]:
     """Every configuration that can run this GEMM: tiles of every shape, split or not, the
     cluster kernel where B is K-major."""
     result = []
     small = -(-m // 128) * -(-n // 128) < FILL * sms      # not even 128 x 128 tiles fill the GPU
     for bm, bn in TILES:
-        if bm < 128 and m > NARROW_M and not (small and lines):      # half the MMA rate, for nothing
+        if bm < 128 and m > NARROW_M and not (small and sectors):      # half the MMA rate, for nothing
             continue
         if (bm, bn) == (128, 256) and clusters and not n_major:
             result.append(_config("gemm_cluster", bm, bn, itemsize, out_itemsize))
@@ -95,11 +100,11 @@ def _swizzle(row_bytes: int) -> str:
 
 
 def ranked(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_major: bool, sms: int,
-           clusters: bool = True, lines: bool = True) -> list[Config]:
+           clusters: bool = True, sectors: bool = True) -> list[Config]:
     """The candidates, the rule's pick first, then by how well their CTAs fill `sms` SMs (one
     wave as full as possible, ties to the larger tile and the smaller split)."""
     options = candidates(m, n, k, itemsize, out_itemsize, n_major=n_major, clusters=clusters, sms=sms,
-                         lines=lines)
+                         sectors=sectors)
     pick = choose(options, m, n, k, sms)
     rest = sorted((c for c in options if c != pick), key=lambda c: (_fill_loss(c, m, n, sms), c.split))
     return [pick] + rest
@@ -114,7 +119,7 @@ def choose(options: list[Config], m: int, n: int, k: int, sms: int) -> Config:
     wide = [c for c in options if c.split == 1 and c.bindings()["BM"] == 128]
     narrow = [c for c in options if c.split == 1 and c.bindings()["BM"] < 128]
     split = sorted((c for c in options if c.split > 1 and steps // c.split >= MIN_PART_STEPS),
-                   key=lambda c: c.split)
+                   key=lambda c: (_tile_rank(c), c.split))
     order = wide + (narrow + split if m <= NARROW_M else split + narrow)
     for config in order:
         if fills(config):
@@ -122,6 +127,11 @@ def choose(options: list[Config], m: int, n: int, k: int, sms: int) -> Config:
     whole = wide + narrow
     fitting = [c for c in whole if ctas(c, m, n) <= sms] or whole
     return max(fitting, key=lambda c: ctas(c, m, n))       # small: as many SMs as will work at once
+
+
+def _tile_rank(config: Config) -> int:
+    c = config.bindings()
+    return TILES.index((c["BM"], c["BN"]))
 
 
 def ctas(config: Config, m: int, n: int) -> int:

@@ -32,7 +32,7 @@ from ..contract.errors import LAUNCH_OPTION, LaunchError
 from ..runtime.cache import default_root
 from ..tuning import read_json, time_launches, write_json
 from . import configs
-from .operands import Operands, current_stream, is_torch_type, prepare
+from .operands import Operands, current_stream, is_torch_type, prepare, torch_workspace
 
 SOURCE = Path(__file__).with_name("gemm_sm90.tma")
 TUNE_CANDIDATES = 4
@@ -63,20 +63,47 @@ def gemm(a, b, out=None, *, alpha: float = 1.0, out_dtype=None, tune: bool = Fal
     signature = _signature(a, b, out, alpha, out_dtype, tune, config)
     repeat = _repeats.get(signature) if signature is not None else None
     if repeat is not None:     # the same operand layout as a recent call: nothing to check or choose
-        main, n_major = repeat
-        main(float(alpha), a, b if n_major else b.t(), out, stream=current_stream(stream))
+        repeat(a, b, out, float(alpha), stream)
         return out
     ops = prepare(a, b, out, out_dtype, alpha)
     if ops.empty:
         return ops.finish()
     plan = Plan(config, ops.dtype, ops.out_dtype) if config is not None else _plan(ops, tune, stream)
     _run(plan, ops, stream)
-    if signature is not None and plan.config.split == 1 and ops.in_place():
-        _repeats[signature] = (kernel(plan.config.kernel, plan.config.constants, plan.dtype, plan.out_dtype),
-                               ops.n_major)
+    if signature is not None and ops.in_place():
+        _repeats[signature] = Repeat.of(plan, ops.n_major)
         while len(_repeats) > REPEAT_ENTRIES:
             _repeats.popitem(last=False)
     return ops.finish()
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """A checked call's plan, run again on operands of the same memory layout: the kernels, B's
+    layout and the split (a fresh workspace per call, from torch's caching allocator)."""
+
+    main: object
+    total: object
+    n_major: bool
+    split: int
+
+    @staticmethod
+    def of(plan: Plan, n_major: bool) -> "Repeat":
+        config = plan.config
+        main = kernel(config.kernel, config.constants, plan.dtype, plan.out_dtype)
+        total = kernel("splitk_sum", (), plan.dtype, plan.out_dtype) if config.split > 1 else None
+        return Repeat(main, total, n_major, config.split)
+
+    def __call__(self, a, b, out, alpha: float, stream) -> None:
+        b = b if self.n_major else b.t()
+        queue = current_stream(stream)
+        if self.split == 1:
+            self.main(alpha, a, b, out, stream=queue)
+            return
+        m, n = out.shape
+        workspace = torch_workspace(out.device, self.split, m, n, stream)
+        self.main(self.split, a, b, workspace, out, stream=queue)
+        self.total(self.split, alpha, workspace, out, stream=queue)
 
 
 def _signature(a, b, out, alpha, out_dtype, tune, config) -> tuple | None:
@@ -103,14 +130,14 @@ def _plan(ops: Operands, tune: bool, stream=None) -> Plan:
 
 def _ranking(ops: Operands) -> list[configs.Config]:
     return _ranked(*ops.shape, ops.itemsize, 4 if ops.out_dtype == "f32" else 2, ops.n_major,
-                   ops.sms or INTERPRETER_SMS, ops.lines())
+                   ops.sms or INTERPRETER_SMS, ops.sectors())
 
 
 @functools.lru_cache(maxsize=4096)
 def _ranked(m: int, n: int, k: int, itemsize: int, out_itemsize: int, n_major: bool, sms: int,
-            lines: bool) -> list:
+            sectors: bool) -> list:
     """configs.ranked, once per shape: a call's host time is what small GEMMs are bound by."""
-    return configs.ranked(m, n, k, itemsize, out_itemsize, n_major=n_major, sms=sms, lines=lines)
+    return configs.ranked(m, n, k, itemsize, out_itemsize, n_major=n_major, sms=sms, sectors=sectors)
 
 
 def _run(plan: Plan, ops: Operands, stream=None) -> None:
@@ -119,7 +146,7 @@ def _run(plan: Plan, ops: Operands, stream=None) -> None:
     if config.split == 1:
         ops.launch(main, [ops.alpha, ops.a, ops.b, ops.c], stream)
         return
-    workspace = ops.workspace(config.split)
+    workspace = ops.workspace(config.split, stream)
     ops.launch(main, [config.split, ops.a, ops.b, workspace, ops.c], stream, writes="w")
     total = kernel("splitk_sum", (), plan.dtype, plan.out_dtype)
     ops.launch(total, [config.split, ops.alpha, ops.workspace(config.split), ops.c], stream)

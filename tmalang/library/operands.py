@@ -21,7 +21,7 @@ from ..target import dtypes, tma
 INPUTS = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
 OUTPUTS = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 ALIGN = tma.GLOBAL_ALIGNMENT   # bytes: a tensor's base address and its row stride
-LINE = 128                 # an L2 cache line
+SECTOR = 32                # an L2 sector: what a TMA read moves at least
 
 
 def _dtype_name(array) -> str:
@@ -92,16 +92,19 @@ class Operands:
         size = dtypes.itemsize(self.out_dtype)
         return _empty(self, (m, _round_up(n, ALIGN // size)), _out_dtype(self, self.out_dtype))[:, :n]
 
-    def workspace(self, split: int):
+    def workspace(self, split: int, stream=None):
         """The f32 partial sums [split, M, N] of a split of K (one per split: tuning tries several)."""
         if self.w is None or self.w.shape[0] != split:
             m, n, _ = self.shape
-            self.w = _empty(self, (split, m, _round_up(n, ALIGN // 4)), _out_dtype(self, "f32"))[:, :, :n]
+            if self.torch:
+                self.w = torch_workspace(self.device, split, m, n, stream)
+            else:
+                self.w = np.zeros(_workspace_shape(split, m, n), dtype=np.float32)[:, :, :n]
         return self.w
 
-    def lines(self) -> bool:
-        """Whether every row of A and B starts on a 128-byte line (library/configs.py)."""
-        return all(_strides(x)[0] * self.itemsize % LINE == 0 for x in (self.a, self.b))
+    def sectors(self) -> bool:
+        """Whether every row of A and B starts on a 32-byte L2 sector (library/configs.py)."""
+        return all(_strides(x)[0] * self.itemsize % SECTOR == 0 for x in (self.a, self.b))
 
     def in_place(self) -> bool:
         """Whether the kernels read and write the caller's own tensors (no aligned copies)."""
@@ -132,7 +135,7 @@ class Operands:
     def key(self) -> str:
         m, n, k = self.shape
         layout = "kn" if self.n_major else "nk"
-        return f"{m}x{n}x{k} {self.dtype}->{self.out_dtype} {layout} sms={self.sms} lines={self.lines()}"
+        return f"{m}x{n}x{k} {self.dtype}->{self.out_dtype} {layout} sms={self.sms} sectors={self.sectors()}"
 
 
 def prepare(a, b, out, out_dtype, alpha) -> Operands:
@@ -193,6 +196,21 @@ def _addressable(x, torch: bool) -> bool:
     address = x.data_ptr() if torch else x.__array_interface__["data"][0]
     size = _itemsize(x)
     return (col == 1 or cols == 1) and (row * size) % ALIGN == 0 and address % ALIGN == 0 and row >= cols
+
+
+def torch_workspace(device, split: int, m: int, n: int, stream=None):
+    """A split's f32 partial sums [split, M, N] on the GPU, rows padded for TMA. torch's caching
+    allocator is told when a torch stream other than the current one uses it, so the memory is
+    not handed out again while that stream's kernels still write it."""
+    torch = sys.modules["torch"]
+    buffer = torch.empty(_workspace_shape(split, m, n), dtype=torch.float32, device=device)
+    if isinstance(stream, torch.cuda.Stream):
+        buffer.record_stream(stream)
+    return buffer[:, :, :n]
+
+
+def _workspace_shape(split: int, m: int, n: int) -> tuple:
+    return (split, m, _round_up(n, ALIGN // 4))
 
 
 def _round_up(value: int, step: int) -> int:
