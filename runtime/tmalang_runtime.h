@@ -221,7 +221,8 @@ inline Error cluster_capacity(CUfunction f, unsigned block, unsigned smem, unsig
 inline Error persistent_capacity(CUfunction f, unsigned block, unsigned smem, unsigned* capacity) {
   CUdevice device;
   int sms = 0, per_sm = 0;
-  Error e = check(cuCtxGetDevice(&device), "cuCtxGetDevice");
+  Error e = opt_in_smem(f, smem);   // before the opt-in, a >48 KB kernel's occupancy is 0
+  if (!e) e = check(cuCtxGetDevice(&device), "cuCtxGetDevice");
   if (!e) e = check(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device), "cuDeviceGetAttribute");
   if (!e) e = check(cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, int(block), smem), "cuOccupancy");
   if (!e && per_sm == 0) e = fail(CUDA_ERROR_INVALID_VALUE, "kernel cannot be resident: too much shared memory");
