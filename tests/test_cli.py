@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+import tmalang
 
 from conftest import ROOT
 from split_cases import load
@@ -108,7 +112,7 @@ def test_cpp_launch_header_compiles(tmp_path):
         unit = tmp_path / f"use_{example.stem}.cpp"
         unit.write_text(f'#include "{header.name}"\n')
         run = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
-                              f"-I{ROOT / 'runtime'}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
+                              f"-I{tmalang.get_include()}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
                              capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
 
@@ -223,3 +227,10 @@ def test_an_endless_source_is_e009(capsys):
 def test_a_directory_as_source_is_e009(tmp_path, capsys):
     assert main([str(tmp_path)]) == 1
     assert "error[E009]: cannot read" in capsys.readouterr().err
+
+
+def test_get_include_names_the_folder_of_the_runtime_header():
+    import tmalang
+
+    header = Path(tmalang.get_include()) / "tmalang_runtime.h"
+    assert header.is_file() and "namespace tmalang" in header.read_text()

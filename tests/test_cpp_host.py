@@ -1,5 +1,5 @@
 """On the H100: the C++ route end to end. A host program built with g++ against the header of
-`tmalangc --emit header` (and runtime/tmalang_runtime.h) loads the cubin of `--emit cubin`,
+`tmalangc --emit header` (and tmalang_runtime.h from `tmalang.get_include()`) loads the cubin of `--emit cubin`,
 launches, and matches NumPy exactly. saxpy uses 96 KB of shared memory: its persistent grid
 is sized by an occupancy query that must come after the >48 KB opt-in."""
 
@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import tmalang
 
 from conftest import ROOT
 
@@ -39,7 +41,7 @@ def _build(tmp_path: Path) -> Path:
     assert main([str(example), "--emit", "header", "-o", str(tmp_path / "saxpy.h")]) == 0
     assert main([str(example), "--emit", "cubin", "-o", str(tmp_path / "saxpy.cubin")]) == 0
     program = tmp_path / "saxpy_host"
-    run = subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'runtime'}",
+    run = subprocess.run(["g++", "-std=c++17", "-O1", "-Wall", "-Wextra", "-Werror", f"-I{tmalang.get_include()}",
                           f"-I{tmp_path}", f"-I{CUDA_INCLUDE}", str(ROOT / "tests" / "host" / "saxpy_host.cpp"),
                           "-o", str(program), libcuda],
                          capture_output=True, text=True)

@@ -290,7 +290,7 @@ def test_the_launch_header_encodes_wide_maps(tmp_path):
         unit = tmp_path / f"use_{g.name}.cpp"
         unit.write_text(f'#include "{header.name}"\n')
         run = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
-                              f"-I{ROOT / 'runtime'}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
+                              f"-I{tmalang.get_include()}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
                              capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
 

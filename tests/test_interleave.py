@@ -150,7 +150,7 @@ def test_the_launch_header_encodes_the_interleave(tmp_path):
         pytest.skip("needs g++ and the CUDA driver header")
     unit = tmp_path / "use.cpp"
     unit.write_text('#include "il.h"\n')
-    run = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", f"-I{ROOT / 'runtime'}",
+    run = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", f"-I{tmalang.get_include()}",
                           f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
 

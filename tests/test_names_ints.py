@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+import tmalang
+
 from conftest import ROOT
 from tmalang.backend import launch_header, ptxas
 from tmalang.compiler import Options, compile_source
@@ -227,7 +229,7 @@ def test_every_name_gives_a_compiling_header(tmp_path):
     unit = tmp_path / "use.cpp"
     unit.write_text("".join(f'#include "k{i}.h"\n' for i in range(len(headers))))
     run = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
-                          f"-I{ROOT / 'runtime'}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
+                          f"-I{tmalang.get_include()}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[:4000]
 

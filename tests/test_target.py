@@ -15,6 +15,8 @@ from dataclasses import replace
 
 import pytest
 
+import tmalang
+
 from conftest import ROOT
 from tmalang.compiler import Options, compile_source
 from tmalang.diagnostics import TmalangError
@@ -146,7 +148,7 @@ def test_a_header_with_every_box_option_compiles(tmp_path):
     unit = tmp_path / "use.cpp"
     unit.write_text('#include "opts.h"\n')
     run = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", "-Wall", "-Wextra", "-Werror",
-                          f"-I{ROOT / 'runtime'}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
+                          f"-I{tmalang.get_include()}", f"-I{tmp_path}", f"-I{cuda_h.parent}", str(unit)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
 

@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help="the .tma source file")
     p.add_argument("-o", "--output", help="output file (default: stdout; FILE.cubin for --emit cubin)")
     p.add_argument("--arch", default=DEFAULT.name, choices=ARCHS)
-    p.add_argument("--emit", default="ptx", choices=EMITS, help="what to produce (default: ptx; header: a C++ launch header over runtime/tmalang_runtime.h)")
+    p.add_argument("--emit", default="ptx", choices=EMITS, help="what to produce (default: ptx; header: a C++ launch header over tmalang_runtime.h (tmalang.get_include()))")
     p.add_argument("--kernel", help="which kernel of the file (default: the first)")
     p.add_argument("--print-ir-after", metavar="PASS|all", action="append", default=[],
                    help=f"print the IR after a pass to stderr; passes: {', '.join(PASS_NAMES)}")

@@ -2,7 +2,7 @@
 
 It binds a C++ host to the same manifest the Python runtime reads: argument struct, launch-time
 validation, tensor-map encoding in the kernel's parameter order, grid sizing. The shared code
-lives in runtime/tmalang_runtime.h.
+lives in tmalang/include/tmalang_runtime.h (tmalang.get_include()).
 
 Names. Every legal tmalang name must give a header that compiles, so user names reach the C++
 only in two forms:
