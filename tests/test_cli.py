@@ -234,3 +234,43 @@ def test_get_include_names_the_folder_of_the_runtime_header():
 
     header = Path(tmalang.get_include()) / "tmalang_runtime.h"
     assert header.is_file() and "namespace tmalang" in header.read_text()
+
+
+def _tmalangc(args: list[str], stdin: bytes = b"") -> "subprocess.CompletedProcess":
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "tmalang", *args], input=stdin, capture_output=True, timeout=120)
+
+
+def test_version_names_tmalang_llvmlite_and_ptxas():
+    run = _tmalangc(["--version"])
+    lines = run.stdout.decode().splitlines()
+    assert run.returncode == 0
+    assert lines[0] == f"tmalangc {tmalang.__version__}"
+    assert lines[1].startswith("llvmlite ") and "(LLVM " in lines[1]
+    assert lines[2].startswith("ptxas ")
+
+
+def test_stdin_source_and_stdout_output_through_python_m_tmalang():
+    source = (ROOT / "examples" / "saxpy.tma").read_bytes()
+    ptx = _tmalangc(["-", "-o", "-"], source)
+    assert ptx.returncode == 0 and b".entry saxpy" in ptx.stdout
+    cubin = _tmalangc(["-", "--emit", "cubin", "-o", "-"], source)
+    assert cubin.returncode == 0 and cubin.stdout[:4] == b"\x7fELF"
+
+
+def test_a_diagnostic_from_stdin_names_stdin():
+    run = _tmalangc(["-"], b"kernel k(x: f32[M]) {\n  grid oops\n}\n")
+    assert run.returncode == 1
+    assert run.stderr.decode().startswith("<stdin>:2:8: error[E050]")
+
+
+def test_cubin_from_stdin_without_an_output_is_a_usage_error():
+    run = _tmalangc(["-", "--emit", "cubin"], b"")
+    assert run.returncode == 2 and b"needs -o" in run.stderr
+
+
+def test_help_names_every_subcommand():
+    text = _tmalangc(["--help"]).stdout.decode()
+    assert "tmalangc run" in text and "tmalangc opt" in text and "python -m tmalang" in text

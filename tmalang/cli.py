@@ -4,6 +4,7 @@
     tmalangc kernel.tma --emit ir --print-ir-after=all --time-passes --explain --stats
     tmalangc gemm.tma -D BN=128 -D STAGES=3       (compile-time constants, docs/language.md §2a)
     tmalangc opt kernel.ir --passes=expand_pipelines,order_wgmma    (tmalang/opt.py)
+    cat kernel.tma | tmalangc - -o -       (`-`: standard input; `-o -`: standard output)
 
 Exit status: 0 success, 1 user error (a diagnostic on stderr), 2 bad usage.
 """
@@ -22,7 +23,7 @@ from .backend import launch_header, ptxas
 from .compiler import ARCHS, Options, compile_source
 from .diagnostics import TmalangError
 from .explain import explain
-from .files import check_outputs, read_source, write_file
+from .files import STDIO, check_outputs, read_source, write_file
 from .ir.printer import print_ir
 from .opt import opt_main
 from .passes import PASS_NAMES, PassLog
@@ -33,9 +34,14 @@ EMITS = ("ast", "ir", "ll", "ptx", "cubin", "header")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tmalangc", description="Compile tmalang (.tma) kernels to PTX and cubin.")
-    p.add_argument("file", help="the .tma source file")
-    p.add_argument("-o", "--output", help="output file (default: stdout; FILE.cubin for --emit cubin)")
+    p = argparse.ArgumentParser(
+        prog="tmalangc", description="Compile tmalang (.tma) kernels to PTX and cubin.",
+        epilog="subcommands: 'tmalangc run FILE ...' runs a kernel on the GPU or the interpreter "
+               "(tmalangc run --help); 'tmalangc opt FILE.ir --passes=...' runs passes on textual IR "
+               "(tmalangc opt --help). Also: python -m tmalang ...")
+    p.add_argument("--version", action=_Version, help="print the versions of tmalang, llvmlite (LLVM) and ptxas")
+    p.add_argument("file", help="the .tma source file (-: standard input)")
+    p.add_argument("-o", "--output", help="output file (default: stdout; FILE.cubin for --emit cubin; -: stdout)")
     p.add_argument("--arch", default=DEFAULT.name, choices=ARCHS)
     p.add_argument("--emit", default="ptx", choices=EMITS, help="what to produce (default: ptx; header: a C++ launch header over tmalang_runtime.h (tmalang.get_include()))")
     p.add_argument("--kernel", help="which kernel of the file (default: the first)")
@@ -47,6 +53,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--manifest", metavar="FILE", help="also write the launch manifest (JSON)")
     defines.add_option(p)
     return p
+
+
+class _Version(argparse.Action):
+    """--version, computed when asked for (finding ptxas runs it)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
+def version_text() -> str:
+    import llvmlite
+    import llvmlite.binding as llvm
+
+    from .api import VERSION
+
+    major, minor, patch = llvm.llvm_version_info
+    return (f"tmalangc {VERSION}\nllvmlite {llvmlite.__version__} (LLVM {major}.{minor}.{patch})\n"
+            f"ptxas {ptxas.ptxas_version()} ({ptxas.find_ptxas() or 'not found: pip install tmalang[gpu]'})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         if name != "all" and name not in PASS_NAMES:
             parser.error(f"--print-ir-after: unknown pass '{name}' (choose from {', '.join(PASS_NAMES)}, all)")
     args.constants = defines.parse(parser, args.defines)
+    if args.file == STDIO and args.emit == "cubin" and not args.output:
+        parser.error("--emit cubin from standard input needs -o (a file, or - for standard output)")
     try:
         check_outputs(_outputs(args))
         source = read_source(args.file)
@@ -88,7 +118,7 @@ def _run(args, source: str) -> int:
         until = "ptx"  # --stats assembles, whatever is emitted
     elif args.explain and until == "ast":
         until = "ir"   # the schedule exists only after the passes
-    c = compile_source(source, args.file, options, until=until)
+    c = compile_source(source, "<stdin>" if args.file == STDIO else args.file, options, until=until)
     for name, text in log.snapshots:
         print(f"// ----- IR after {name} -----\n{text}", file=sys.stderr, end="")
     if args.emit == "cubin" or args.stats:

@@ -4,6 +4,7 @@ instead of tracebacks; shared by `tmalangc` and `tmalangc run`."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from .diagnostics import error
@@ -13,11 +14,18 @@ from .syntax.limits import decode
 MAX_SOURCE_BYTES = 16 << 20   # far above any kernel; stops a read of /dev/zero or a runaway file
 
 
+STDIO = "-"        # a path that means standard input (a source) or standard output (-o -)
+
+
 def read_source(path: str) -> str:
-    """The text of a source file: E009 if it cannot be read or is huge, E007 if it is not UTF-8."""
+    """The text of a source file (`-`: standard input): E009 if it cannot be read or is huge, E007
+    if it is not UTF-8."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(MAX_SOURCE_BYTES + 1)
+        if path == STDIO:
+            data = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(MAX_SOURCE_BYTES + 1)
     except OSError as exc:
         raise error("E009", f"cannot read {path}: {exc.strerror or exc}") from None
     if len(data) > MAX_SOURCE_BYTES:
@@ -27,7 +35,7 @@ def read_source(path: str) -> str:
 
 def check_outputs(paths: list) -> None:
     """E009 for an output whose directory is missing or not writable, or that is a directory."""
-    for path in map(Path, paths):
+    for path in (Path(p) for p in paths if str(p) != STDIO):
         folder = path.parent
         if not folder.is_dir():
             raise error("E009", f"cannot write {path}: directory '{folder}' does not exist")
@@ -38,9 +46,13 @@ def check_outputs(paths: list) -> None:
 
 
 def write_file(path, data: str | bytes) -> None:
-    """Write an output; a failure (disk full, a race with the checks above) is E009, not a traceback."""
+    """Write an output (`-`: standard output); a failure (disk full, a race with the checks above)
+    is E009, not a traceback."""
     try:
-        if isinstance(data, bytes):
+        if str(path) == STDIO:
+            sys.stdout.buffer.write(data if isinstance(data, bytes) else data.encode())
+            sys.stdout.flush()
+        elif isinstance(data, bytes):
             Path(path).write_bytes(data)
         else:
             Path(path).write_text(data)
