@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from . import defines
+from .api import VERSION
 from .backend import launch_header, ptxas
 from .compiler import ARCHS, Options, compile_source
 from .diagnostics import TmalangError
@@ -69,8 +70,6 @@ class _Version(argparse.Action):
 def version_text() -> str:
     import llvmlite
     import llvmlite.binding as llvm
-
-    from .api import VERSION
 
     major, minor, patch = llvm.llvm_version_info
     return (f"tmalangc {VERSION}\nllvmlite {llvmlite.__version__} (LLVM {major}.{minor}.{patch})\n"
