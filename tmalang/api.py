@@ -22,6 +22,7 @@ from .ir.printer import print_ir
 from .runtime import Launcher
 from .runtime.cache import DiskCache
 from .syntax.limits import decode
+from .torch_op import TorchOp, make as make_torch_op
 from .target.arch import DEFAULT
 
 VERSION = "0.1.0"
@@ -73,6 +74,16 @@ class Kernel:
         _check_interpret_options(seed, explore, ctas, trace)
         return interpret(self._c.ir, self.manifest, *args, dims=dims, seed=seed, explore=explore, ctas=ctas,
                          trace=trace)
+
+    def as_torch_op(self, name: str | None = None, *, dims: dict[str, int] | None = None) -> TorchOp:
+        """This kernel as the torch custom operator `torch.ops.tmalang.NAME` (torch_op.py): it works
+        inside `torch.compile(fullgraph=True)` and CUDA graphs, runs CUDA tensors on the GPU (torch's
+        current stream) and CPU tensors on the interpreter. It takes the kernel's arguments in order,
+        writes the kernel's output tensors in place and returns nothing. NAME defaults to the
+        kernel's name and a digest of its PTX (each binding of its constants is an operator)."""
+        identity = hashlib.sha256((self.ptx + repr(sorted((dims or {}).items()))).encode()).hexdigest()
+        return make_torch_op(name or f"{self.name}_{identity[:10]}", identity, self.manifest, self,
+                             self.interpret, dims)
 
     def __repr__(self) -> str:
         return f"<tmalang.Kernel {self.name} {self.manifest.arch} {self.manifest.block_threads} threads>"

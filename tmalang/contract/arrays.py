@@ -114,7 +114,7 @@ def _from_torch(tensor, name: str) -> ArrayView:
     dtype = checked_dtype(dtypes.TORCH.get(native), native, name)
     device = tensor.device
     if device.type == "cpu":
-        return _from_numpy(_torch_host_array(tensor, dtype), name)
+        return _from_numpy(torch_host_array(tensor, dtype), name)
     if device.type != "cuda":
         raise LaunchError(
             DEVICE, f"argument '{name}': tensor is on device '{device}'; tmalang needs CUDA or CPU"
@@ -130,7 +130,7 @@ def _from_torch(tensor, name: str) -> ArrayView:
     )
 
 
-def _torch_host_array(tensor, dtype: str) -> np.ndarray:
+def torch_host_array(tensor, dtype: str) -> np.ndarray:
     """A NumPy array sharing the memory of a CPU tensor (so outputs are written in place).
 
     The tensor is first viewed as a same-width integer type, because `Tensor.numpy()` refuses

@@ -32,7 +32,7 @@ from ..contract.errors import LAUNCH_OPTION, LaunchError
 from ..runtime.cache import default_root
 from ..tuning import read_json, time_launches, write_json
 from . import configs
-from .operands import Operands, current_stream, is_torch_type, prepare, torch_workspace
+from .operands import Operands, is_torch_type, prepare, torch_workspace
 
 SOURCE = Path(__file__).with_name("gemm_sm90.tma")
 TUNE_CANDIDATES = 4
@@ -96,14 +96,13 @@ class Repeat:
 
     def __call__(self, a, b, out, alpha: float, stream) -> None:
         b = b if self.n_major else b.t()
-        queue = current_stream(stream)
-        if self.split == 1:
-            self.main(alpha, a, b, out, stream=queue)
+        if self.split == 1:   # stream None: the runtime launches on torch's current stream
+            self.main(alpha, a, b, out, stream=stream)
             return
         m, n = out.shape
         workspace = torch_workspace(out.device, self.split, m, n, stream)
-        self.main(self.split, a, b, workspace, out, stream=queue)
-        self.total(self.split, alpha, workspace, out, stream=queue)
+        self.main(self.split, a, b, workspace, out, stream=stream)
+        self.total(self.split, alpha, workspace, out, stream=stream)
 
 
 def _signature(a, b, out, alpha, out_dtype, tune, config) -> tuple | None:

@@ -43,11 +43,6 @@ def is_torch_type(kind: type) -> bool:
     return kind.__module__.startswith("torch")
 
 
-def current_stream(stream):
-    """`stream`, else torch's current stream (what a torch user's other work is queued on)."""
-    return stream if stream is not None else sys.modules["torch"].cuda.current_stream()
-
-
 class Operands:
     """A, B and C as the kernels take them: a [M, K] row-major; b [N, K] (K-major) or [K, N]
     (N-major, `n_major`); c [M, N] aligned (the caller's `out`, or a buffer copied to it at the end)."""
@@ -114,7 +109,7 @@ class Operands:
     def launch(self, kernel, args: list, stream, writes: str = "c") -> None:
         """On the GPU (torch) or the interpreter (NumPy: the written tensor comes back)."""
         if self.torch:
-            kernel(*args, stream=current_stream(stream))
+            kernel(*args, stream=stream)   # None: torch's current stream (runtime/launch.py)
             return
         written = kernel.interpret(*args)[0]
         setattr(self, writes, written)
