@@ -20,8 +20,9 @@ from .errors import ARG_KIND, DEVICE, LaunchError
 from .view import ArrayView, c_strides, checked_dtype
 
 
-def array_view(obj: object, name: str) -> ArrayView:
-    """The ArrayView of `obj`, passed as kernel argument `name`; LaunchError if it is no array."""
+def array_view(obj: object, name: str, stream: int | None = None) -> ArrayView:
+    """The ArrayView of `obj`, passed as kernel argument `name` to a launch on the CUstream handle
+    `stream` (None: not a GPU launch); LaunchError if it is no array."""
     if isinstance(obj, np.ndarray):
         return _from_numpy(obj, name)
     if _is_torch_tensor(obj):
@@ -29,7 +30,7 @@ def array_view(obj: object, name: str) -> ArrayView:
     if hasattr(obj, "__cuda_array_interface__"):
         return from_cuda_array_interface(obj.__cuda_array_interface__, name)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
-        return _from_dlpack(obj, name)
+        return _from_dlpack(obj, name, stream)
     raise LaunchError(
         ARG_KIND,
         f"argument '{name}': expected an array, got {type(obj).__name__}",
@@ -93,12 +94,12 @@ def from_cuda_array_interface(cai: dict, name: str) -> ArrayView:
     )
 
 
-def _from_dlpack(obj, name: str) -> ArrayView:
+def _from_dlpack(obj, name: str, stream: int | None) -> ArrayView:
     device_type, device_id = obj.__dlpack_device__()
     if device_type == dlpack.KDL_CPU:
         return _from_numpy(dlpack.host_array(obj, name), name)
     if device_type in dlpack.CUDA_DEVICE_TYPES:
-        return dlpack.read_capsule(obj.__dlpack__(), name, device_id)
+        return dlpack.read_capsule(dlpack.export(obj, stream), name, device_id)
     raise LaunchError(
         DEVICE, f"argument '{name}': DLPack device type {device_type} is neither host nor CUDA"
     )

@@ -54,8 +54,10 @@ class Binding:
         return _units(self.manifest, self.symbols, self.scalars)
 
 
-def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None) -> Binding:
-    """Validate `args` (in `manifest.args` order) and optional explicit `dims` for a launch."""
+def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None,
+         stream: int | None = None) -> Binding:
+    """Validate `args` (in `manifest.args` order) and optional explicit `dims` for a launch on the
+    CUstream handle `stream` (told to DLPack producers; None: no GPU launch, the interpreter)."""
     _check_count(manifest, args)
     if dims is not None and not isinstance(dims, Mapping):
         raise LaunchError(
@@ -65,7 +67,7 @@ def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None)
     views, scalars = {}, {}
     for spec, value in zip(manifest.args, args):
         if isinstance(spec, TensorArg):
-            views[spec.name] = _bind_tensor(spec, value, symbols)
+            views[spec.name] = _bind_tensor(spec, value, symbols, stream)
         else:
             scalars[spec.name] = _bind_scalar(spec, value)
     symbols.check_complete()
@@ -240,8 +242,8 @@ def _kernel_symbols(manifest: Manifest) -> set[str]:
     return {s for s in symbols if isinstance(s, str)}
 
 
-def _bind_tensor(spec: TensorArg, value: object, symbols: _Symbols) -> ArrayView:
-    view = array_view(value, spec.name)
+def _bind_tensor(spec: TensorArg, value: object, symbols: _Symbols, stream: int | None) -> ArrayView:
+    view = array_view(value, spec.name, stream)
     if view.dtype != spec.dtype:
         got = view.native_dtype if view.native_dtype in (view.dtype, "") else (
             f"{view.native_dtype} ({view.dtype})"

@@ -51,6 +51,23 @@ _capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c
 )
 
 
+LEGACY_DEFAULT_STREAM = 1   # DLPack's number for CUDA's legacy default stream (handle 0)
+
+
+def export(obj, stream: int | None) -> object:
+    """`obj.__dlpack__`, told the stream the kernel will run on (the DLPack stream handshake): the
+    producer then orders that stream after its pending writes to the tensor, on the GPU, with no
+    host wait. Asked without a stream, a producer must assume the legacy default stream, which
+    orders nothing for a launch on any other stream. Producers older than the stream argument
+    are asked without it."""
+    if stream is None:
+        return obj.__dlpack__()
+    try:
+        return obj.__dlpack__(stream=LEGACY_DEFAULT_STREAM if stream == 0 else stream)
+    except TypeError:
+        return obj.__dlpack__()
+
+
 def read_capsule(capsule: object, name: str, device: int) -> ArrayView:
     """Describe the DLTensor inside a "dltensor" capsule; the view keeps the capsule alive."""
     try:

@@ -75,11 +75,11 @@ class Launcher:
             driver.launch(function, config, params.address)
             return
         m = self.manifest
-        binding = bind(m, args, dims)
+        handle = stream_handle(stream)
+        binding = bind(m, args, dims, handle)
         device = launch_device(binding)
         driver.activate(device)
         loaded = self._load(device)
-        handle = stream_handle(stream)
         _wait_for_producers(binding, handle)
         grid = grid_size(m.grid.kind, binding.tile_count(), m.cluster, lambda: loaded.capacity)
         config = driver.launch_config(grid, m.block_threads, m.smem_bytes, handle, m.cluster)
