@@ -16,7 +16,7 @@ from ..passes.dispatch_roles import register_limit
 from ..target import dtypes, tma
 from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
-from . import cluster_codegen, gather_codegen, pair_codegen, panel_codegen, ptx_asm, tcgen05_codegen
+from . import cluster_codegen, gather_codegen, line_info, pair_codegen, panel_codegen, ptx_asm, tcgen05_codegen
 from .claim_codegen import CLAIM_EMITTERS, COUNTER
 from .mma_codegen import MMA_EMITTERS
 from .pair_codegen import PAIR_EMITTERS
@@ -52,6 +52,8 @@ class KernelCodegen:
         self.args = dict(zip((self._param_key(p) for p in params), self.fn.args))
         self.entry = self.fn.append_basic_block("entry")
         self.b = ir.IRBuilder(self.entry)
+        self.lines = line_info.LineTable(module, self.fn, kernel.span)
+        self.b.debug_metadata = self.lines.entry   # the prologue belongs to the kernel's line
 
     @staticmethod
     def _param_key(p) -> str:
@@ -120,7 +122,15 @@ class KernelCodegen:
             self.op(o)
 
     def op(self, o: ops.Op) -> None:
+        """Emit one op; its instructions carry its source line (an op without a span, made by a
+        pass, keeps the line of the op around it)."""
+        location = self.lines.at(o.span)
+        if location is None:
+            EMITTERS[type(o)](self, o)
+            return
+        outer, self.b.debug_metadata = self.b.debug_metadata, location
         EMITTERS[type(o)](self, o)
+        self.b.debug_metadata = outer
 
     def address(self, ref: ex.BufferRef) -> ir.Value:
         """The 32-bit shared address of stage `ref.index` of a buffer or mbarrier."""

@@ -22,6 +22,10 @@ from ..diagnostics import error
 
 
 DEFAULT_TIMEOUT = 300.0   # seconds; the largest examples assemble in about one
+# Keep the PTX's .loc lines as the cubin's line table (.debug_line, .nv_debug_line_sass) for
+# Nsight Compute and compute-sanitizer. The SASS is the same with and without it (every example,
+# byte for byte); CUDA 13's ptxas keeps the table even unasked, older ones may not.
+LINE_INFO = "--generate-line-info"
 
 
 @functools.cache
@@ -74,7 +78,7 @@ def assemble(ptx: str, arch: str) -> tuple[bytes, PtxasStats]:
     with tempfile.TemporaryDirectory(prefix="tmalang-") as tmp:
         src, dst = Path(tmp, "kernel.ptx"), Path(tmp, "kernel.cubin")
         src.write_text(ptx)
-        run = _run([exe, f"-arch={arch}", "-v", str(src), "-o", str(dst)])
+        run = _run([exe, f"-arch={arch}", "-v", LINE_INFO, str(src), "-o", str(dst)])
         if run.returncode != 0:
             raise error("E300", f"ptxas rejected the generated PTX (a compiler bug):\n{run.stderr.strip()}")
         return dst.read_bytes(), parse_stats(run.stdout + run.stderr)
