@@ -10,7 +10,8 @@ The tutorial's fenced blocks, by info string:
 - ```text: what the shell block just before it prints. Each of its lines must appear in that
   output, in order (trailing spaces aside); a line `...` stands for lines left out.
 - ```tma PATH: a kernel shown in the text; it must be a contiguous excerpt of the file PATH.
-- a `gpu` word after the language (```python gpu, ```sh gpu): needs a Hopper GPU. The CPU test
+- a `gpu` word after the language (```python gpu, ```sh gpu): needs a Hopper GPU, and its
+  first line is the comment `# needs a Hopper GPU`, which the reader sees. The CPU test
   of a section runs its other blocks and skips these (so no CPU block may depend on a gpu
   block); the GPU test of a section (marked gpu) runs all its blocks, in order.
 
@@ -191,19 +192,28 @@ def test_the_steps_come_in_the_newcomers_order():
         assert title.startswith(f"{number}. ") and word in title.lower(), title
 
 
+def test_a_gpu_block_says_so_to_the_reader():
+    """The info string does not show when the markdown is rendered; the first line does."""
+    for block in BLOCKS:
+        assert block.gpu == block.code.startswith("# needs a Hopper GPU\n"), block.where("docs/tutorial.md")
+
+
 def test_every_kind_of_block_is_there():
     kinds = {(b.language, b.gpu) for b in BLOCKS}
     assert {("sh", False), ("python", False), ("text", False), ("tma", False), ("python", True), ("sh", True)} <= kinds
     assert {b.section for b in BLOCKS if b.gpu} >= {s for s in SECTIONS if "pytorch" in s.lower()}
 
 
-def test_the_links_and_pictures_exist():
-    text = TUTORIAL.read_text()
-    targets = re.findall(r"\]\(([^)#]+)\)", text)
+@pytest.mark.parametrize("doc", ["tutorial.md", "comparison.md"])
+def test_the_links_and_pictures_exist(doc):
+    path = ROOT / "docs" / doc
+    targets = re.findall(r"\]\(([^)#]+)\)", path.read_text())
     local = [t for t in targets if not re.match(r"[a-z]+://", t)]
-    assert any(t.endswith(".svg") for t in local)
+    assert local
+    if doc == "tutorial.md":
+        assert {"pictures/trace_saxpy.svg", "pictures/barriers_tma_copy.svg"} <= set(local)
     for target in local:
-        assert (TUTORIAL.parent / target).exists(), target
+        assert (path.parent / target).exists(), target
 
 
 # ---- the runner itself must be able to fail ----------------------------------------------
