@@ -11,8 +11,13 @@ only in two forms:
   - every local of `KERNEL_launch` derived from a user name carries a kind prefix (`d_` bound
     dim, `m_` tensor map, `p_` dim parameter, `s_` scalar parameter, `b_` bulk box address or stride, `x_` index tensor address) that none of the header's
     own locals (`e`, `grid`, `params`, ...) starts with, so no user name can shadow them.
-The public names `KERNEL_args` and `KERNEL_launch` stay as they are (the kernel's name is its
-PTX entry name, and sema keeps it a valid identifier).
+The public names `KERNEL_args`, `KERNEL_launch`, `KERNEL_load_file` (and with an embedded cubin
+`KERNEL_cubin` and `KERNEL_load`) stay as they are (the kernel's name is its PTX entry name, and
+sema keeps it a valid identifier); no suffix ends another, so two kernels' names cannot collide.
+
+A kernel with a dynamic tile loop takes a hidden tile counter (CounterParam): its launch function
+takes an optional `tile_counter`, and without one uses tmalang::tile_counter, one zeroed u32 per
+(context, stream), as the Python runtime does.
 """
 
 from __future__ import annotations
@@ -25,9 +30,9 @@ import jinja2
 from ..contract.manifest import (
     BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, Manifest, ScalarParam, TensorArg, TensorMapParam,
 )
-from ..diagnostics import TmalangError
 from ..ir import ops
 from ..target import tma
+from ..target.arch import target_named
 from ..target.dtypes import DTYPES
 
 
@@ -59,27 +64,31 @@ def field_name(name: str) -> str:
     return name + "_" if unsafe else name
 
 
-def refuse_counter(manifest: Manifest, kernel: ops.KernelOp | None) -> None:
-    """A dynamic tile loop needs a tile counter per (context, stream) that every launch passes and
-    that stays zeroed between launches (runtime/launch.py keeps them); the C++ header has no such
-    state yet, so it refuses the kernel (E551) rather than launching it without one."""
-    if not any(isinstance(p, CounterParam) for p in manifest.ptx_params):
-        return
-    claim = next((o for o in ops.walk(kernel.body) if isinstance(o, ops.TileClaim)), None) if kernel else None
-    raise TmalangError("E551", "the C++ launch header does not support dynamic tile loops yet",
-                       claim.span if claim else None,
-                       ["the kernel takes a hidden tile counter (one zeroed u32 per context and stream) that the "
-                        "header cannot allocate; launch it from Python (tmalang.compile(...)(...)), or drop `dynamic`"])
-
-
 def comment_text(text: str) -> str:
     """`text` as one line of a `//` comment: a JSON string, so a newline or a trailing backslash in
     a file name cannot end the comment or continue it onto the next line."""
     return json.dumps(text)
 
 
-def render(manifest: Manifest, source: str, kernel: ops.KernelOp | None = None) -> str:
-    refuse_counter(manifest, kernel)
+CUBIN_BYTES_PER_LINE = 24
+
+
+def cubin_lines(cubin: bytes) -> list[str]:
+    """The cubin as lines of a C++ initializer (`0x7f, 0x45, ...,`): an array of bytes rather than a
+    string literal, whose length some compilers limit."""
+    step = CUBIN_BYTES_PER_LINE
+    return [", ".join(f"0x{b:02x}" for b in cubin[i:i + step]) + "," for i in range(0, len(cubin), step)]
+
+
+def render(manifest: Manifest, source: str, kernel: ops.KernelOp | None = None, *,
+           cubin: bytes | None = None) -> str:
+    """The launch header of `manifest`'s kernel. `source` names the .tma file in the header's first
+    line. `kernel` (the final IR) is accepted for callers that have it; the manifest says all the
+    header needs. With `cubin`, the header embeds it (`--embed-cubin`) and adds KERNEL_load, which
+    loads it without a file."""
+    del kernel
+    if cubin is not None and not cubin:
+        raise ValueError("an embedded cubin cannot be empty")
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("tmalang.backend", "templates"), undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
@@ -103,10 +112,15 @@ def render(manifest: Manifest, source: str, kernel: ops.KernelOp | None = None) 
         if isinstance(p, IndexParam):
             refs.append(f"&x_{p.tensor}")
             continue
+        if isinstance(p, CounterParam):
+            refs.append("&counter")
+            continue
         refs.append({TensorMapParam: "&m_{}", DimParam: "&p_{}", ScalarParam: "&s_{}", BulkParam: "&b_{}"}[type(p)].format(
             getattr(p, "box", None) or getattr(p, "symbol", None) or p.name))
     return template.render(
-        m=manifest, source=comment_text(source), tensors=tensors, dims=dims, literal_dims=literal_dims,
+        m=manifest, source=comment_text(source), cubin=cubin, cubin_lines=cubin_lines(cubin) if cubin else [],
+        capability=target_named(manifest.arch).compute_capability,
+        counter=any(isinstance(p, CounterParam) for p in manifest.ptx_params), tensors=tensors, dims=dims, literal_dims=literal_dims,
         maps=[p for p in manifest.ptx_params if isinstance(p, TensorMapParam)],
         dim_params=[p for p in manifest.ptx_params if isinstance(p, DimParam)],
         scalar_params=[p for p in manifest.ptx_params if isinstance(p, ScalarParam)],
