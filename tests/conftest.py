@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,9 @@ from tmalang.syntax.parser import parse
 from tmalang.target.arch import DEFAULT, TARGETS
 
 ROOT = Path(__file__).resolve().parents[1]
+# Hermetic caches: a test session starts from an empty compile cache of its own (unless the caller
+# chose one, as the GPU runs do), so no answer comes from a user's cache or an earlier session.
+os.environ.setdefault("TMALANG_CACHE_DIR", tempfile.mkdtemp(prefix="tmalang-test-cache-"))
 EXAMPLES = sorted((ROOT / "examples").glob("*.tma"))
 
 

@@ -15,7 +15,7 @@ from test_gemm import BF16, bf16_matrix, check_on_h100, relative_error
 from tmalang import api
 from tmalang.cli import main as tmalangc
 from tmalang.compiler import compile_source
-from tmalang.runtime.cache import DiskCache
+from tmalang.cache import DiskCache
 
 GEMM = ROOT / "examples" / "gemm_sm90.tma"
 

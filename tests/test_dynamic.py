@@ -1,6 +1,6 @@
 """Dynamic tile loops (`dynamic`, passes/claim_tiles.py): examples/gemm_dynamic_sm90.tma on the
 interpreter against float64 under random schedules, the claims the schedules make, the counter's
-reset, the IR round-trip, the PTX, the runtime's per-stream counter and the C++ header's refusal;
+reset, the IR round-trip, the PTX, the runtime's per-stream counter and the C++ header's;
 on the H100, odd shapes against float64, back-to-back launches and launches on two streams."""
 
 from __future__ import annotations
@@ -118,10 +118,13 @@ def test_counter_is_packed_last_as_an_address(gemm):
     assert params.value(len(params) - 1) == struct.pack("<Q", 0xC0FFEE00)
 
 
-def test_launch_header_refuses_a_dynamic_kernel(gemm):
-    with pytest.raises(tmalang.TmalangError, match="E551") as info:
-        launch_header.render(gemm.manifest, str(EXAMPLE), gemm._c.ir)
-    assert info.value.span is not None and info.value.span.line == 18
+def test_launch_header_keeps_a_tile_counter_per_stream(gemm):
+    """The header's launch takes the stream's zeroed counter from the runtime (or the caller's),
+    and passes it as the kernel's last parameter, as runtime/launch.py does (run on the H100 by
+    tests/test_cpp_host.py)."""
+    header = launch_header.render(gemm.manifest, str(EXAMPLE), gemm._c.ir)
+    assert "CUdeviceptr tile_counter = 0" in header and "tmalang::tile_counter(stream, &counter)" in header
+    assert "&p_N, &counter};" in header
 
 
 def test_explain_shows_the_claims(gemm):

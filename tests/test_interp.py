@@ -129,6 +129,28 @@ def test_run_cli_writes_a_perfetto_trace(tmp_path, capsys):
     assert any(e["name"] == "mbar_wait" and e["dur"] > 1 for e in slices), "some wait should block"
 
 
+def test_an_explored_trace_keeps_each_schedule_on_tracks_of_its_own(tmp_path, capsys):
+    import json
+
+    from tmalang.cli import main
+
+    one, three = tmp_path / "one.json", tmp_path / "three.json"
+    common = ["run", str(ROOT / "examples" / "tma_copy.tma"), "--interpret", "--dims", "M=100,N=130", "--seed", "5"]
+    assert main([*common, "--trace", str(one)]) == 0
+    assert main([*common, "--explore", "3", "--trace", str(three)]) == 0
+    single = json.loads(one.read_text())["traceEvents"]
+    events = json.loads(three.read_text())["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    ctas = {e["pid"] for e in single if e["name"] == "process_name"}
+    assert len(processes) == 3 * len(ctas)       # each schedule's CTAs are processes of their own
+    assert {name.split(" CTA")[0] for name in processes.values()} == {
+        "schedule 0 (seed 5)", "schedule 1 (seed 6)", "schedule 2 (seed 7)"}
+    for index in range(3):                       # every schedule's work is on its own processes
+        own = {pid for pid, name in processes.items() if name.startswith(f"schedule {index} ")}
+        assert any(e["ph"] == "X" and e["name"] == "tma store" and e["pid"] in own for e in events)
+    assert {e["pid"] for e in events} <= set(processes)
+
+
 def test_run_cli_reports_a_deadlock_with_exit_1(tmp_path, capsys):
     from tmalang.cli import main
 

@@ -19,6 +19,8 @@ PACKAGE = ROOT / "tmalang"
 # What each layer may import (besides itself). A layer not listed may import anything.
 ALLOWED = {
     "diagnostics": set(),
+    "cache": set(),        # the CLI reads it before loading the compiler
+    "version": set(),
     "target": {"diagnostics"},
     "syntax": {"diagnostics", "target"},
     "ir": {"diagnostics", "target"},
@@ -29,7 +31,7 @@ ALLOWED = {
     "interp": {"diagnostics", "target", "ir", "contract"},
     "backend": {"diagnostics", "target", "ir", "contract", "passes"},
     "runtime": {"diagnostics", "target", "contract"},
-    "library": {"diagnostics", "target", "contract", "runtime", "api", "tuning"},   # on top of the Python face
+    "library": {"diagnostics", "target", "contract", "runtime", "api", "tuning", "cache"},   # on top of the Python face
 }
 
 
@@ -78,8 +80,15 @@ def test_the_layers_import_only_what_lies_below_them():
     assert not wrong, "\n".join(wrong)
 
 
+# The only imports allowed inside functions: the CLI's front loads the compiler, the interpreter and
+# the pass driver when a command needs them, so that a warm compile (answered from the cache) and
+# `--version` start in tens of milliseconds (tmalang/cli.py). The circle test below still sees them.
+LAZY = {("tmalang", "cli"): {("tmalang", "compile_cli"), ("tmalang", "run_cli"), ("tmalang", "opt")}}
+
+
 def test_no_function_level_imports_of_tmalang():
-    inner = [f"{'.'.join(a)} imports {'.'.join(b)} inside a function" for a, b, inner in EDGES if inner]
+    inner = [f"{'.'.join(a)} imports {'.'.join(b)} inside a function" for a, b, inner in EDGES
+             if inner and b not in LAZY.get(a, ())]
     assert not inner, "\n".join(inner)
 
 

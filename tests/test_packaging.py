@@ -1,4 +1,4 @@
-"""What a pip install gets: one version (VERSION in tmalang/api.py, read by hatch), ptxas with
+"""What a pip install gets: one version (VERSION in tmalang/version.py, read by hatch), ptxas with
 the [gpu] extra (nvidia-cuda-nvcc), the C++ runtime header and py.typed inside the package."""
 
 from __future__ import annotations
@@ -28,3 +28,27 @@ def test_the_package_holds_its_non_python_files():
     assert (package / "py.typed").is_file()
     assert (package / "include" / "tmalang_runtime.h").is_file()
     assert (package / "__main__.py").is_file()
+
+
+def test_the_cmake_helper_ships_with_the_package():
+    folder = tmalang.get_cmake_dir()
+    assert folder.endswith("tmalang/cmake")
+    for name in ("tmalang.cmake", "tmalangConfig.cmake"):
+        assert (ROOT / "tmalang" / "cmake" / name).is_file()
+
+
+def test_the_license_and_its_metadata_agree():
+    project = PYPROJECT["project"]
+    assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text and "tmalang authors" in text
+    assert "License :: " not in " ".join(project["classifiers"])   # PEP 639: the SPDX expression only
+    for field in ("authors", "keywords", "classifiers", "readme", "requires-python", "description"):
+        assert project[field], field
+    assert f"Programming Language :: Python :: 3.{project['requires-python'].split('.')[-1]}" in project["classifiers"]
+
+
+def test_the_changelog_has_a_section_for_this_version():
+    text = (ROOT / "CHANGELOG.md").read_text()
+    assert re.search(rf"^## {re.escape(tmalang.__version__)}$", text, re.M)
+    assert text.index("## Unreleased") < text.index(f"## {tmalang.__version__}")

@@ -16,7 +16,8 @@ import pytest
 from tmalang.contract.manifest import (
     DimParam, GridSpec, Manifest, ScalarArg, ScalarParam, TensorArg, TensorMapParam,
 )
-from tmalang.runtime import DiskCache, Launcher, LaunchError, bind
+from tmalang.cache import DiskCache
+from tmalang.runtime import Launcher, LaunchError, bind
 from tmalang.runtime import driver
 from tmalang.contract.arrays import array_view
 from tmalang.runtime.launch import grid_size
@@ -444,6 +445,14 @@ def test_cache_disabled_by_env(tmp_path, monkeypatch):
 def test_cache_dir_from_env(tmp_path, monkeypatch):
     monkeypatch.setenv("TMALANG_CACHE_DIR", str(tmp_path / "elsewhere"))
     assert DiskCache().root == tmp_path / "elsewhere"
+
+
+def test_cache_dir_follows_xdg_cache_home(tmp_path, monkeypatch):
+    monkeypatch.delenv("TMALANG_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert DiskCache().root == tmp_path / "xdg" / "tmalang"
+    monkeypatch.setenv("TMALANG_CACHE_DIR", str(tmp_path / "mine"))   # the tmalang variable wins
+    assert DiskCache().root == tmp_path / "mine"
 
 
 # --- robustness: 32-bit index math, aliasing outputs, masks, repeat launches ---------------------

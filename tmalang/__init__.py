@@ -4,19 +4,48 @@
     k = tmalang.compile(SRC)        # or tmalang.compile_file("x.tma")
     k(a, b, out)                    # launch on the GPU
     k.ptx, k.ir, k.explain()
+    op = k.as_torch_op()            # torch.ops.tmalang.*: torch.compile(fullgraph=True), CUDA graphs
     g = tmalang.autotune(SRC, configs=[{"BN": 256}, {"BN": 128, "STAGES": 6}])  # fastest binding per shape
     c = tmalang.gemm(a, w.t())      # C = A · B at every shape: bf16, f16, fp8 (library/gemm.py)
     tmalang.get_include()           # the folder of tmalang_runtime.h, for `tmalangc --emit header` users
+    tmalang.get_cmake_dir()         # tmalangConfig.cmake: tmalang_add_kernel(...) in a CMake project
+    k.interpret(..., trace=tmalang.Trace())   # the interpreter's timeline, for Perfetto
+
+`import tmalang` loads almost nothing: the compiler (lark, llvmlite, NumPy) is imported by the
+first use of a name below, so a program that only asks for the version or the include folder,
+or the CLI answering from its cache, does not pay for it.
 """
 
+from __future__ import annotations
+
+import importlib
 from pathlib import Path as _Path
+from typing import TYPE_CHECKING
 
-from .api import VERSION as __version__
-from .api import Kernel, compile, compile_file
 from .diagnostics import TmalangError
-from .library.gemm import gemm, gemm_config
-from .tuning import Autotuner, autotune
+from .version import VERSION as __version__
 
+if TYPE_CHECKING:   # what the lazy names are, for type checkers and readers
+    from .api import Kernel, compile, compile_file
+    from .library.gemm import gemm, gemm_config
+    from .interp.trace import Trace
+    from .tuning import Autotuner, autotune
+
+_LAZY = {"compile": "api", "compile_file": "api", "Kernel": "api", "gemm": "library.gemm",
+         "gemm_config": "library.gemm", "Autotuner": "tuning", "autotune": "tuning", "Trace": "interp.trace"}
+
+
+def __getattr__(name: str):
+    """The public names that need the compiler, imported on first use (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'tmalang' has no attribute '{name}'")
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 
 def get_include() -> str:
@@ -25,4 +54,11 @@ def get_include() -> str:
     return str(_Path(__file__).with_name("include"))
 
 
-__all__ = ["get_include", "compile", "compile_file", "autotune", "Autotuner", "gemm", "gemm_config", "Kernel", "TmalangError", "__version__"]
+def get_cmake_dir() -> str:
+    """The folder of tmalangConfig.cmake and tmalang.cmake (`tmalang_add_kernel`): pass it as
+    -Dtmalang_DIR=... to CMake for find_package(tmalang CONFIG) (docs/cpp.md)."""
+    return str(_Path(__file__).with_name("cmake"))
+
+
+__all__ = ["get_include", "get_cmake_dir", "Trace", "compile", "compile_file", "autotune", "Autotuner", "gemm", "gemm_config", "Kernel",
+           "TmalangError", "__version__"]

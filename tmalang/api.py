@@ -20,12 +20,11 @@ from .interp import interpret
 from .interp.trace import Trace
 from .ir.printer import print_ir
 from .runtime import Launcher
-from .runtime.cache import DiskCache
-from .syntax.limits import decode
+from .cache import DiskCache
+from .syntax.encoding import decode
+from .version import VERSION
 from .torch_op import TorchOp, make as make_torch_op
 from .target.arch import DEFAULT
-
-VERSION = "0.1.0"
 
 
 class Kernel:

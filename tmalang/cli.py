@@ -4,32 +4,30 @@
     tmalangc kernel.tma --emit ir --print-ir-after=all --time-passes --explain --stats
     tmalangc gemm.tma -D BN=128 -D STAGES=3       (compile-time constants, docs/language.md §2a)
     tmalangc opt kernel.ir --passes=expand_pipelines,order_wgmma    (tmalang/opt.py)
+    tmalangc cache info | tmalangc cache clear     (the whole-compile cache, compile_cache.py)
     cat kernel.tma | tmalangc - -o -       (`-`: standard input; `-o -`: standard output)
 
 Exit status: 0 success, 1 user error (a diagnostic on stderr), 2 bad usage.
+
+This module starts every command, so it imports only what a warm compile needs: the arguments,
+the source, the cache. The compiler (compile_cli.py), the interpreter (run_cli.py) and the pass
+driver (opt.py) are imported when a command needs them, which is what the lazy imports below
+are for (tests/test_layering.py lists them).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import sys
-import time
 from pathlib import Path
 
-from . import defines
-from .api import VERSION
-from .backend import launch_header, ptxas
-from .compiler import ARCHS, Options, compile_source
-from .diagnostics import TmalangError
-from .explain import explain
+from . import compile_cache, defines
+from .backend import ptxas
+from .cache import DiskCache
+from .diagnostics import FORMATS, TmalangError
 from .files import STDIO, check_outputs, read_source, write_file
-from .ir.printer import print_ir
-from .opt import opt_main
-from .passes import PASS_NAMES, PassLog
-from .run_cli import run_main
-from .target.arch import DEFAULT
+from .target.arch import DEFAULT, TARGETS
+from .version import VERSION
 
 EMITS = ("ast", "ir", "ll", "ptx", "cubin", "header")
 
@@ -39,19 +37,24 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tmalangc", description="Compile tmalang (.tma) kernels to PTX and cubin.",
         epilog="subcommands: 'tmalangc run FILE ...' runs a kernel on the GPU or the interpreter "
                "(tmalangc run --help); 'tmalangc opt FILE.ir --passes=...' runs passes on textual IR "
-               "(tmalangc opt --help). Also: python -m tmalang ...")
+               "(tmalangc opt --help); 'tmalangc cache info|clear' shows or empties the compile cache. "
+               "Also: python -m tmalang ...")
     p.add_argument("--version", action=_Version, help="print the versions of tmalang, llvmlite (LLVM) and ptxas")
     p.add_argument("file", help="the .tma source file (-: standard input)")
     p.add_argument("-o", "--output", help="output file (default: stdout; FILE.cubin for --emit cubin; -: stdout)")
-    p.add_argument("--arch", default=DEFAULT.name, choices=ARCHS)
+    p.add_argument("--arch", default=DEFAULT.name, choices=tuple(TARGETS))
     p.add_argument("--emit", default="ptx", choices=EMITS, help="what to produce (default: ptx; header: a C++ launch header over tmalang_runtime.h (tmalang.get_include()))")
+    p.add_argument("--embed-cubin", action="store_true",
+                   help="with --emit header: the header carries the cubin (KERNEL_cubin; KERNEL_load needs no file); runs ptxas")
     p.add_argument("--kernel", help="which kernel of the file (default: the first)")
     p.add_argument("--print-ir-after", metavar="PASS|all", action="append", default=[],
-                   help=f"print the IR after a pass to stderr; passes: {', '.join(PASS_NAMES)}")
+                   help="print the IR after a pass to stderr (a pass of tmalangc opt --help, or all)")
     p.add_argument("--time-passes", action="store_true", help="report the time of each stage on stderr")
     p.add_argument("--stats", action="store_true", help="assemble with ptxas and report registers, smem, spills")
     p.add_argument("--explain", action="store_true", help="print the barrier table, roles and smem map")
     p.add_argument("--manifest", metavar="FILE", help="also write the launch manifest (JSON)")
+    p.add_argument("--diagnostics-format", choices=FORMATS, default=None,
+                   help="errors as rendered text (default) or one JSON object per line (also: TMALANG_DIAGNOSTICS=json)")
     defines.add_option(p)
     return p
 
@@ -79,23 +82,26 @@ def version_text() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:
+        from .run_cli import run_main
         return run_main(argv[1:])
     if argv[:1] == ["opt"]:
+        from .opt import opt_main
         return opt_main(argv[1:])
+    if argv[:1] == ["cache"]:
+        return cache_main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
-    for name in args.print_ir_after:
-        if name != "all" and name not in PASS_NAMES:
-            parser.error(f"--print-ir-after: unknown pass '{name}' (choose from {', '.join(PASS_NAMES)}, all)")
     args.constants = defines.parse(parser, args.defines)
+    if args.embed_cubin and args.emit != "header":
+        parser.error("--embed-cubin goes with --emit header")
     if args.file == STDIO and args.emit == "cubin" and not args.output:
         parser.error("--emit cubin from standard input needs -o (a file, or - for standard output)")
     try:
         check_outputs(_outputs(args))
         source = read_source(args.file)
-        return _run(args, source)
+        return _compile(parser, args, source)
     except TmalangError as exc:
-        print(exc.render(), file=sys.stderr)
+        print(exc.report(args.diagnostics_format), file=sys.stderr)
         return 1
 
 
@@ -109,74 +115,60 @@ def _outputs(args) -> list[str]:
     return paths
 
 
-def _run(args, source: str) -> int:
-    log = PassLog(print_after=set(args.print_ir_after))
-    options = Options(arch=args.arch, kernel=args.kernel, log=log, constants=args.constants, binder="-D")
-    until = {"ast": "ast", "ir": "ir", "header": "ir", "ll": "ll"}.get(args.emit, "ptx")
-    if args.stats:
-        until = "ptx"  # --stats assembles, whatever is emitted
-    elif args.explain and until == "ast":
-        until = "ir"   # the schedule exists only after the passes
-    c = compile_source(source, "<stdin>" if args.file == STDIO else args.file, options, until=until)
-    for name, text in log.snapshots:
-        print(f"// ----- IR after {name} -----\n{text}", file=sys.stderr, end="")
-    if args.emit == "cubin" or args.stats:
-        t0 = time.perf_counter()
-        c.cubin, c.stats = ptxas.assemble(c.ptx, args.arch)
-        log.timings.append(("ptxas", time.perf_counter() - t0))
-    if args.time_passes:
-        _report_times(log)
-    if args.stats:
-        print(f"{c.ir.symbol}: {c.stats.summary()} dynamic_smem={c.manifest.smem_bytes}B", file=sys.stderr)
-    if args.manifest and c.manifest is not None:
-        write_file(args.manifest, json.dumps(c.manifest.to_json(), indent=2) + "\n")
-    if args.explain:
-        print(explain(c.ir, c.target, c.manifest.grid), end="")
-        if not args.output:
-            return 0
-    _write_output(args, c)
+def _compile(parser, args, source: str) -> int:
+    """The cache's answer when it has one; else compile (and remember what came out)."""
+    key = _cache_key(args, source)
+    hit = compile_cache.lookup(key) if key else None
+    if hit is not None:
+        _write(args, hit[compile_cache.OUTPUT], hit.get(compile_cache.MANIFEST))
+        return 0
+    from .compile_cli import check_pass_names, compile_to_output
+    check_pass_names(parser, args.print_ir_after)
+    produced = compile_to_output(args, source)
+    _write(args, produced.output, produced.manifest)
+    if key and produced.output is not None:
+        compile_cache.store(key, produced.output, produced.manifest)
     return 0
 
 
-def _report_times(log: PassLog) -> None:
-    print("stage                 ms", file=sys.stderr)
-    for name, seconds in log.timings:
-        print(f"{name:<20} {seconds * 1e3:6.2f}", file=sys.stderr)
-    print(f"{'total to ' + ('cubin' if log.timings[-1][0] == 'ptxas' else 'last stage'):<20} "
-          f"{sum(s for _, s in log.timings) * 1e3:6.2f}", file=sys.stderr)
+def _cache_key(args, source: str) -> str | None:
+    """The cache entry of this command line; None when it reports on the compile itself."""
+    if args.print_ir_after or args.time_passes or args.stats or args.explain:
+        return None
+    name = "<stdin>" if args.file == STDIO else args.file
+    options = {"arch": args.arch, "kernel": args.kernel, "constants": args.constants, "emit": args.emit,
+               "manifest": bool(args.manifest), "embed_cubin": args.embed_cubin}
+    if args.emit != "cubin" and not args.embed_cubin:
+        return compile_cache.compile_key(source, name, options, None)
+    ptxas.timeout()   # a bad TMALANG_PTXAS_TIMEOUT is E302 whether or not ptxas would run
+    return compile_cache.compile_key(source, name, options, ptxas.find_ptxas())
 
 
-def _write_output(args, c) -> None:
-    if args.emit == "cubin":
-        write_file(args.output or Path(args.file).with_suffix(".cubin"), c.cubin)
+def _write(args, output: bytes | None, manifest: bytes | None) -> None:
+    if args.manifest and manifest is not None:
+        write_file(args.manifest, manifest)
+    if output is None:
         return
-    text = {"ast": lambda: dump_ast(c.ast), "ir": lambda: print_ir(c.ir), "ll": lambda: c.llvm_ir,
-            "ptx": lambda: c.ptx, "header": lambda: launch_header.render(c.manifest, args.file, c.ir)}[args.emit]()
-    if args.output:
-        write_file(args.output, text)
+    if args.emit == "cubin":
+        write_file(args.output or Path(args.file).with_suffix(".cubin"), output)
+    elif args.output:
+        write_file(args.output, output)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(output.decode())
 
 
-def dump_ast(node, indent: int = 0) -> str:
-    """An indented dump of the AST: node type, scalar fields inline, children below."""
-    pad = "  " * indent
-    if isinstance(node, list):
-        return "".join(dump_ast(n, indent) for n in node)
-    if not dataclasses.is_dataclass(node):
-        return f"{pad}{node!r}\n"
-    scalars, children = [], []
-    for f in dataclasses.fields(node):
-        if not f.repr or f.name == "span":
-            continue
-        value = getattr(node, f.name)
-        nested = dataclasses.is_dataclass(value) or (isinstance(value, list) and value and dataclasses.is_dataclass(value[0]))
-        (children if nested else scalars).append((f.name, value))
-    head = f"{pad}{type(node).__name__} " + " ".join(f"{k}={v!r}" for k, v in scalars)
-    out = head.rstrip() + f"  @{node.span.line}:{node.span.col}\n"
-    for name, value in children:
-        out += f"{pad}  .{name}\n" + dump_ast(value, indent + 2)
-    return out
+def cache_main(argv: list[str]) -> int:
+    """`tmalangc cache info` (where, how full, the variables) and `tmalangc cache clear`."""
+    p = argparse.ArgumentParser(prog="tmalangc cache", description="Show or empty tmalang's compile cache.")
+    p.add_argument("action", choices=("info", "clear"))
+    args = p.parse_args(argv)
+    cache = DiskCache()
+    if args.action == "clear":
+        removed = cache.clear()
+        print(f"removed {removed} entries from {cache.root}")
+        return 0
+    print(cache.describe())
+    return 0
 
 
 if __name__ == "__main__":

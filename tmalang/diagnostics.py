@@ -9,11 +9,18 @@ as::
     note: ...
 
 Launch-time errors (no source position) render as `error[E0xx]: message`.
+
+For tools (editors, CI annotators) a diagnostic is also a JSON object (`to_json`): the command
+line prints one per line with `--diagnostics-format=json` or `TMALANG_DIAGNOSTICS=json`.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass, field
+
+FORMATS = ("text", "json")
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,23 @@ class TmalangError(Exception):
         lines = [f"{self.span.location()}: {head}", f"    {text}", f"    {caret}"]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+    def to_json(self) -> dict:
+        """The diagnostic as data: code, severity, message, notes, and where (file, 1-based line and
+        column of start and end, end exclusive, and the source line) when it has a position."""
+        data = {"code": self.code, "severity": "error", "message": self.message, "notes": list(self.notes)}
+        if self.span is not None:
+            s = self.span
+            data["location"] = {"file": s.source.name, "line": s.line, "col": s.col, "end_line": s.end_line,
+                                "end_col": s.end_col, "source_line": s.source.line(s.line)}
+        return data
+
+    def report(self, fmt: str | None = None) -> str:
+        """The text a command line prints: rendered, or one JSON line (fmt None: as the environment's
+        TMALANG_DIAGNOSTICS says, text by default)."""
+        fmt = fmt or os.environ.get("TMALANG_DIAGNOSTICS", "text")
+        return json.dumps(self.to_json(), ensure_ascii=False) if fmt == "json" else self.render()
 
 
 def error(code: str, message: str, span: Span | None = None, *notes: str) -> TmalangError:

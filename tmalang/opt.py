@@ -65,7 +65,7 @@ def opt_main(argv: list[str]) -> int:
         else:
             sys.stdout.write(text)
     except TmalangError as exc:
-        print(exc.render(), file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 1
     return 0
 

@@ -64,7 +64,7 @@ def run_main(argv: list[str]) -> int:
         if trace is not None:
             write_file(args.trace, trace.to_json())
     except TmalangError as exc:
-        print(exc.render(), file=sys.stderr)
+        print(exc.report(), file=sys.stderr)
         return 1
     schedules = max(1, args.explore)
     print(f"{kernel.name}: protocol ok over {schedules} schedule(s) with "

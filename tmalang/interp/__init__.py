@@ -54,7 +54,9 @@ def interpret(kernel: ops.KernelOp, manifest: Manifest, *args, dims=None, seed=N
     binding = bind(manifest, args, dims)
     seeds = [seed] if explore <= 0 else [(seed or 0) + i for i in range(explore)]
     results = None
-    for s in seeds:
+    for i, s in enumerate(seeds):
+        if trace is not None and len(seeds) > 1:
+            trace.begin_schedule(i, s)
         results = _run_once(kernel, manifest, args, binding, s, ctas, trace)
     written = [a for a in manifest.args if isinstance(a, TensorArg) and a.written]
     for arg, value in zip(manifest.args, args):

@@ -6,7 +6,6 @@ as a `LaunchError` (E210).
 
 from ..contract.binding import Binding, bind
 from ..contract.errors import LaunchError
-from .cache import DiskCache
 from .launch import Launcher
 
-__all__ = ["Binding", "DiskCache", "LaunchError", "Launcher", "bind"]
+__all__ = ["Binding", "LaunchError", "Launcher", "bind"]

@@ -12,9 +12,6 @@ iterative walk that itself cannot overflow the Python stack:
     convert decimal strings of more than 4,300 digits);
   - every float literal is finite in f32 (E029): all float math computes in f32, where a larger
     literal would silently become infinity (`inf` says so explicitly).
-
-`decode` turns source bytes into text, with E007 at the first byte that is not UTF-8, so that
-no reader of source files (the CLI, `compile_file`, `compile(bytes)`) raises UnicodeDecodeError.
 """
 
 from __future__ import annotations
@@ -106,16 +103,3 @@ def _check_number(source: Source, token: lark.Token) -> None:
 def _shorten(text: str) -> str:
     return text if len(text) <= 24 else f"{text[:10]}...{text[-6:]} ({len(text)} digits)"
 
-
-def decode(data: bytes, name: str) -> str:
-    """Source bytes as text: UTF-8 (a byte-order mark is dropped), or E007 at the first bad byte."""
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        start = exc.start
-        head = data[:start].decode("utf-8-sig", "replace")
-        line = head.count("\n") + 1
-        col = len(head) - (head.rfind("\n") + 1) + 1
-        source = Source(data.decode("utf-8-sig", "replace"), name)
-        raise error("E007", f"source is not valid UTF-8: byte {data[start]:#04x} at offset {start}",
-                    Span(source, line, col, line, col + 1), "save the file as UTF-8") from None

@@ -14,8 +14,10 @@ The cache is bounded: after each `put`, the least recently used entries (a hit r
 entry) are removed until at most `$TMALANG_CACHE_MAX_ENTRIES` (default 1000) entries of at most
 `$TMALANG_CACHE_MAX_BYTES` (default 1 GiB) in all remain.
 
-`$TMALANG_CACHE_DIR` moves the cache (default `~/.cache/tmalang`); `TMALANG_CACHE=0` turns it
-off. The variables are read at each use so they can be changed at run time.
+`$TMALANG_CACHE_DIR` moves the cache (default `$XDG_CACHE_HOME/tmalang`, and `~/.cache/tmalang`
+without XDG_CACHE_HOME); `TMALANG_CACHE=0` turns it off. The variables are read at each use so
+they can be changed at run time. This module imports nothing of tmalang: the CLI reads the cache
+before it loads the compiler.
 """
 
 from __future__ import annotations
@@ -36,7 +38,9 @@ MAX_FILE_BYTES = 1 << 30      # no cache file is larger; a bigger one is damage
 
 
 def default_root() -> Path:
-    return Path(os.environ.get("TMALANG_CACHE_DIR") or Path.home() / ".cache" / "tmalang")
+    if os.environ.get("TMALANG_CACHE_DIR"):
+        return Path(os.environ["TMALANG_CACHE_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tmalang"
 
 
 class DiskCache:
@@ -93,6 +97,25 @@ class DiskCache:
                 continue
             _remove(path)
             count, total = count - 1, total - size
+
+    def clear(self) -> int:
+        """Remove every entry (staging folders of writers at work are left to them); how many."""
+        entries = _entries(self.root)
+        for path, _, _ in entries:
+            _remove(path)
+        return len(entries)
+
+    def describe(self) -> str:
+        """Where the cache is, how full against its limits, and the variables that steer it."""
+        entries = _entries(self.root)
+        total = sum(size for _, _, size in entries)
+        lines = [f"cache:   {self.root}" + ("" if self.enabled else "  (off: TMALANG_CACHE=0)"),
+                 f"entries: {len(entries)} of at most {_limit('TMALANG_CACHE_MAX_ENTRIES', DEFAULT_MAX_ENTRIES)}",
+                 f"size:    {total / 2**20:.1f} MiB of at most "
+                 f"{_limit('TMALANG_CACHE_MAX_BYTES', DEFAULT_MAX_BYTES) / 2**20:.0f} MiB",
+                 "set by:  TMALANG_CACHE_DIR (else $XDG_CACHE_HOME/tmalang, else ~/.cache/tmalang), TMALANG_CACHE=0 "
+                 "(off), TMALANG_CACHE_MAX_ENTRIES, TMALANG_CACHE_MAX_BYTES"]
+        return "\n".join(lines)
 
     def _entry(self, key: str) -> Path:
         if len(key) != 64 or not all(c in "0123456789abcdef" for c in key):

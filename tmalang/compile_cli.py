@@ -1,0 +1,100 @@
+"""The compiling half of `tmalangc FILE ...`: what runs when the whole-compile cache has no answer
+(cli.py reads the cache first, without loading any of this)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .backend import launch_header, ptxas
+from .compiler import Options, compile_source
+from .explain import explain
+from .files import STDIO
+from .ir.printer import print_ir
+from .passes import PASS_NAMES, PassLog
+
+
+@dataclass
+class Produced:
+    """What a compile wrote or would write: the output (None when --explain alone printed) and the
+    manifest JSON (when --manifest asked for it)."""
+
+    output: bytes | None
+    manifest: bytes | None = None
+
+
+def check_pass_names(parser, names: list[str]) -> None:
+    """Usage error (exit 2) for an unknown --print-ir-after pass."""
+    for name in names:
+        if name != "all" and name not in PASS_NAMES:
+            parser.error(f"--print-ir-after: unknown pass '{name}' (choose from {', '.join(PASS_NAMES)}, all)")
+
+
+def compile_to_output(args, source: str) -> Produced:
+    log = PassLog(print_after=set(args.print_ir_after))
+    options = Options(arch=args.arch, kernel=args.kernel, log=log, constants=args.constants, binder="-D")
+    until = {"ast": "ast", "ir": "ir", "header": "ir", "ll": "ll"}.get(args.emit, "ptx")
+    if args.stats or args.embed_cubin:
+        until = "ptx"  # --stats assembles, whatever is emitted; an embedded cubin too
+    elif args.explain and until == "ast":
+        until = "ir"   # the schedule exists only after the passes
+    c = compile_source(source, "<stdin>" if args.file == STDIO else args.file, options, until=until)
+    for name, text in log.snapshots:
+        print(f"// ----- IR after {name} -----\n{text}", file=sys.stderr, end="")
+    if args.emit == "cubin" or args.stats or args.embed_cubin:
+        t0 = time.perf_counter()
+        c.cubin, c.stats = ptxas.assemble(c.ptx, args.arch)
+        log.timings.append(("ptxas", time.perf_counter() - t0))
+    if args.time_passes:
+        _report_times(log)
+    if args.stats:
+        print(f"{c.ir.symbol}: {c.stats.summary()} dynamic_smem={c.manifest.smem_bytes}B", file=sys.stderr)
+    manifest = None
+    if args.manifest and c.manifest is not None:
+        manifest = (json.dumps(c.manifest.to_json(), indent=2) + "\n").encode()
+    if args.explain:
+        print(explain(c.ir, c.target, c.manifest.grid), end="")
+        if not args.output:
+            return Produced(None, manifest)
+    return Produced(_output(args, c), manifest)
+
+
+def _report_times(log: PassLog) -> None:
+    print("stage                 ms", file=sys.stderr)
+    for name, seconds in log.timings:
+        print(f"{name:<20} {seconds * 1e3:6.2f}", file=sys.stderr)
+    print(f"{'total to ' + ('cubin' if log.timings[-1][0] == 'ptxas' else 'last stage'):<20} "
+          f"{sum(s for _, s in log.timings) * 1e3:6.2f}", file=sys.stderr)
+
+
+def _output(args, c) -> bytes:
+    if args.emit == "cubin":
+        return c.cubin
+    text = {"ast": lambda: dump_ast(c.ast), "ir": lambda: print_ir(c.ir), "ll": lambda: c.llvm_ir,
+            "ptx": lambda: c.ptx, "header": lambda: launch_header.render(c.manifest, args.file, c.ir, cubin=c.cubin if args.embed_cubin else None)}[args.emit]()
+    return text.encode()
+
+
+def dump_ast(node, indent: int = 0) -> str:
+    """An indented dump of the AST: node type, scalar fields inline, children below."""
+    pad = "  " * indent
+    if isinstance(node, list):
+        return "".join(dump_ast(n, indent) for n in node)
+    if not dataclasses.is_dataclass(node):
+        return f"{pad}{node!r}\n"
+    scalars, children = [], []
+    for f in dataclasses.fields(node):
+        if not f.repr or f.name == "span":
+            continue
+        value = getattr(node, f.name)
+        nested = dataclasses.is_dataclass(value) or (isinstance(value, list) and value and dataclasses.is_dataclass(value[0]))
+        (children if nested else scalars).append((f.name, value))
+    head = f"{pad}{type(node).__name__} " + " ".join(f"{k}={v!r}" for k, v in scalars)
+    out = head.rstrip() + f"  @{node.span.line}:{node.span.col}\n"
+    for name, value in children:
+        out += f"{pad}  .{name}\n" + dump_ast(value, indent + 2)
+    return out
