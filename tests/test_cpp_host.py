@@ -41,7 +41,7 @@ from tmalang.runtime.params import pack_params
 from tmalang.runtime.tensormap import tensor_map_fields
 from tmalang.target.dtypes import NUMPY
 
-CUDA_INCLUDE = Path("/usr/local/cuda/include")
+CUDA_INCLUDE = Path(tmalang.get_cuda_include() or "/usr/local/cuda/include")   # cuda-pathfinder first
 HOST = ROOT / "tests" / "host"
 SHAPES = [(197, 330), (67, 250)]   # (197, 330): tests/test_interp_vs_h100.py's shape for every sm_90a example
 SM90 = [p for p in EXAMPLES if example_arch(p) == "sm_90a"]

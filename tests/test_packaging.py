@@ -52,3 +52,16 @@ def test_the_changelog_has_a_section_for_this_version():
     text = (ROOT / "CHANGELOG.md").read_text()
     assert re.search(rf"^## {re.escape(tmalang.__version__)}$", text, re.M)
     assert text.index("## Unreleased") < text.index(f"## {tmalang.__version__}")
+
+
+def test_cuda_h_is_found_through_cuda_pathfinder_first(tmp_path, monkeypatch):
+    pathfinder = __import__("pytest").importorskip("cuda.pathfinder")
+    wheel, home = tmp_path / "wheel", tmp_path / "home"
+    for folder in (wheel, home / "include"):
+        folder.mkdir(parents=True)
+        (folder / "cuda.h").write_text("/* stand-in */\n")
+    monkeypatch.setenv("CUDA_HOME", str(home))
+    monkeypatch.setattr(pathfinder, "find_nvidia_header_directory", lambda name: str(wheel) if name == "cudart" else None)
+    assert tmalang.get_cuda_include() == str(wheel)
+    monkeypatch.setattr(pathfinder, "find_nvidia_header_directory", lambda name: None)
+    assert tmalang.get_cuda_include() == str(home / "include")

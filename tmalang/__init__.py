@@ -8,6 +8,7 @@
     g = tmalang.autotune(SRC, configs=[{"BN": 256}, {"BN": 128, "STAGES": 6}])  # fastest binding per shape
     c = tmalang.gemm(a, w.t())      # C = A · B at every shape: bf16, f16, fp8 (library/gemm.py)
     tmalang.get_include()           # the folder of tmalang_runtime.h, for `tmalangc --emit header` users
+    tmalang.get_cuda_include()      # cuda.h's folder, through cuda-pathfinder
     tmalang.get_cmake_dir()         # tmalangConfig.cmake: tmalang_add_kernel(...) in a CMake project
     k.interpret(..., trace=tmalang.Trace())   # the interpreter's timeline, for Perfetto
 
@@ -19,6 +20,7 @@ or the CLI answering from its cache, does not pay for it.
 from __future__ import annotations
 
 import importlib
+import os as _os
 from pathlib import Path as _Path
 from typing import TYPE_CHECKING
 
@@ -54,11 +56,27 @@ def get_include() -> str:
     return str(_Path(__file__).with_name("include"))
 
 
+def get_cuda_include() -> str | None:
+    """The folder of the CUDA driver header (cuda.h) that a C++ host program built on a launch
+    header needs: found by cuda-pathfinder (installed with cuda-bindings: the nvidia wheels, conda,
+    $CUDA_HOME/$CUDA_PATH), else $CUDA_HOME/include or /usr/local/cuda/include; None if none has it."""
+    try:
+        from cuda.pathfinder import find_nvidia_header_directory
+        found = find_nvidia_header_directory("cudart")
+    except (ImportError, RuntimeError):
+        found = None
+    homes = [_os.environ.get("CUDA_HOME"), _os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    for folder in [found, *(str(_Path(h) / "include") for h in homes if h)]:
+        if folder and (_Path(folder) / "cuda.h").is_file():
+            return folder
+    return None
+
+
 def get_cmake_dir() -> str:
     """The folder of tmalangConfig.cmake and tmalang.cmake (`tmalang_add_kernel`): pass it as
     -Dtmalang_DIR=... to CMake for find_package(tmalang CONFIG) (docs/cpp.md)."""
     return str(_Path(__file__).with_name("cmake"))
 
 
-__all__ = ["get_include", "get_cmake_dir", "Trace", "compile", "compile_file", "autotune", "Autotuner", "gemm", "gemm_config", "Kernel",
+__all__ = ["get_include", "get_cmake_dir", "get_cuda_include", "Trace", "compile", "compile_file", "autotune", "Autotuner", "gemm", "gemm_config", "Kernel",
            "TmalangError", "__version__"]
