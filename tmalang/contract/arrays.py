@@ -6,10 +6,19 @@ producer. All of them are reduced here to an address, a shape, byte strides and 
 name, so that validation (binding.py) and tensor-map encoding never care where an array came
 from. No framework is imported: PyTorch tensors are recognised by duck typing, so the runtime
 works where torch is absent.
+
+For a GPU launch, CUDA-array-interface and DLPack producers are read by cuda.core's
+`StridedMemoryView` where cuda.core (1.2 or later) is installed: it performs each protocol's
+stream handshake on the GPU (DLPack: the producer is told the launch stream; the CUDA array
+interface: the launch stream waits on an event recorded on the producer's stream). tmalang's
+own readers below remain for machines without it, for what it cannot read (fp8 over DLPack, CUDA
+array interface v2) and for the interpreter, which has no stream. NumPy arrays and torch tensors
+are always read natively: that is faster, and torch's bf16 and fp8 need no protocol at all.
 """
 
 from __future__ import annotations
 
+import re
 import sys
 
 import numpy as np
@@ -28,7 +37,10 @@ def array_view(obj: object, name: str, stream: int | None = None) -> ArrayView:
     if _is_torch_tensor(obj):
         return _from_torch(obj, name)
     if hasattr(obj, "__cuda_array_interface__"):
-        return from_cuda_array_interface(obj.__cuda_array_interface__, name)
+        view = _through_cuda_core(obj, name, stream, "from_cuda_array_interface")
+        if view is None:
+            view = from_cuda_array_interface(obj.__cuda_array_interface__, name)
+        return view
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
         return _from_dlpack(obj, name, stream)
     raise LaunchError(
@@ -99,9 +111,105 @@ def _from_dlpack(obj, name: str, stream: int | None) -> ArrayView:
     if device_type == dlpack.KDL_CPU:
         return _from_numpy(dlpack.host_array(obj, name), name)
     if device_type in dlpack.CUDA_DEVICE_TYPES:
-        return dlpack.read_capsule(dlpack.export(obj, stream), name, device_id)
+        view = _through_cuda_core(obj, name, stream, "from_dlpack")
+        if view is None:
+            view = dlpack.read_capsule(dlpack.export(obj, stream), name, device_id)
+        return view
     raise LaunchError(
         DEVICE, f"argument '{name}': DLPack device type {device_type} is neither host nor CUDA"
+    )
+
+
+# cuda.core's StridedMemoryView class: _UNLOADED until first needed, None where cuda.core is
+# absent or too old (tests set None here to hide it).
+_UNLOADED = object()
+StridedMemoryView: object = _UNLOADED
+CUDA_CORE_MINIMUM = (1, 2)
+
+
+def strided_memory_view_class():
+    """cuda.core's StridedMemoryView, or None. Imported on the first GPU launch that needs it
+    rather than with this module: importing cuda.core costs ~0.2 s, which processes that only pass
+    NumPy arrays and torch tensors, or only run the interpreter, should not pay."""
+    global StridedMemoryView
+    if StridedMemoryView is _UNLOADED:
+        StridedMemoryView = _import_strided_memory_view()
+    return StridedMemoryView
+
+
+def _import_strided_memory_view():
+    """The class where cuda.core >= 1.2 imports; None otherwise. Before 1.2 a DLPack view's `ptr`
+    leaves out the DLTensor's byte_offset, which would point a kernel at the wrong element."""
+    try:
+        import cuda.core
+    except ImportError:   # also cuda.core's answer where cuda.bindings is missing
+        return None
+    found = re.match(r"(\d+)\.(\d+)", getattr(cuda.core, "__version__", ""))
+    if found is None or (int(found[1]), int(found[2])) < CUDA_CORE_MINIMUM:
+        return None
+    try:
+        from cuda.core.utils import StridedMemoryView as view_class
+    except ImportError:
+        return None
+    return view_class
+
+
+def _through_cuda_core(obj, name: str, stream: int | None, protocol: str) -> ArrayView | None:
+    """The view of a CUDA-array-interface (`protocol` "from_cuda_array_interface") or CUDA DLPack
+    ("from_dlpack") producer read by StridedMemoryView with the launch stream as the consumer
+    stream; None where the caller's own reader must do it: no launch stream (the interpreter), no
+    cuda.core, or anything cuda.core refuses or cannot express.
+
+    cuda.core's refusals are many and loosely typed (BufferError for CUDA array interface v2 and
+    masks, TypeError for fp8 codes and producers without a stream argument, ValueError for
+    strides that are no whole number of elements, AssertionError for a producer stream of 0,
+    CUDAError or RuntimeError from the driver, ...), so
+    every Exception falls back: tmalang's reader then accepts the array, or reports what is wrong
+    with it as a LaunchError. A DLPack producer is then asked a second time, which DLPack allows.
+    """
+    if stream is None:
+        return None
+    view_class = strided_memory_view_class()
+    if view_class is None:
+        return None
+    try:
+        view = getattr(view_class, protocol)(obj, stream_ptr=_consumer_stream(stream))
+        described = (view.dtype, tuple(view.shape), view.strides)   # computed lazily: may refuse too
+    except Exception:
+        return None
+    return _from_strided_memory_view(view, name, *described)
+
+
+def _consumer_stream(stream: int) -> int:
+    """The consumer stream handed to cuda.core. Handle 0 becomes 1 (CU_STREAM_LEGACY, the same
+    stream): cuda.core would turn 0 into `__dlpack__(stream=None)`, which DLPack reads as the
+    legacy default stream too, but 1 says so explicitly, as dlpack.export does."""
+    return dlpack.LEGACY_DEFAULT_STREAM if stream == 0 else stream
+
+
+def _from_strided_memory_view(view, name: str, np_dtype, shape, counts) -> ArrayView:
+    """An ArrayView of a StridedMemoryView whose (dtype, shape, strides) were already read. Its
+    strides count elements (None: C-contiguous); ours are bytes."""
+    native = str(np_dtype)
+    dtype = checked_dtype(dtypes.from_numpy(np_dtype), native, name)
+    size = dtypes.itemsize(dtype)
+    strides = c_strides(shape, size) if counts is None else tuple(n * size for n in counts)
+    return ArrayView(
+        ptr=view.ptr,
+        shape=shape,
+        strides=strides,
+        dtype=dtype,
+        device=view.device_id if view.device_id >= 0 else None,
+        native_dtype=native,
+        readonly=bool(view.readonly),
+        # None even for a CUDA array interface v3 producer with a stream: StridedMemoryView has
+        # already made the launch stream wait for it on the GPU (cuStreamWaitEvent), so the
+        # launcher's host synchronize of that stream (_wait_for_producers) would only stall the
+        # host. tmalang's own reader keeps the stream, and the launcher still waits for it.
+        stream=None,
+        # the view owns the DLPack capsule (its deleter runs when the view is freed) and holds
+        # the producer: the memory stays valid while the binding holds this ArrayView
+        owner=view,
     )
 
 

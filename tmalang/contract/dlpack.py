@@ -1,5 +1,9 @@
 """Reading DLPack producers (JAX, TensorFlow, ... anything with `__dlpack__`).
 
+For a GPU launch, cuda.core's StridedMemoryView reads CUDA producers first where it is installed
+(arrays.py); this reader is what remains without it, for the interpreter, and for what it cannot
+express (fp8 codes).
+
 Host (kDLCPU) tensors go through `numpy.from_dlpack`, which shares their memory. For CUDA
 tensors we read the capsule's DLTensor with ctypes: there is no NumPy for device memory, and
 the layout is a small, frozen C struct. We call `__dlpack__()` without `max_version`, which

@@ -32,8 +32,10 @@ class ArrayView:
     host: np.ndarray | None = None  # the user's NumPy array, read for staging and written back
     native_dtype: str = ""          # the dtype as the array's library spells it (messages)
     readonly: bool = False
-    stream: int | None = None       # CUDA array interface v3: stream the producer last used
-    owner: object = None            # keeps a DLPack capsule, and so the producer's memory, alive
+    stream: int | None = None       # CUDA array interface v3: stream the producer last used, for
+                                    # the launcher to wait for (None where the GPU already waits)
+    owner: object = None            # keeps a DLPack capsule or a cuda.core StridedMemoryView,
+                                    # and so the producer's memory, alive
 
     @property
     def on_host(self) -> bool:

@@ -260,7 +260,11 @@ def stream_handle(stream) -> int:
 
 
 def _wait_for_producers(binding: Binding, stream: int) -> None:
-    """Honour CUDA array interface v3: data is only ready once its producer's stream is done."""
+    """Honour CUDA array interface v3: data is only ready once its producer's stream is done.
+
+    Only views read by tmalang's own reader carry a producer stream here. Those read through
+    cuda.core's StridedMemoryView have none: it made the launch stream wait for the producer's on
+    the GPU already (arrays.py), and a host synchronize on top would only stall the host."""
     for producer in {v.stream for v in binding.views.values() if v.stream is not None}:
         if producer != stream:
             driver.synchronize(producer)
