@@ -65,3 +65,24 @@ def test_cuda_h_is_found_through_cuda_pathfinder_first(tmp_path, monkeypatch):
     assert tmalang.get_cuda_include() == str(wheel)
     monkeypatch.setattr(pathfinder, "find_nvidia_header_directory", lambda name: None)
     assert tmalang.get_cuda_include() == str(home / "include")
+
+
+def test_ptxas_is_found_through_cuda_pathfinder_after_tmalang_ptxas(tmp_path, monkeypatch):
+    import pytest
+
+    from tmalang.backend import ptxas
+
+    pathfinder = pytest.importorskip("cuda.pathfinder")
+    mine = tmp_path / "my-ptxas"
+    mine.write_text("#!/bin/sh\n")
+    mine.chmod(0o755)
+    monkeypatch.delenv("TMALANG_PTXAS", raising=False)
+    monkeypatch.setattr(pathfinder, "find_nvidia_binary_utility", lambda name: f"/found/by/pathfinder/{name}")
+    ptxas.find_ptxas.cache_clear()
+    try:
+        assert ptxas.find_ptxas() == "/found/by/pathfinder/ptxas"
+        monkeypatch.setenv("TMALANG_PTXAS", str(mine))
+        ptxas.find_ptxas.cache_clear()
+        assert ptxas.find_ptxas() == str(mine)       # the user's choice comes first
+    finally:
+        ptxas.find_ptxas.cache_clear()

@@ -1,7 +1,9 @@
 """PTX → cubin with ptxas, and the resource report (--stats).
 
-ptxas is looked up in this order: $TMALANG_PTXAS; the nvidia-cuda-nvcc wheel that pyproject
-installs (nvidia/cu13/bin/ptxas, works on a CPU-only machine); PATH; /usr/local/cuda.
+ptxas is looked up in this order: $TMALANG_PTXAS; cuda-pathfinder (installed with cuda-bindings),
+which finds the nvidia-cuda-nvcc wheel that pyproject installs (nvidia/cu13/bin/ptxas, works on a
+CPU-only machine), conda and $CUDA_HOME; that wheel directly (without cuda-pathfinder); PATH;
+/usr/local/cuda.
 A $TMALANG_PTXAS that is not an executable file is E301 (it is never silently skipped), and a
 ptxas that runs past $TMALANG_PTXAS_TIMEOUT seconds (default 300) is killed: E302.
 """
@@ -36,17 +38,31 @@ def find_ptxas() -> str | None:
             raise error("E301", f"TMALANG_PTXAS is '{explicit}', which is not an executable file",
                         None, "point it at ptxas, or unset it to use the one of the nvidia-cuda-nvcc package")
         return explicit
-    try:
-        import nvidia
-
-        for root in nvidia.__path__:
-            for candidate in sorted(Path(root).glob("cu*/bin/ptxas"), reverse=True):
-                return str(candidate)
-    except ImportError:
-        pass
-    return shutil.which("ptxas") or next(
+    return _pathfinder_ptxas() or _wheel_ptxas() or shutil.which("ptxas") or next(
         (str(p) for p in [Path("/usr/local/cuda/bin/ptxas")] if p.exists()), None
     )
+
+
+def _pathfinder_ptxas() -> str | None:
+    """ptxas as cuda-pathfinder finds it (installed with cuda-bindings): the nvidia-cuda-nvcc wheel,
+    conda, $CUDA_HOME/$CUDA_PATH, in the order NVIDIA's own Python tools use."""
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+        return find_nvidia_binary_utility("ptxas")
+    except (ImportError, RuntimeError):
+        return None
+
+
+def _wheel_ptxas() -> str | None:
+    """The nvidia-cuda-nvcc wheel's ptxas, for a base install without cuda-pathfinder."""
+    try:
+        import nvidia
+    except ImportError:
+        return None
+    for root in nvidia.__path__:
+        for candidate in sorted(Path(root).glob("cu*/bin/ptxas"), reverse=True):
+            return str(candidate)
+    return None
 
 
 @dataclass(frozen=True)
