@@ -4,8 +4,10 @@ The figure that matters is the repeat launch with torch tensors: the same tensor
 launch take the fast path (no binding, no tensor-map encoding), and it must not get slower. For
 the record the script also times the same launch with every array handed over through DLPack
 only and through the CUDA array interface only (wrapper objects around the same tensors): those
-bind on every launch, through cuda.core's StridedMemoryView where it is installed, and through
-tmalang's own readers with cuda.core hidden. Their first launch is timed on its own: the first
+bind on every launch; CUDA-array-interface wrappers through cuda.core's StridedMemoryView where
+it is installed and through tmalang's own reader with cuda.core hidden, DLPack wrappers through
+tmalang's reader (bench/results/repeat-launch-2026-11-23-h100.json, taken when DLPack also went
+through cuda.core, shows why: 487 µs per launch against 298). Their first launch is timed on its own: the first
 one in the process also imports cuda.core.
 
 Each sample is N back-to-back launches timed with perf_counter and closed by a synchronize; the
@@ -102,12 +104,15 @@ def wrapped_runs(kernel, tensors, stream, side, args, results, firsts) -> None:
     }
     label = "cuda.core" if arrays.strided_memory_view_class() is not None else "tmalang readers"
     for kind, wrap in kinds.items():
+        if kind == "dlpack" and firsts is None:
+            continue   # DLPack never goes through cuda.core (contract/arrays.py): measured once
+        name = "tmalang reader" if kind == "dlpack" else label
         wrapped = [wrap(t) for t in tensors]
         launch = lambda: kernel(1.5, *wrapped, stream=stream)   # noqa: E731
         if firsts is not None:
             firsts[kind] = first_launch_us(launch)
         check(kernel, wrap, stream)
-        results[f"{kind} ({label}), repeat"] = per_launch_us(
+        results[f"{kind} ({name}), repeat"] = per_launch_us(
             launch, args.launches // 4, args.samples, args.warmup // 4
         )
 

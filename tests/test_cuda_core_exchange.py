@@ -1,6 +1,8 @@
-"""CUDA-array-interface and DLPack producers handed to a GPU launch are read by cuda.core's
+"""CUDA-array-interface producers handed to a GPU launch are read by cuda.core's
 StridedMemoryView, which performs the stream handshake on the GPU; tmalang's own readers stay
-for machines without cuda.core, for what it cannot express, and for the interpreter.
+for machines without cuda.core, for what it cannot express, and for the interpreter. DLPack
+producers are read by tmalang's reader, which tells them the launch stream itself: through
+StridedMemoryView a DLPack launch cost 487 µs against 298 on the H100 (bench/repeat_launch.py).
 
 On CPU the producers are stand-ins: DLPack producers export a NumPy capsule while claiming CUDA
 (binding reads only the description), and for the CUDA array interface, whose view asks the
@@ -53,14 +55,6 @@ class Producer:
             tensor.dtype.code, tensor.dtype.bits = self.code
         tensor.byte_offset = self.byte_offset
         return capsule
-
-
-class VersionedProducer(Producer):
-    """A producer that also takes max_version (DLPack 1.0), and so can say "read-only"."""
-
-    def __dlpack__(self, stream=None, max_version=None):
-        self.asked.append(stream)
-        return self.array.__dlpack__(max_version=max_version)
 
 
 class CudaArray:
@@ -128,57 +122,46 @@ def _floats(shape=SHAPE):
 # --- DLPack ---------------------------------------------------------------------------------
 
 
-def test_a_dlpack_producer_is_read_by_cuda_core_told_the_launch_stream(spy):
+def test_a_dlpack_producer_is_read_by_tmalangs_reader_told_the_launch_stream(spy):
     host = _floats()
     producer = Producer(host)
     view = array_view(producer, "x", LAUNCH_STREAM)
-    assert [(p, s) for p, _, s in spy] == [("dlpack", LAUNCH_STREAM)]
-    assert producer.asked == [LAUNCH_STREAM]
-    assert isinstance(view.owner, _cuda_core().StridedMemoryView)
-    assert view.owner.exporting_obj is producer
+    assert spy == [] and producer.asked == [LAUNCH_STREAM]      # cuda.core is installed, and unused
+    assert type(view.owner).__name__ == "PyCapsule"
     assert (view.ptr, view.shape, view.strides) == (host.ctypes.data, SHAPE, (528, 4))
-    assert (view.dtype, view.device, view.stream, view.readonly) == ("f32", 0, None, False)
+    assert (view.dtype, view.device, view.stream) == ("f32", 0, None)
 
 
-def test_the_default_stream_is_named_as_dlpack_names_it(spy):
+def test_the_default_stream_is_named_as_dlpack_names_it():
     producer = Producer(_floats())
     array_view(producer, "x", 0)
-    assert spy[0][2] == 1 and producer.asked == [1]    # 1: the legacy default stream, handle 0
+    assert producer.asked == [1]    # 1: the legacy default stream, handle 0
 
 
-def test_strides_become_bytes_and_byte_offset_is_kept(spy):
+def test_strides_become_bytes_and_byte_offset_is_kept():
     whole = np.arange(48, dtype=np.int16).reshape(6, 8)
     view = array_view(Producer(whole[:, 2:].T, byte_offset=6), "x", LAUNCH_STREAM)
     assert view.ptr == whole[:, 2:].ctypes.data + 6
     assert (view.shape, view.strides, view.dtype) == ((6, 6), (2, 16), "i16")
 
 
-def test_a_read_only_export_stays_read_only(spy):
-    host = _floats()
-    host.flags.writeable = False
-    assert array_view(VersionedProducer(host), "x", LAUNCH_STREAM).readonly
-
-
 DLPACK_CASES = [(d.name, d.dlpack) for d in dtypes.DTYPES.values()]
 
 
 @pytest.mark.parametrize("name, code", DLPACK_CASES, ids=[n for n, _ in DLPACK_CASES])
-def test_every_tmalang_dtype_arrives_by_dlpack(spy, name, code):
+def test_every_tmalang_dtype_arrives_by_dlpack(name, code):
     same_width = np.dtype(f"u{dtypes.itemsize(name)}")
     view = array_view(Producer(np.zeros((4, 8), same_width), code=code), "x", LAUNCH_STREAM)
     assert view.dtype == name and view.strides == (8 * dtypes.itemsize(name), dtypes.itemsize(name))
-    through_cuda_core = isinstance(view.owner, _cuda_core().StridedMemoryView)
-    # cuda.core has no NumPy type for DLPack's fp8 codes: tmalang's own reader takes those over
-    assert through_cuda_core == (name not in ("f8e4m3", "f8e5m2"))
 
 
-def test_a_dtype_cuda_core_knows_but_tmalang_does_not_is_refused(spy):
+def test_a_dtype_tmalang_does_not_know_is_refused():
     with pytest.raises(LaunchError) as info:
         array_view(Producer(np.zeros(8, np.bool_)), "x", LAUNCH_STREAM)
-    assert info.value.code == "E203" and "dtype bool is not supported" in info.value.message
+    assert info.value.code == "E203"
 
 
-def test_a_producer_without_the_stream_argument_falls_back(spy):
+def test_a_producer_without_the_stream_argument_is_asked_plainly():
     class Old(Producer):
         def __dlpack__(self):
             self.asked.append("no argument")
@@ -186,7 +169,7 @@ def test_a_producer_without_the_stream_argument_falls_back(spy):
 
     producer = Old(_floats())
     view = array_view(producer, "x", LAUNCH_STREAM)
-    assert spy and producer.asked == ["no argument"] and view.shape == SHAPE
+    assert producer.asked == ["no argument"] and view.shape == SHAPE
 
 
 # --- CUDA array interface -------------------------------------------------------------------
@@ -313,7 +296,7 @@ def _race(saxpy, wrap):
 @pytest.mark.gpu
 def test_on_the_gpu_a_dlpack_producer_is_ordered_without_a_host_wait(saxpy, spy):
     writer_busy, launcher_busy, exact = _race(saxpy, lambda t, s: DLPackOnly(t))
-    assert [p for p, _, _ in spy] == ["dlpack"] * 3
+    assert spy == []                                  # tmalang's reader did the handshake
     assert writer_busy and launcher_busy and exact
 
 
