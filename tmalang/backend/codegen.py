@@ -18,6 +18,7 @@ from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
 from . import cluster_codegen, gather_codegen, line_info, pair_codegen, panel_codegen, ptx_asm, tcgen05_codegen
 from .claim_codegen import CLAIM_EMITTERS, COUNTER
+from .builder import KernelBuilder
 from .mma_codegen import MMA_EMITTERS
 from .pair_codegen import PAIR_EMITTERS
 from .row_codegen import ROW_EMITTERS
@@ -33,6 +34,8 @@ SCALAR_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i32": I32, "u32"
 class KernelCodegen:
     def __init__(self, kernel: ops.KernelOp, params: list, module: ir.Module):
         self.kernel, self.params, self.module = kernel, params, module
+        # Struct types named here print into this module only (llvmlite's default context is shared).
+        module.context = ir.Context()
         self.boxes = ops.decls(kernel, ops.BoxDecl)
         self.buffers = ops.decls(kernel, ops.BufferDecl)
         self.barriers = ops.decls(kernel, ops.MbarrierDecl)
@@ -51,7 +54,7 @@ class KernelCodegen:
         self.fn = ir.Function(module, ir.FunctionType(VOID, arg_types), kernel.symbol)
         self.args = dict(zip((self._param_key(p) for p in params), self.fn.args))
         self.entry = self.fn.append_basic_block("entry")
-        self.b = ir.IRBuilder(self.entry)
+        self.b = KernelBuilder(self.entry)
         self.lines = line_info.LineTable(module, self.fn, kernel.span)
         self.b.debug_metadata = self.lines.entry   # the prologue belongs to the kernel's line
 
@@ -112,6 +115,18 @@ class KernelCodegen:
         # setmaxnreg) into both arms of a branch, where a warp would reach it divergently.
         return self.b.call(ir.InlineAsm(fnty, template, constraints, side_effect=True), args,
                            attrs=("convergent",))
+
+    def registers(self, element: ir.Type, count: int) -> ir.Type:
+        """The result type of an inline asm with `count` outputs of type `element`: a struct of
+        them, named, so that the module spells it once and not in each extractvalue (a wgmma's
+        128 floats made two thirds of the LLVM text, and of LLVM's parsing); one output is a plain
+        value."""
+        if count == 1:
+            return element
+        named = self.module.context.get_identified_type(f"{element}x{count}")
+        if named.is_opaque:
+            named.set_body(*[element] * count)
+        return named
 
     def if_then(self, cond: ir.Value, body) -> None:
         with self.b.if_then(cond):

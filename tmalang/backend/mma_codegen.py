@@ -90,7 +90,7 @@ def _wgmma(g, o: ops.Wgmma) -> None:
     n = 2 * len(regs)
     template, constraints = wgmma.inline_asm(64, n, tile_a.instruction_k, tile_a.dtype, tile_b.dtype, "f32",
                                              trans_b=o.kn)
-    result_type = ir.LiteralStructType([F32] * len(regs))
+    result_type = g.registers(F32, len(regs))
     for k in range(tile_a.k_steps):
         da = g.b.add(desc_a, I64(tile_a.k_step_offset(k) >> 4))
         db = g.b.add(desc_b, I64(tile_b.k_step_offset(k) >> 4))
@@ -108,7 +108,7 @@ def _wgmma_register_a(g, o: ops.Wgmma) -> None:
     tile_b, desc_b = _operand(g, o.b, None, o.kn)
     template, constraints = wgmma.inline_asm(64, 2 * len(regs), 16, o.a.dtype, tile_b.dtype, "f32",
                                              a_from_registers=True, trans_b=o.kn)
-    result_type = ir.LiteralStructType([F32] * len(regs))
+    result_type = g.registers(F32, len(regs))
     pair_type = ir.VectorType(STORAGE[o.a.dtype], 2)
     for k in range(tile_b.k_steps):
         a = []
@@ -179,7 +179,11 @@ def _swizzled(g, offset: ir.Value, swizzle: str) -> ir.Value:
 
 
 def _evaluate(g, e: ex.Expr, acc: ir.Value, dtype: str, at: tuple[ir.Value, ir.Value]) -> ir.Value:
-    """One epilogue element (at (row, col)) in f32, converted to the storage type of `dtype`."""
+    """One epilogue element (at (row, col)) in f32, converted to the storage type of `dtype`. A
+    conversion to that type as the whole expression (`c = OUT(acc)`) rounds once: rounding, widening
+    and rounding again is the same value, in three instructions."""
+    if dtype != "f32" and isinstance(e, ex.Cast) and e.dtype == dtype:
+        e = e.operand
     value = _float(g, e, acc, at)
     return value if dtype == "f32" else g.b.fptrunc(value, STORAGE[dtype])
 

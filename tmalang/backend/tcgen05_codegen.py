@@ -136,7 +136,7 @@ def load_columns(g, taddr: ir.Value, cols: int) -> list[ir.Value]:
     while len(values) < cols:
         n = 1 << (min(cols - len(values), g.ld_width).bit_length() - 1)
         registers = [f"${i}" for i in range(n)]
-        ret = ir.LiteralStructType([I32] * n) if n > 1 else I32   # one output is a plain value
+        ret = g.registers(I32, n)
         loaded = g.asm(tcgen05.ld(registers, f"${n}", "32x32b", n), ",".join(["=r"] * n + ["r"]),
                        [g.b.add(taddr, I32(len(values)))], ret=ret)
         chunk = [g.b.extract_value(loaded, i) for i in range(n)] if n > 1 else [loaded]
