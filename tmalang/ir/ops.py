@@ -11,7 +11,8 @@ field in declaration order and the parser coerces values back by the annotation.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import functools
+from dataclasses import Field, dataclass, field, fields
 
 from ..diagnostics import Span
 from ..target import cluster, dtypes, tma
@@ -26,11 +27,24 @@ class Op:
     name = "op"
 
     @classmethod
-    def operand_fields(cls):
-        return [f for f in fields(cls) if f.name != "span"]
+    def operand_fields(cls) -> tuple[Field, ...]:
+        """The fields but the span, in declaration order."""
+        return _operand_fields(cls)
 
     def regions(self) -> list[list[Op]]:
-        return [getattr(self, f.name) for f in self.operand_fields() if f.type == "list[Op]"]
+        return [getattr(self, name) for name in _region_names(type(self))]
+
+
+# Once per class: dataclasses.fields() builds its tuple anew at each call, and the verifier, the
+# printer and every walk ask for the fields of each op after each pass.
+@functools.cache
+def _operand_fields(cls: type[Op]) -> tuple[Field, ...]:
+    return tuple(f for f in fields(cls) if f.name != "span")
+
+
+@functools.cache
+def _region_names(cls: type[Op]) -> tuple[str, ...]:
+    return tuple(f.name for f in _operand_fields(cls) if f.type == "list[Op]")
 
 
 OPS: dict[str, type[Op]] = {}
