@@ -1,7 +1,8 @@
 """What keeps a cold compile fast, checked without timing anything:
 
-* the parser is built once per process, and its contextual lexer scans terminal by terminal
-  instead of compiling a union regex per parser state (syntax/parser.py), with lark's answers;
+* a parse needs no lark parser: the parse table and rules come from a pickle in the cache, and
+  the contextual lexer scans terminal by terminal instead of compiling a union regex per parser
+  state (syntax/parser.py); trees, tokens, positions and errors are lark's;
 * codegen's builder folds constant arithmetic and keeps stack slots in the block, and the
   registers of a many-output inline asm are a named struct (backend/builder.py, codegen.py), so
   LLVM gets a lean module; the PTX is what llvmlite's plain builder gives.
@@ -9,9 +10,12 @@
 
 from __future__ import annotations
 
+import os
+import pickle
 import random
 import re
-from pathlib import Path
+import subprocess
+import sys
 
 import lark
 import pytest
@@ -23,7 +27,8 @@ from tmalang.backend.builder import KernelBuilder
 from tmalang.compiler import Options, compile_source
 from tmalang.syntax import parser as tma_parser
 
-SOURCES = sorted(p for p in ROOT.rglob("*.tma") if ".venv" not in p.parts and "_gpu" not in p.parts)
+SOURCES = sorted(p for p in ROOT.rglob("*.tma") if not {".venv", "_gpu", ".ctime"} & set(p.parts))
+GRAMMAR = tma_parser.grammar_path("tmalang.lark").read_text()
 I32 = ir.IntType(32)
 
 
@@ -35,8 +40,37 @@ def _compile(name: str, arch: str, until: str = "ptx"):
 # ---- the parser
 
 
-def test_the_parser_is_built_once():
-    assert tma_parser._parser() is tma_parser._parser()
+def test_a_parse_builds_no_lark_parser(tmp_path):
+    """The second process to parse finds the tables in the cache, and never builds lark's parser."""
+    code = ("from tmalang.syntax import parser as P; P.parse(open('examples/gemm_sm90.tma').read()); "
+            "print(P._parser.cache_info().currsize)")
+    env = {**os.environ, "TMALANG_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT,
+                           timeout=300) for _ in range(2)]
+    assert [r.stdout.strip() for r in runs] == ["1", "0"], [r.stderr for r in runs]
+    assert [p.name for p in tmp_path.iterdir()] == [tma_parser._tables_file(GRAMMAR).name]
+
+
+def test_the_tables_are_read_once_per_process():
+    assert tma_parser._tables() is tma_parser._tables()
+
+
+def test_no_tables_are_kept_with_the_cache_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMALANG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TMALANG_CACHE", "0")
+    assert tma_parser._tables_file(GRAMMAR) is None
+
+
+@pytest.mark.parametrize("damage", ["garbage", "group-writable"])
+def test_damaged_tables_are_rebuilt(damage, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMALANG_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tma_parser, "_tables", tma_parser._tables.__wrapped__)
+    path = tma_parser._tables_file(GRAMMAR)
+    path.write_bytes(b"not a pickle" if damage == "garbage" else pickle.dumps(None))
+    if damage == "group-writable":
+        path.chmod(0o664)
+    tables = tma_parser._tables()
+    assert tables.callbacks and pickle.loads(path.read_bytes()).states == tables.states
 
 
 def test_every_state_scans_terminal_by_terminal():
@@ -46,38 +80,61 @@ def test_every_state_scans_terminal_by_terminal():
 
 
 def _outcome(parser: lark.Lark, text: str):
-    """Every token (type, text, position) of the parse, or the error and what it says."""
+    """Every token (type, text, position) and node position of the parse, or the error and what it says."""
     try:
         tree = parser.parse(text)
     except lark.UnexpectedInput as exc:
         token = getattr(exc, "token", None)
         return (type(exc).__name__, exc.line, exc.column, token, token and token.type,
                 sorted(getattr(exc, "expected", ()) or ()), sorted(getattr(exc, "allowed", ()) or ()))
+    return _described(tree)
+
+
+def _described(tree: lark.Tree):
     tokens = [(t.type, str(t), t.line, t.column, t.end_line, t.end_column, t.start_pos, t.end_pos)
               for t in tree.scan_values(lambda v: isinstance(v, lark.Token))]
-    return tree, tokens
+    return tree, tokens, [(node.data, vars(node.meta)) for node in tree.iter_subtrees()]
 
 
 def _edits(text: str, count: int, rng: random.Random):
     """`text`, and `count` copies with one random edit each (most of them syntax errors)."""
-    pieces = list("az_09{}()[],.:=+-*/%&<>@#!\" \n") + ["load", "store", "..", "->", "128B", "2x2", "1.5", "tile"]
+    pieces = list("az_09{}()[],.:=+-*/%&<>@#!\" \n") + ["load", "store", "..", "->", "128B", "2x2", "1.5", "tile", "//"]
     yield text
     for _ in range(count):
         at = rng.randrange(len(text))
         yield text[:at] + rng.choice(pieces) + text[at + rng.randrange(3):]
 
 
-def test_the_scanner_lexes_as_lark_does():
-    """Against lark's own contextual lexer: the same tokens, trees and errors, for every source in
-    the repository and edited copies of each."""
-    stock = lark.Lark(tma_parser.grammar_path("tmalang.lark").read_text(), parser="lalr",
-                      propagate_positions=True, maybe_placeholders=True, cache=True)
+@pytest.fixture(scope="module")
+def stock() -> lark.Lark:
+    """lark's own parser and contextual lexer for the grammar."""
+    return lark.Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
+
+
+def test_the_scanner_lexes_as_lark_does(stock):
+    """The lark parser tmalang builds (for its errors) against lark's own: the same tokens, trees and
+    errors, for every source in the repository and edited copies of each."""
     ours = tma_parser._parser()
     rng = random.Random(1)
     assert len(SOURCES) > 50
     for path in SOURCES:
         for text in _edits(path.read_text(), 2, rng):
             assert _outcome(ours, text) == _outcome(stock, text), path
+
+
+def test_the_fast_parse_gives_lark_s_tree(stock):
+    """The parse without lark's parser: lark's tree, tokens and positions where lark parses, None
+    (lark's turn, for the error) exactly where lark raises."""
+    rng = random.Random(2)
+    for path in SOURCES:
+        for text in _edits(path.read_text(), 3, rng):
+            fast = tma_parser._fast_tree(text)
+            try:
+                tree = stock.parse(text)
+            except lark.UnexpectedInput:
+                assert fast is None, path
+                continue
+            assert fast is not None and _described(fast) == _described(tree), path
 
 
 # ---- the builder

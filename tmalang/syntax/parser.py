@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
+import pickle
 import re
-from importlib import resources
+import stat
+import sys
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import lark
 from lark import Token, Transformer, v_args
-from lark.lexer import BasicLexer, ContextualLexer, PatternRE, PatternStr, UnlessCallback
+from lark.lexer import BasicLexer, ContextualLexer, PatternRE, PatternStr, TerminalDef, UnlessCallback
+from lark.parse_tree_builder import ParseTreeBuilder
+from lark.parsers.lalr_analysis import Shift
 
 from ..diagnostics import Source, Span, error
 from . import ast
@@ -20,10 +28,9 @@ from .limits import check_tokens
 
 def grammar_path(name: str) -> Path:
     """The grammar ships inside the wheel (tmalang/grammar); a source checkout keeps it in grammar/."""
-    packaged = resources.files("tmalang").joinpath("grammar", name)
-    if packaged.is_file():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[2] / "grammar" / name
+    package = Path(__file__).resolve().parents[1]
+    packaged = package / "grammar" / name
+    return packaged if packaged.is_file() else package.parent / "grammar" / name
 
 
 @functools.cache
@@ -76,8 +83,11 @@ class _TerminalScanner:
         self._matchers = [(t.name, _matcher(t)) for t in terminals]
 
     def match(self, text, pos):
+        return self.match_at(text.text, pos, text.end)
+
+    def match_at(self, text: str, pos: int, end: int):
         for name, matcher in self._matchers:
-            value = matcher(text.text, pos, text.end)
+            value = matcher(text, pos, end)
             if value is not None:
                 return value, name
         return None
@@ -125,15 +135,192 @@ def _reads_as(retok, strtok) -> bool:
     return _matcher(retok)(text, 0, len(text)) == text
 
 
+# ---- the parse, without building lark
+#
+# Building the lark parser, even from lark's cache, takes ~30 ms: it deserializes every rule,
+# terminal and parse-table entry into its objects and makes a lexer for each parser state. A
+# valid program needs less: the parse table as plain ints, lark's rules and tree callbacks, and
+# a scanner for each state met. `_Tables` holds that, taken from the lark parser once and kept in
+# a pickle in the user's cache; `_fast_tree` runs lark's LALR loop and contextual lexer over it
+# (the same steps as lark.parsers.lalr_parser_state.ParserState.feed_token and
+# lark.lexer.BasicLexer.next_token) and builds lark's tree with lark's callbacks. Where lark would
+# raise, it gives up, and the parse goes to lark itself, for lark's error.
+
+_TABLES_FORMAT = 2
+
+
+@dataclass
+class _Tables:
+    """What a parse needs of the lark parser, in plain data where lark's is objects."""
+
+    states: dict[int, dict[str, int]]   # state -> terminal or rule name -> next state (shift), or ~rule (reduce)
+    start: int
+    end: int
+    rules: list                         # lark Rules, by the index the reductions name
+    terminals: dict[str, TerminalDef]
+    orders: list[tuple[str, ...]]       # the terminals a state's lexer tries, in lark's order
+    lexer_of: dict[int, int]            # state -> its lexer's index in `orders`
+    ignore: frozenset[str]
+    newlines: frozenset[str]            # terminals whose text may hold a newline
+    tree_options: tuple[bool, bool]     # the parser's propagate_positions and maybe_placeholders
+    callbacks: list = field(default_factory=list, repr=False, compare=False)   # by rule, made at load
+    scanners: dict = field(default_factory=dict, repr=False, compare=False)    # by `orders` index, made when met
+
+    @classmethod
+    def of(cls, parser: lark.Lark) -> _Tables:
+        frontend = parser.parser
+        table = frontend.parser.parser.parse_table
+        rules = list(parser.rules)
+        index = {rule: i for i, rule in enumerate(rules)}
+        states = {state: {name: arg if action is Shift else ~index[arg] for name, (action, arg) in actions.items()}
+                  for state, actions in table.states.items()}
+        lexers = frontend.lexer.lexers
+        orders = list(dict.fromkeys(tuple(t.name for t in lexer.terminals) for lexer in lexers.values()))
+        place = {order: i for i, order in enumerate(orders)}
+        basic = frontend.lexer.root_lexer
+        return cls(states, table.start_states["start"], table.end_states["start"], rules,
+                   {t.name: t for t in parser.terminals}, orders,
+                   {state: place[tuple(t.name for t in lexer.terminals)] for state, lexer in lexers.items()},
+                   frozenset(basic.ignore_types), frozenset(basic.newline_types),
+                   (parser.options.propagate_positions, parser.options.maybe_placeholders))
+
+    def prepare(self) -> _Tables:
+        """Make lark's tree callbacks, one per rule (what lark.Lark._prepare_callbacks makes)."""
+        positions, placeholders = self.tree_options
+        made = ParseTreeBuilder(self.rules, lark.Tree, positions, False, placeholders).create_callback(None)
+        self.callbacks = [made[rule] for rule in self.rules]
+        return self
+
+    def scanner(self, state: int):
+        """(scanner, unless callbacks) of a state's lexer, as _TerminalByTerminalLexer builds them."""
+        which = self.lexer_of[state]
+        found = self.scanners.get(which)
+        if found is None:
+            terminals, unless = _create_unless([self.terminals[n] for n in self.orders[which]])
+            found = self.scanners[which] = (_TerminalScanner(terminals), unless)
+        return found
+
+
+def _tables_file(grammar: str) -> Path | None:
+    """The pickle's place, in tmalang's cache folder as tmalang/cache.py finds it (TMALANG_CACHE_DIR,
+    else $XDG_CACHE_HOME/tmalang, else ~/.cache/tmalang; beside its entries, which are two-letter
+    folders), named by everything the tables depend on; None under TMALANG_CACHE=0."""
+    if os.environ.get("TMALANG_CACHE", "1") == "0":
+        return None
+    key = hashlib.sha256("\0".join([grammar, lark.__version__, sys.version, str(_TABLES_FORMAT)]).encode())
+    home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    root = os.environ.get("TMALANG_CACHE_DIR") or Path(home) / "tmalang"
+    return Path(root) / f"parser-{key.hexdigest()[:24]}.pickle"
+
+
+@functools.cache
+def _tables() -> _Tables:
+    """The tables, from the cache when it holds them (and is the user's own), else from lark (then
+    written there for the next process; a cache that cannot be written is no error)."""
+    path = _tables_file(grammar_path("tmalang.lark").read_text())
+    if path is None:
+        return _Tables.of(_parser()).prepare()
+    try:
+        info = path.lstat()
+        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022:
+            tables = pickle.loads(path.read_bytes())
+            if isinstance(tables, _Tables):
+                return tables.prepare()
+    except Exception:   # missing or damaged (whatever unpickling says): built anew below
+        pass
+    tables = _Tables.of(_parser())
+    _keep(tables, path)
+    return tables.prepare()
+
+
+def _keep(tables: _Tables, path: Path) -> None:
+    """Write the pickle (the user's alone) whole or not at all: a reader never sees half of it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, staged = tempfile.mkstemp(dir=path.parent, prefix=".parser-")   # mode 0600
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(pickle.dumps(tables, protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(staged, path)
+    except OSError:
+        Path(staged).unlink(missing_ok=True)
+
+
+def _fast_tree(text: str) -> lark.Tree | None:
+    """lark's parse tree of `text` (the same Tree and Token values, positions included), or None
+    where lark raises."""
+    tables = _tables()
+    states, rules, callbacks, ignore, newlines = (tables.states, tables.rules, tables.callbacks, tables.ignore,
+                                                  tables.newlines)
+    state_stack, value_stack = [tables.start], []
+    pos, line, column, line_start, end = 0, 1, 1, 0, len(text)
+    token = None
+    while pos < end:                      # lex one token in the state on top of the stack ...
+        scanner, unless = tables.scanner(state_stack[-1])
+        found = scanner.match_at(text, pos, end)
+        if found is None:
+            return None
+        value, kind = found
+        start_pos, start_line, start_column = pos, line, column
+        if kind in newlines:
+            count = value.count("\n")
+            if count:
+                line += count
+                line_start = pos + value.rindex("\n") + 1
+        pos += len(value)
+        column = pos - line_start + 1
+        if kind in ignore and kind not in unless:
+            continue
+        token = Token(kind, value, start_pos, start_line, start_column, line, column, pos)
+        if kind in unless:
+            token = unless[kind](token)
+        if kind in ignore:
+            continue
+        if _feed(token, states, rules, callbacks, state_stack, value_stack, tables.end) is None:
+            return None                   # ... and shift it
+    last = Token.new_borrow_pos("$END", "", token) if token else Token("$END", "", 0, 1, 1)
+    return _feed(last, states, rules, callbacks, state_stack, value_stack, tables.end, at_end=True)
+
+
+def _feed(token, states, rules, callbacks, state_stack, value_stack, end_state, at_end=False):
+    """Reduce as the table says, then shift `token` (True); at the end, the tree; None where lark
+    raises UnexpectedToken."""
+    while True:
+        action = states[state_stack[-1]].get(token.type)
+        if action is None:
+            return None
+        if action >= 0:                   # shift
+            if at_end:
+                return None
+            state_stack.append(action)
+            value_stack.append(token)
+            return True
+        rule = rules[~action]
+        size = len(rule.expansion)
+        children = value_stack[-size:] if size else []
+        if size:
+            del state_stack[-size:]
+            del value_stack[-size:]
+        value = callbacks[~action](children)
+        state_stack.append(states[state_stack[-1]][rule.origin.name])
+        value_stack.append(value)
+        if at_end and state_stack[-1] == end_state:
+            return value_stack[-1]
+
+
 def parse(text: str, name: str = "<string>", constants: dict | None = None,
           binder: str = "compile(constants=...)", kernel: str | None = None) -> ast.Program:
     """The AST with every compile-time constant replaced by its value (syntax/constants.py):
     `constants` binds those of kernel `kernel` (default: the first), the rest take defaults."""
     source = Source(text, name)
-    try:
-        tree = _parser().parse(text)
-    except lark.UnexpectedInput as exc:
-        raise _syntax_error(source, exc) from None
+    tree = _fast_tree(text)
+    if tree is None:   # no program: lark says why
+        try:
+            tree = _parser().parse(text)
+        except lark.UnexpectedInput as exc:
+            raise _syntax_error(source, exc) from None
     check_tokens(source, tree)
     try:
         program = _Builder(source).transform(tree)
