@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import random
@@ -25,6 +26,7 @@ from conftest import ROOT
 from tmalang.backend import codegen
 from tmalang.backend.builder import KernelBuilder
 from tmalang.compiler import Options, compile_source
+from tmalang.ir import ops
 from tmalang.syntax import parser as tma_parser
 
 SOURCES = sorted(p for p in ROOT.rglob("*.tma") if not {".venv", "_gpu", ".ctime"} & set(p.parts))
@@ -220,3 +222,20 @@ def test_the_builder_changes_no_ptx(name, arch, monkeypatch):
     lean = _compile(name, arch).ptx
     monkeypatch.setattr(codegen, "KernelBuilder", ir.IRBuilder)
     assert _compile(name, arch).ptx == lean
+
+
+def test_codegen_pauses_the_cycle_collector(monkeypatch):
+    """No full collection while emitting (it walked the whole heap for nothing, ~20 ms); the
+    collector is left as it was found."""
+    seen = []
+    emit_role = codegen.EMITTERS[ops.RoleOp]
+    monkeypatch.setitem(codegen.EMITTERS, ops.RoleOp, lambda g, o: (seen.append(gc.isenabled()), emit_role(g, o)))
+    assert gc.isenabled()
+    _compile("tma_copy", "sm_90a", until="ll")
+    assert seen and not any(seen) and gc.isenabled()
+    gc.disable()
+    try:
+        _compile("tma_copy", "sm_90a", until="ll")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

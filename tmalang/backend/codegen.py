@@ -7,6 +7,9 @@ parameters, dims, scalars) follows the manifest's `ptx_params` order.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+
 from llvmlite import ir
 
 from ..contract.manifest import BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, ScalarParam, TensorMapParam
@@ -70,6 +73,10 @@ class KernelCodegen:
 
     # ---- entry point
     def emit(self) -> ir.Function:
+        with _collector_paused():
+            return self._emit()
+
+    def _emit(self) -> ir.Function:
         self.tid = self._sreg("tid.x")
         self.warp = self.b.lshr(self.tid, I32(5), name="warp")
         self.smem_base = self._aligned_smem_base()
@@ -218,6 +225,20 @@ class KernelCodegen:
         if box.interleave != "none":   # the map has no slice dim: one index moves a whole slice
             values = values[:-1]
         return values[::-1]
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """Codegen makes some 10^5 llvmlite objects, all alive until the module is printed: the cycle
+    collector's full passes over the heap (the compiler's, lark's and NumPy's objects besides,
+    ~20 ms each) free nothing then. Paused while emitting, and left as it was found."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _variables(o: ops.Op) -> list[str]:
