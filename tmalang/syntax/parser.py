@@ -35,7 +35,8 @@ def grammar_path(name: str) -> Path:
 
 @functools.cache
 def _parser() -> lark.Lark:
-    """Built once per process, from lark's cache of the parse table (a fresh build takes ~0.5 s)."""
+    """lark's parser, built at most once per process (from lark's cache; a fresh build takes
+    ~0.5 s) and only when needed: for a syntax error's message, and to make the parse tables."""
     text = grammar_path("tmalang.lark").read_text()
     parser = lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
     _scan_terminal_by_terminal(parser)
