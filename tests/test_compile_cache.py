@@ -107,11 +107,14 @@ def test_cache_info_and_clear(cache_dir, capsys):
     assert main([COPY, "-o", "/dev/null"]) == 0
     assert main([COPY, "--emit", "ir", "-o", "/dev/null"]) == 0
     capsys.readouterr()
+    (cache_dir / "parser-0123.pickle").write_bytes(b"tables")   # as syntax/parser.py keeps them
     assert main(["cache", "info"]) == 0
     info = capsys.readouterr().out
     assert str(cache_dir) in info and "entries: 2 of at most 1000" in info and "XDG_CACHE_HOME" in info
+    assert "parser:  1 table file(s)" in info or "parser:  2 table file(s)" in info   # beside the entries
     assert main(["cache", "clear"]) == 0
     assert "removed 2 entries" in capsys.readouterr().out
+    assert not list(cache_dir.glob("parser-*.pickle"))
     assert main(["cache", "info"]) == 0
     assert "entries: 0" in capsys.readouterr().out
 

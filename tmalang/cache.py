@@ -99,10 +99,13 @@ class DiskCache:
             count, total = count - 1, total - size
 
     def clear(self) -> int:
-        """Remove every entry (staging folders of writers at work are left to them); how many."""
+        """Remove every entry and the parser's tables (syntax/parser.py rebuilds them); staging
+        folders of writers at work are left to them. How many entries went."""
         entries = _entries(self.root)
         for path, _, _ in entries:
             _remove(path)
+        for tables in _parser_tables(self.root):
+            _remove(tables)
         return len(entries)
 
     def describe(self) -> str:
@@ -113,6 +116,7 @@ class DiskCache:
                  f"entries: {len(entries)} of at most {_limit('TMALANG_CACHE_MAX_ENTRIES', DEFAULT_MAX_ENTRIES)}",
                  f"size:    {total / 2**20:.1f} MiB of at most "
                  f"{_limit('TMALANG_CACHE_MAX_BYTES', DEFAULT_MAX_BYTES) / 2**20:.0f} MiB",
+                 f"parser:  {len(_parser_tables(self.root))} table file(s) (parser-*.pickle)",
                  "set by:  TMALANG_CACHE_DIR (else $XDG_CACHE_HOME/tmalang, else ~/.cache/tmalang), TMALANG_CACHE=0 "
                  "(off), TMALANG_CACHE_MAX_ENTRIES, TMALANG_CACHE_MAX_BYTES"]
         return "\n".join(lines)
@@ -189,6 +193,14 @@ def _touch(entry: Path) -> None:
         os.utime(entry)
     except OSError:
         pass  # a read-only cache still serves hits
+
+
+def _parser_tables(root: Path) -> list[Path]:
+    """The parse tables syntax/parser.py keeps beside the entries."""
+    try:
+        return sorted(root.glob("parser-*.pickle"))
+    except OSError:
+        return []
 
 
 def _entries(root: Path) -> list[tuple[Path, float, int]]:
