@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT
+from test_dlpack_stream import DLPackOnly   # the same DLPack-only view of a torch tensor
 from tmalang.contract import arrays
 from tmalang.contract.arrays import array_view
 from tmalang.contract.dlpack import _capsule_pointer, _DLTensor
@@ -241,19 +242,6 @@ def test_cuda_core_before_1_2_counts_as_absent(monkeypatch):
 # --- on the H100 ----------------------------------------------------------------------------
 
 SPIN = 200_000_000       # ~0.1 s of GPU time queued before the input is written
-
-
-class DLPackOnly:
-    """A torch tensor seen only through DLPack."""
-
-    def __init__(self, tensor):
-        self.tensor = tensor
-
-    def __dlpack_device__(self):
-        return self.tensor.__dlpack_device__()
-
-    def __dlpack__(self, **kwargs):
-        return self.tensor.__dlpack__(**kwargs)
 
 
 class CudaArrayOnly:
