@@ -51,6 +51,16 @@ def test_a_warm_compile_in_a_fresh_process_loads_no_compiler(tmp_path):
     assert out.read_text() == first
 
 
+def test_a_cold_compile_loads_no_numpy_and_no_jinja2(tmp_path):
+    # NumPy and ml_dtypes are for arrays (interpreter, runtime), jinja2 for the C++ header: a
+    # compile to PTX needs none of them, and they were ~130 ms of a cold tmalangc.
+    code = (f"import sys; from tmalang.cli import main; assert main([{GEMM!r}, '-o', {str(tmp_path / 'g.ptx')!r}]) == 0; "
+            "print(' '.join(m for m in ('tmalang.compiler', 'numpy', 'ml_dtypes', 'jinja2') if m in sys.modules))")
+    run = _python(code, tmp_path / "cache")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["tmalang.compiler"]
+
+
 def test_import_tmalang_loads_no_compiler(tmp_path):
     run = _python("import sys, tmalang; print(tmalang.__version__, tmalang.get_include()); "
                   "print(sorted(m for m in ('numpy', 'llvmlite', 'lark', 'tmalang.api', 'tmalang.compiler') "

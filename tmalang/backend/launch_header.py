@@ -25,8 +25,6 @@ from __future__ import annotations
 import json
 import re
 
-import jinja2
-
 from ..contract.manifest import (
     BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, Manifest, ScalarParam, TensorArg, TensorMapParam,
 )
@@ -89,6 +87,8 @@ def render(manifest: Manifest, source: str, kernel: ops.KernelOp | None = None, 
     del kernel
     if cubin is not None and not cubin:
         raise ValueError("an embedded cubin cannot be empty")
+    import jinja2   # here, not at the top: only `--emit header` needs it, and it costs a cold compile ~30 ms
+
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("tmalang.backend", "templates"), undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,

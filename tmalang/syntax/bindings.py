@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import operator
 import re
-
-import numpy as np
+import sys
 
 from ..diagnostics import TmalangError, error
 from ..target.dtypes import DTYPES, SUPPORTED, TORCH, from_numpy
@@ -146,7 +145,8 @@ def _dtype_name(value) -> str | None:
     (what a caller holds at hand: `a.dtype`); None if it names none."""
     if isinstance(value, str):
         return str(value) if value in DTYPES else None
-    if isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic)):
+    np = sys.modules.get("numpy")   # a NumPy dtype can only come from a caller that imported NumPy
+    if np is not None and (isinstance(value, np.dtype) or (isinstance(value, type) and issubclass(value, np.generic))):
         return from_numpy(np.dtype(value))
     return TORCH.get(str(value)) if type(value).__module__.startswith("torch") else None
 

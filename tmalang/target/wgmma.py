@@ -29,14 +29,20 @@ chapter 9.7.15 "Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instruct
 Every layout fact here is also checked on an H100 by tests/test_wgmma_encoding.py (the GPU test
 builds operand tiles with `KMajorTile.pack`, runs real wgmma instructions made from
 `inline_asm`, and maps the registers back with `accumulator_layout`).
+
+The compiler uses only the integer parts; the array helpers (pack/unpack, the accumulator
+layouts the interpreter and the tests use) import NumPy when called, so compiling a kernel never
+loads it.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 # ---------------------------------------------------------------------------------------------
 # Shared-memory matrix descriptor (PTX ISA 9.7.15.5.1.2.2 "Matrix Descriptor Format")
@@ -89,7 +95,7 @@ def encode(x: int) -> int:
 
 
 def _check_bytes(name: str, value: int) -> None:
-    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
         raise ValueError(f"{name} must be an integer number of bytes, got {value!r}")  # noqa: TRY004 (one error type)
     if not 0 <= value <= ENCODE_MASK:
         raise ValueError(f"{name} = {value} is outside the descriptor's 18-bit byte range [0, {ENCODE_MASK}]")
@@ -113,7 +119,7 @@ def smem_descriptor(address: int, leading_byte_offset: int, stride_byte_offset: 
     _check_bytes("address", address)
     _check_bytes("leading_byte_offset", leading_byte_offset)
     _check_bytes("stride_byte_offset", stride_byte_offset)
-    if not isinstance(base_offset, (int, np.integer)) or not 0 <= base_offset <= 7:
+    if not isinstance(base_offset, numbers.Integral) or not 0 <= base_offset <= 7:
         raise ValueError(f"base_offset must be in 0..7 (a 3-bit field), got {base_offset!r}")
     return int(
         (encode(address) << ADDRESS_SHIFT)
@@ -381,7 +387,7 @@ class KMajorTile(_Described):
         """Byte offset, from an aligned tile base, of element (row, k)."""
         if not (0 <= row < self.rows and 0 <= k < self.k_elems):
             raise ValueError(f"element ({row}, {k}) is outside the {self.rows}x{self.k_elems} tile")
-        return int(self._offsets(np.array(row), np.array(k)))
+        return int(self._offsets(row, k))
 
     def _offsets(self, row: np.ndarray, k: np.ndarray) -> np.ndarray:
         kb = k * self.dtype_bytes
@@ -393,6 +399,8 @@ class KMajorTile(_Described):
 
     def pack(self, matrix: np.ndarray) -> np.ndarray:
         """The tile's shared-memory bytes (uint8, `nbytes` long) holding `matrix` [rows, k_elems]."""
+        import numpy as np
+
         matrix = np.asarray(matrix)
         if matrix.shape != (self.rows, self.k_elems) or matrix.dtype.itemsize != self.dtype_bytes:
             raise ValueError(f"expected a {self.rows}x{self.k_elems} array of {self.dtype_bytes}-byte elements, "
@@ -407,6 +415,8 @@ class KMajorTile(_Described):
 
     def unpack(self, image: np.ndarray, dtype) -> np.ndarray:
         """The [rows, k_elems] matrix held by the tile's shared-memory bytes `image`."""
+        import numpy as np
+
         image = np.asarray(image, dtype=np.uint8).reshape(-1)
         if image.size < self.nbytes:
             raise ValueError(f"image has {image.size} bytes, the tile needs {self.nbytes}")
@@ -503,7 +513,7 @@ class MNMajorTile(_Described):
     def byte_offset(self, k: int, n: int) -> int:
         if not (0 <= k < self.k_rows and 0 <= n < self.n_elems):
             raise ValueError(f"element ({k}, {n}) is outside the {self.k_rows}x{self.n_elems} tile")
-        return int(self._offsets(np.array(k), np.array(n)))
+        return int(self._offsets(k, n))
 
     def _offsets(self, k: np.ndarray, n: np.ndarray) -> np.ndarray:
         nb = n * self.dtype_bytes
@@ -513,6 +523,8 @@ class MNMajorTile(_Described):
 
     def pack(self, matrix: np.ndarray) -> np.ndarray:
         """The tile's shared-memory bytes holding `matrix` [k_rows, n_elems]."""
+        import numpy as np
+
         matrix = np.asarray(matrix)
         if matrix.shape != (self.k_rows, self.n_elems) or matrix.dtype.itemsize != self.dtype_bytes:
             raise ValueError(f"expected a {self.k_rows}x{self.n_elems} array of {self.dtype_bytes}-byte elements, "
@@ -671,7 +683,7 @@ COMMIT_GROUP = "wgmma.commit_group.sync.aligned;"
 def wait_group(n: int) -> str:
     """'wgmma.wait_group.sync.aligned N;': wait until at most N wgmma-groups are pending
     (0: all done; only then may the accumulators be read)."""
-    if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 0:
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0:
         raise ValueError(f"wgmma.wait_group takes a non-negative integer constant, got {n!r}")
     return f"wgmma.wait_group.sync.aligned {int(n)};"
 
@@ -711,7 +723,9 @@ def accumulator_coord(thread: int, index: int) -> tuple[int, int]:
 
 def accumulator_layout(n: int) -> np.ndarray:
     """int array [128, N/2, 2]: [t, i] = (row, col) of accumulator element i of thread t."""
-    if not isinstance(n, (int, np.integer)) or n % 8 or not 8 <= n <= 256:
+    import numpy as np
+
+    if not isinstance(n, numbers.Integral) or n % 8 or not 8 <= n <= 256:
         raise ValueError(f"wgmma N must be a multiple of 8 in 8..256, got n = {n}")
     t = np.arange(WARPGROUP_THREADS)[:, None]
     i = np.arange(n // 2)[None, :]
@@ -736,6 +750,8 @@ def accumulator_owner(row: int, col: int) -> tuple[int, int]:
 
 def gather_accumulators(fragments: np.ndarray) -> np.ndarray:
     """The 64xN matrix from per-thread accumulators `fragments` [128, N/2]."""
+    import numpy as np
+
     fragments = np.asarray(fragments)
     n = 2 * fragments.shape[1]
     layout = accumulator_layout(n)
@@ -746,6 +762,8 @@ def gather_accumulators(fragments: np.ndarray) -> np.ndarray:
 
 def scatter_accumulators(matrix: np.ndarray) -> np.ndarray:
     """Per-thread accumulators [128, N/2] of a 64xN matrix (inverse of `gather_accumulators`)."""
+    import numpy as np
+
     matrix = np.asarray(matrix)
     layout = accumulator_layout(matrix.shape[1])
     return matrix[layout[..., 0], layout[..., 1]]
