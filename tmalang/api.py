@@ -62,6 +62,14 @@ class Kernel:
             self._launcher = Launcher(self.manifest, self.cubin)
         self._launcher(*args, dims=dims, stream=stream)
 
+    def synchronize(self, stream=None) -> None:
+        """Wait until this kernel's launches on `stream` (default: as a launch picks it) are done.
+        A launch with device arrays returns at once; if its kernel hung, this is where its
+        watchdog's E218 is raised (a later launch raises it too)."""
+        if self._launcher is None:
+            self._launcher = Launcher(self.manifest, self.cubin)
+        self._launcher.synchronize(stream)
+
     def interpret(self, *args, dims: dict[str, int] | None = None, seed: int | None = None, explore: int = 0,
                   ctas: int | None = None, trace=None):
         """Run on the reference interpreter (NumPy arrays); returns the written tensors.
@@ -89,30 +97,35 @@ class Kernel:
 
 
 def compile(source: str | bytes, *, arch: str = DEFAULT.name, kernel: str | None = None,
-            name: str = "<string>", constants: dict | None = None,
+            name: str = "<string>", constants: dict | None = None, watchdog: bool | None = None,
             _binder: str = "compile(constants=...)") -> Kernel:
     """Compile tmalang source text (str, or UTF-8 bytes) to a Kernel; TmalangError if it is wrong.
-    `constants` binds the kernel's compile-time constants by name (docs/language.md §2a)."""
+    `constants` binds the kernel's compile-time constants by name (docs/language.md §2a).
+    `watchdog` (default: on unless TMALANG_WATCHDOG=0): a hang on the GPU raises E218 naming the
+    barrier instead of hanging the process."""
     if not isinstance(name, str):
         raise error("E009", f"compile(): name must be a str, got {type(name).__name__}")
     if isinstance(source, (bytes, bytearray, memoryview)):
         source = decode(bytes(source), name)
     for what, value, allowed in (("source", source, (str,)), ("arch", arch, (str,)),
-                                 ("kernel", kernel, (str, type(None)))):
+                                 ("kernel", kernel, (str, type(None))), ("watchdog", watchdog, (bool, type(None)))):
         if not isinstance(value, allowed):
             raise error("E009", f"compile(): {what} must be a {' or '.join(t.__name__ for t in allowed)}, "
                         f"got {type(value).__name__}")
     constants = _check_constants(constants, _binder)
-    c = compile_source(source, name, Options(arch=arch, kernel=kernel, constants=constants, binder=_binder))
+    options = Options(arch=arch, kernel=kernel, constants=constants, binder=_binder)
+    if watchdog is not None:
+        options.watchdog = watchdog
+    c = compile_source(source, name, options)
     return Kernel(c, source)
 
 
 def compile_file(path: str | Path, *, arch: str = DEFAULT.name, kernel: str | None = None,
-                 constants: dict | None = None) -> Kernel:
+                 constants: dict | None = None, watchdog: bool | None = None) -> Kernel:
     """Compile a .tma file; OSError if it cannot be read, E007 if it is not UTF-8."""
     path = Path(path)
     return compile(decode(path.read_bytes(), str(path)), arch=arch, kernel=kernel, name=str(path),
-                   constants=constants, _binder="compile_file(constants=...)")
+                   constants=constants, watchdog=watchdog, _binder="compile_file(constants=...)")
 
 
 def _check_constants(constants, binder: str) -> dict:

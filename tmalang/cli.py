@@ -24,6 +24,7 @@ from pathlib import Path
 from . import compile_cache, defines
 from .backend import ptxas
 from .cache import DiskCache
+from .contract.watchdog import enabled_by_default as watchdog_enabled_by_default
 from .diagnostics import FORMATS, TmalangError
 from .files import STDIO, check_outputs, read_source, write_file
 from .target.arch import DEFAULT, TARGETS
@@ -52,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-passes", action="store_true", help="report the time of each stage on stderr")
     p.add_argument("--stats", action="store_true", help="assemble with ptxas and report registers, smem, spills")
     p.add_argument("--explain", action="store_true", help="print the barrier table, roles and smem map")
+    p.add_argument("--watchdog", action=argparse.BooleanOptionalAction, default=None,
+                   help="a timeout in every mbarrier wait loop that reports a hang and traps (default: on; "
+                        "TMALANG_WATCHDOG=0 makes it off)")
     p.add_argument("--manifest", metavar="FILE", help="also write the launch manifest (JSON)")
     p.add_argument("--diagnostics-format", choices=FORMATS, default=None,
                    help="errors as rendered text (default) or one JSON object per line (also: TMALANG_DIAGNOSTICS=json)")
@@ -92,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.constants = defines.parse(parser, args.defines)
+    if args.watchdog is None:
+        args.watchdog = watchdog_enabled_by_default()
     if args.embed_cubin and args.emit != "header":
         parser.error("--embed-cubin goes with --emit header")
     if args.file == STDIO and args.emit == "cubin" and not args.output:
@@ -137,7 +143,7 @@ def _cache_key(args, source: str) -> str | None:
         return None
     name = "<stdin>" if args.file == STDIO else args.file
     options = {"arch": args.arch, "kernel": args.kernel, "constants": args.constants, "emit": args.emit,
-               "manifest": bool(args.manifest), "embed_cubin": args.embed_cubin}
+               "manifest": bool(args.manifest), "embed_cubin": args.embed_cubin, "watchdog": args.watchdog}
     if args.emit != "cubin" and not args.embed_cubin:
         return compile_cache.compile_key(source, name, options, None)
     ptxas.timeout()   # a bad TMALANG_PTXAS_TIMEOUT is E302 whether or not ptxas would run

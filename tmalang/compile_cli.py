@@ -36,7 +36,8 @@ def check_pass_names(parser, names: list[str]) -> None:
 
 def compile_to_output(args, source: str) -> Produced:
     log = PassLog(print_after=set(args.print_ir_after))
-    options = Options(arch=args.arch, kernel=args.kernel, log=log, constants=args.constants, binder="-D")
+    options = Options(arch=args.arch, kernel=args.kernel, log=log, constants=args.constants, binder="-D",
+                      watchdog=args.watchdog)
     until = {"ast": "ast", "ir": "ir", "header": "ir", "ll": "ll"}.get(args.emit, "ptx")
     if args.stats or args.embed_cubin:
         until = "ptx"  # --stats assembles, whatever is emitted; an embedded cubin too

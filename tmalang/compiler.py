@@ -12,13 +12,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
 from llvmlite import ir as llir
 
-from .backend import codegen, llvm_to_ptx, ptxas
+from .backend import codegen, llvm_to_ptx, ptxas, watchdog_codegen
 from .contract.manifest import GridSpec, Manifest, ScalarArg, TensorArg
+from .contract.watchdog import enabled_by_default as watchdog_enabled_by_default
 from .diagnostics import TmalangError, error
 from .ir import exprs as ex
 from .ir import ops
@@ -43,6 +45,9 @@ class Options:
     log: PassLog = field(default_factory=PassLog)
     constants: dict = field(default_factory=dict)   # the chosen kernel's compile-time constants (§2a)
     binder: str = "compile(constants=...)"          # where they were bound, for notes ("-D" on the CLI)
+    # a watchdog in every mbarrier wait loop (backend/watchdog_codegen.py); TMALANG_WATCHDOG=0 makes
+    # the default off
+    watchdog: bool = field(default_factory=watchdog_enabled_by_default)
 
 
 @dataclass
@@ -61,9 +66,12 @@ class Compilation:
     stats: ptxas.PtxasStats | None = None
     uses: Uses = field(default_factory=Uses)        # every constant's uses, for notes on later errors
     constants: dict = field(default_factory=dict)   # the chosen kernel's constants: name -> value
+    source_name: str = "<string>"
+    waits: list = field(default_factory=list)       # (mbar_wait op, WaitSite) the watchdog watches
 
 
 def make_ast(text: str, name: str, c: Compilation) -> None:
+    c.source_name = name
     c.ast = parse(text, name, c.options.constants, c.options.binder, c.options.kernel)
     c.uses = c.ast.uses
     chosen = [k for k in c.ast.kernels if c.options.kernel in (None, k.name)][:1]
@@ -88,13 +96,16 @@ def make_final_ir(c: Compilation) -> None:
     grid = grid_spec(c.ir)   # from the tile loop, before lower_tile_walk turns it into arithmetic
     run_passes(c.ir, c.target, c.options.log)
     c.manifest = build_manifest(c.ir, c.target.name, grid)
+    if c.options.watchdog:
+        c.waits = watchdog_codegen.wait_sites(c.ir, c.source_name)
+        c.manifest = dataclasses.replace(c.manifest, waits=tuple(site for _, site in c.waits))
 
 
 def make_llir(c: Compilation) -> None:
     module = llir.Module(name=c.ir.symbol)
     module.triple = llvm_to_ptx.TRIPLE
     params = list(c.manifest.ptx_params)
-    gen = codegen.KernelCodegen(c.ir, params, module)
+    gen = codegen.KernelCodegen(c.ir, params, module, {id(o): i for i, (o, _) in enumerate(c.waits)})
     gen.fn.calling_convention = "ptx_kernel"
     for arg, p in zip(gen.fn.args, params):
         arg.name = codegen.param_name(p)

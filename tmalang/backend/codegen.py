@@ -19,7 +19,8 @@ from ..passes.dispatch_roles import register_limit
 from ..target import dtypes, tma
 from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
-from . import cluster_codegen, gather_codegen, line_info, pair_codegen, panel_codegen, ptx_asm, tcgen05_codegen
+from . import (cluster_codegen, gather_codegen, line_info, pair_codegen, panel_codegen, ptx_asm, tcgen05_codegen,
+               watchdog_codegen)
 from .claim_codegen import CLAIM_EMITTERS, COUNTER
 from .builder import KernelBuilder
 from .mma_codegen import MMA_EMITTERS
@@ -35,8 +36,9 @@ SCALAR_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i32": I32, "u32"
 
 
 class KernelCodegen:
-    def __init__(self, kernel: ops.KernelOp, params: list, module: ir.Module):
+    def __init__(self, kernel: ops.KernelOp, params: list, module: ir.Module, watched: dict[int, int] | None = None):
         self.kernel, self.params, self.module = kernel, params, module
+        self.watched = watched or {}   # id(mbar_wait op) -> its watchdog site; empty: no watchdog
         # Struct types named here print into this module only (llvmlite's default context is shared).
         module.context = ir.Context()
         self.boxes = ops.decls(kernel, ops.BoxDecl)
@@ -94,13 +96,19 @@ class KernelCodegen:
         return self.b.call(fn, [], name=name.replace(".", "_"))
 
     def _aligned_smem_base(self) -> ir.Value:
+        return self.aligned_smem_base(self.b, name="smem_base")
+
+    def aligned_smem_base(self, b: ir.IRBuilder, name: str = "") -> ir.Value:
+        """The shared address of the dynamic window, aligned up to the largest buffer alignment."""
         # A `$`, which PTX allows in names and no tmalang name can spell: a kernel named
         # `tmalang_smem` (or anything else) cannot collide with it.
-        smem = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), "tmalang$smem", addrspace=3)
-        smem.linkage, smem.align = "external", 16
-        align = max([b.align for b in self.buffers.values()] + [16])
-        raw = self.b.trunc(self.b.ptrtoint(smem, I64), I32)
-        return self.b.and_(self.b.add(raw, I32(align - 1)), I32(-align & 0xFFFFFFFF), name="smem_base")
+        smem = self.module.globals.get("tmalang$smem")
+        if smem is None:
+            smem = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), "tmalang$smem", addrspace=3)
+            smem.linkage, smem.align = "external", 16
+        align = max([buffer.align for buffer in self.buffers.values()] + [16])
+        raw = b.trunc(b.ptrtoint(smem, I64), I32)
+        return b.and_(b.add(raw, I32(align - 1)), I32(-align & 0xFFFFFFFF), name=name)
 
     # ---- helpers
     def alloca(self, name: str, typ: ir.Type = I32, init: ir.Value | None = None) -> ir.AllocaInstr:
@@ -441,6 +449,10 @@ def _peer_rank(g: KernelCodegen, o: ops.Op) -> ir.Value:
 
 
 def _mbar_wait(g: KernelCodegen, o: ops.MbarWait) -> None:
+    site = g.watched.get(id(o))
+    if site is not None:
+        watchdog_codegen.emit_wait(g, o, site)
+        return
     addr, parity = g.address(o.barrier), g.expr(o.parity)
     probe_bb, done_bb = g.fn.append_basic_block("wait"), g.fn.append_basic_block("waited")
     g.b.branch(probe_bb)

@@ -30,6 +30,8 @@ E214  malformed manifest (compiler and runtime disagree; a tmalang bug, not a us
 E215  grid cannot be launched: too many CTAs, or not a multiple of the cluster size
 E216  a written array whose elements overlap in memory (e.g. `as_strided` rows that alias)
 E217  the device cannot run the kernel's target (an sm_100a kernel on an sm_90 GPU, ...)
+E218  the watchdog fired: a warp waited on an mbarrier phase longer than the timeout (the kernel
+      hung); names every reported wait; the device's context was reset
 
 E485  an im2col box's pixel box is empty along a spatial dim of the bound tensor (it runs from
       `lower` to dim - 1 + `upper`; cuTensorMapEncodeIm2col refuses an empty one)
@@ -57,6 +59,7 @@ MANIFEST = "E214"
 GRID = "E215"
 OVERLAP = "E216"
 WRONG_TARGET = "E217"
+WATCHDOG = "E218"
 
 
 class LaunchError(TmalangError):

@@ -141,6 +141,22 @@ def _fields(param) -> dict:
 
 
 @dataclass(frozen=True)
+class WaitSite:
+    """One mbarrier wait loop of the kernel, by the index its watchdog writes into a report
+    (backend/watchdog_codegen.py): what the runtime needs to name it as the interpreter would."""
+
+    role: str
+    barrier: str                    # the mbarrier's symbol; its stages sit 8 bytes apart
+    offset: int                     # the barrier's shared-memory offset from the aligned base
+    stages: int
+    file: str
+    line: int
+    col: int
+    end_col: int
+    text: str                       # the source line, for the caret
+
+
+@dataclass(frozen=True)
 class Manifest:
     kernel: str                     # entry name in the PTX
     arch: str                       # e.g. "sm_90a"
@@ -151,6 +167,7 @@ class Manifest:
     grid: GridSpec
     cluster: tuple[int, int, int] = (1, 1, 1)
     extra: dict = field(default_factory=dict)
+    waits: tuple[WaitSite, ...] = ()   # the watchdog's wait sites; empty when compiled without it
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -160,6 +177,8 @@ class Manifest:
             {"kind": type(p).__name__, **_fields(p)} for p in self.ptx_params
         ]
         data["args"] = [{"kind": type(a).__name__, **asdict(a)} for a in self.args]
+        if not self.waits:   # likewise for a kernel compiled without the watchdog
+            del data["waits"]
         return data
 
     @staticmethod
@@ -184,4 +203,5 @@ class Manifest:
                           tuple(grid.get("stream", ()))),
             cluster=tuple(data.get("cluster", (1, 1, 1))),
             extra=data.get("extra", {}),
+            waits=tuple(WaitSite(**w) for w in data.get("waits", ())),
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 import sys
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from ..contract.binding import Binding, bind, common_device
 from ..contract.errors import DEVICE, GRID, LAUNCH_OPTION, MANIFEST, WRONG_TARGET, LaunchError
 from ..contract.manifest import CounterParam, Manifest, TensorMapParam
 from ..target.arch import target_named
-from . import driver
+from . import driver, watchdog
 from .params import pack_params
 from .staging import Staging
 from .tensormap import encode_tensor_map
@@ -46,6 +47,15 @@ class _Loaded:
 
 
 REPEAT_ENTRIES = 8   # launches remembered for the fast path
+_LAUNCHERS: weakref.WeakSet = weakref.WeakSet()   # every Launcher, told when a device is reset
+
+
+def _forget_device(device: int) -> None:
+    for launcher in list(_LAUNCHERS):
+        launcher._forget(device)
+
+
+driver.on_reset(_forget_device)
 
 class Launcher:
     """A callable compiled kernel: `launcher(*args, dims=None, stream=None)`."""
@@ -61,8 +71,31 @@ class Launcher:
         # launch leaves it at 0 for the next on its stream (passes/claim_tiles.py); launches on two
         # streams may overlap, so each stream has its own. Freed with the primary context.
         self._counters: dict[tuple[int, int], int] = {}
+        self._last_device = 0
+        _LAUNCHERS.add(self)
 
     def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> None:
+        try:
+            self._launch(args, dims, stream)
+        except LaunchError as failure:
+            raise watchdog.explain(failure) from None
+
+    def synchronize(self, stream=None) -> None:
+        """Wait for `stream` on the device this kernel last launched on; E218 if a watchdog fired."""
+        try:
+            driver.activate(self._last_device)
+            driver.synchronize(stream_handle(stream))
+        except LaunchError as failure:
+            raise watchdog.explain(failure) from None
+
+    def _forget(self, device: int) -> None:
+        """`device` was reset: its module, counters and remembered launches are gone."""
+        self._loaded.pop(device, None)
+        self._counters = {k: v for k, v in self._counters.items() if k[0] != device}
+        for signature in [s for s, r in self._repeats.items() if r[0] == device]:
+            del self._repeats[signature]
+
+    def _launch(self, args: tuple, dims, stream) -> None:
         if stream is None:
             stream = torch_current_stream(args)
         signature = _device_signature(args, dims, stream)
@@ -71,13 +104,14 @@ class Launcher:
             # the very arguments of a recent launch: already validated and encoded
             self._repeats.move_to_end(signature)
             device, function, config, params = repeat
+            self._last_device = device
             driver.activate(device)
             driver.launch(function, config, params.address)
             return
         m = self.manifest
         handle = stream_handle(stream)
         binding = bind(m, args, dims, handle)
-        device = launch_device(binding)
+        device = self._last_device = launch_device(binding)
         driver.activate(device)
         loaded = self._load(device)
         _wait_for_producers(binding, handle)
@@ -114,6 +148,7 @@ class Launcher:
             m = self.manifest
             check_device_target(m.arch, device)
             module, function = driver.load_function(self._cubin, m.kernel)
+            watchdog.arm(module, m, device)
             if m.smem_bytes > STATIC_SMEM_LIMIT:
                 driver.set_max_dynamic_smem(function, m.smem_bytes)
             capacity = _capacity(m, function, device) if m.grid.kind == "persistent" else None
