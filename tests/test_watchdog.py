@@ -48,9 +48,10 @@ def test_every_wait_loop_is_watched():
     waits = c.manifest.waits
     assert [(w.role, w.barrier) for w in waits] == [("loader", "free"), ("writer", "full")]
     assert all(w.file == "tests/verify/barriers.tma" and w.text.strip().startswith("wait ") for w in waits)
-    # per site: the deadline, the check, and the inlined report's grace period (start, loop)
-    assert c.ptx.count("%globaltimer") == 4 * len(waits)
-    assert ".visible .global .align 8 .b8 tmalang$watchdog[24]" in c.ptx and "trap;" in c.ptx
+    assert c.ptx.count("%globaltimer") == 2 * len(waits)           # per site: the deadline, the check
+    assert ".visible .global .align 8 .b8 tmalang$watchdog[32]" in c.ptx
+    assert "trap;" not in c.ptx and "exit;" in c.ptx      # a stopped kernel exits: a trap is sticky
+    assert c.ptx.count("@p bar.arrive") == 1              # only the writers (two warps) have a role barrier to free
 
 
 def test_the_watchdog_can_be_left_out(monkeypatch, tmp_path):
@@ -82,7 +83,9 @@ def _fake_report(c, entries: list[dict]) -> tuple[watchdog._Record, ctypes.Array
         words = {name: 0 for name in layout.Entry._fields} | {"written": 1, "tag": 7} | fields
         ctypes.memmove(ctypes.addressof(memory) + index * 4 * layout.ENTRY_WORDS,
                        np.array([words[n] for n in layout.Entry._fields], np.uint32).tobytes(), 4 * layout.ENTRY_WORDS)
-    return watchdog._Record(ctypes.addressof(memory), 0, {7: c.manifest}), memory
+    record = watchdog._Record(0, ctypes.addressof(memory), 0, {7: watchdog._Armed(c.manifest, 0)})
+    record.rearm = lambda: ctypes.memset(ctypes.addressof(memory), 0, layout.RECORD_BYTES)   # no module to write
+    return record, memory
 
 
 def test_a_report_names_each_wait_as_the_interpreter_does():
@@ -94,8 +97,8 @@ def test_a_report_names_each_wait_as_the_interpreter_does():
         dict(site=1, warp=1, lane=0, offset=full.offset, parity=0, word_lo=0xABC),
         dict(site=1, warp=1, lane=3, offset=full.offset, parity=0),      # a second lane of the same warp
         dict(site=1, warp=2, cta_x=5, offset=full.offset, parity=0)])
-    failure = LaunchError("E211", "cuStreamSynchronize failed: CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure")
-    report = watchdog._report(record, record.entries(), failure)
+    assert record.fired()
+    report = watchdog._report(record, stuck=False)
     assert report.code == "E218" and "kernel 'handoff' hung on the GPU" in report.message and "1 s" in report.message
     assert report.span.location() == f"tests/verify/barriers.tma:{free.line}:{free.col}"
     rendered = report.render()
@@ -103,11 +106,13 @@ def test_a_report_names_each_wait_as_the_interpreter_does():
     waits = [n for n in report.notes if NOTE.search(n)]
     assert waits == [
         f"CTA 0: role 'loader', warp 0 waits at tests/verify/barriers.tma:{free.line}:{free.col} on mbarrier free[0] "
-        "parity 0 (the phase in progress has parity 0; barrier word 0x0000000000000000)",
+        "parity 0 (the phase in progress has parity 0)",
         f"CTA 0: role 'writer', warp 1 waits at tests/verify/barriers.tma:{full.line}:{full.col} on mbarrier full[0] "
-        "parity 0 (the phase in progress has parity 0; barrier word 0x0000000000000abc)",
+        "parity 0 (the phase in progress has parity 0)",
         f"CTA 5: role 'writer', warp 2 waits at tests/verify/barriers.tma:{full.line}:{full.col} on mbarrier full[0] "
-        "parity 0 (the phase in progress has parity 0; barrier word 0x0000000000000000)"]
+        "parity 0 (the phase in progress has parity 0)"]
+    assert "this process can launch again" in report.notes[-2]
+    assert not record.fired() and not record.entries()            # cleared for the next launch
     with pytest.raises(tmalang.TmalangError) as interp:
         tmalang.compile(case.source(), name=case.relative, arch=case.arch).interpret(
             np.ones((32, 64), np.float32), np.zeros((32, 64), np.float32))
@@ -116,10 +121,12 @@ def test_a_report_names_each_wait_as_the_interpreter_does():
     assert ctypes.sizeof(memory) == layout.RECORD_BYTES
 
 
-def test_a_failure_without_a_report_is_left_as_it_is():
-    failure = LaunchError("E211", "cuMemAlloc failed: CUDA_ERROR_OUT_OF_MEMORY")
-    assert watchdog.explain(failure) is failure
-    assert watchdog.explain(LaunchError("E205", "dims")).code == "E205"
+def test_a_stuck_kernel_is_reported_without_clearing_the_record():
+    c = _compile(VERIFY["deadlock_second_wait"])
+    record, memory = _fake_report(c, [dict(site=0, warp=0, offset=c.manifest.waits[0].offset, parity=1)])
+    report = watchdog._report(record, stuck=True)
+    assert report.code == "E218" and "blocked at a named barrier" in report.notes[-2]
+    assert record.fired()       # the kernel still runs: nothing is re-armed under it
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "soon", "nan"])

@@ -1,22 +1,26 @@
-"""The watchdog of every mbarrier wait loop: a hang on the GPU names its barrier.
+"""The watchdog of every mbarrier wait loop: a hang on the GPU names its barrier, and stops.
 
 A wait tries the phase once; only if it is not done yet does the warp enter the slow loop, which
-also reads %globaltimer. When a warp has waited longer than the timeout, it *fires*: the lowest
-active lane claims an entry of the report (a small host-mapped record the runtime gave the module)
-and writes what it waited on — the wait site, CTA, cluster rank, warp, lane, the barrier's offset,
-the parity it waited for, the parity of the phase in progress, the raw barrier word and the
-timeout it ran out of — then fences it to the system. The first warp to fire waits a short grace period, so
-that the other warps stuck in the same hang (they usually block within microseconds of each
-other) report too, and traps; the others park until the trap ends the grid. The runtime turns
-the launch failure into an E218 diagnostic that names each site as the interpreter's E401 does
-(runtime/watchdog.py).
+also reads %globaltimer and the module's `stop` flag. Past the timeout, or once `stop` is raised,
+the warp reports its wait, raises `stop` and exits. So the first warp to time out stops every
+other waiting warp of the launch, and each of them reports too.
 
-The fast path (the phase is already done) is the same code as without the watchdog; its cost is
-paid only by a warp that has to wait anyway. Named barriers (bar.sync) cannot time out; the
-compiler's own ones wait only for warps of the same role or turn, and a warp that never reaches
-one is itself stuck in an mbarrier wait whose watchdog traps the whole grid.
+A report is one entry of the record the runtime gave the module (host-mapped memory): the wait
+site, CTA, cluster rank, warp, lane, the barrier's offset, the parity waited for, the parity of
+the phase in progress, the raw barrier word and the timeout, written by the lowest active lane
+and fenced to the system.
 
-The module global and the report's layout are contract/watchdog.py's.
+The kernel stops by exiting, not by trapping: a trap is a sticky launch failure that takes the
+CUDA context of the whole process with it, and no reset brings it back (driver 580, H100). Exits
+release the barriers that wait for all threads (bar.sync 0, barrier.cluster), not a named
+barrier with a count: so a leaving warp first arrives on its role's barrier (bar.arrive), which
+frees the role's warps that wait there for it. Warps that still end up blocked at a named
+barrier keep the kernel from ending; the runtime then reports after a drain time that the GPU
+stays busy (runtime/watchdog.py).
+
+The fast path (the phase is already done) is the code without the watchdog; the cost is the
+slow loop's checks, paid by a warp that has to wait anyway. The module global and the record's
+layout are contract/watchdog.py's.
 """
 
 from __future__ import annotations
@@ -24,32 +28,41 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..contract.manifest import WaitSite
-from ..contract.watchdog import DEFAULT_TIMEOUT_NS, ENTRIES, ENTRY_WORDS, GLOBAL
+from ..contract.watchdog import DEFAULT_TIMEOUT_NS, ENTRIES, ENTRY_WORDS, FIELDS, GLOBAL, GLOBAL_BYTES
 from ..ir import ops
 from . import ptx_asm
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
+VOID = ir.VoidType()
 TICK_SHIFT = 20                   # the slow loop's clock counts 2**20 ns (~1 ms) ticks
-GRACE_NS = 50_000_000             # the first warp to fire waits this long for the others' entries
-FIRE = "tmalang$watchdog_fire"
+REPORT = "tmalang$watchdog_report"
 _SYMBOL = GLOBAL.replace("$", "$$")   # as an inline-asm template spells a literal `$`
+
+
+def _field(name: str) -> str:
+    return f"[{_SYMBOL}+{FIELDS[name]}]"
+
 
 ASM = {
     "globaltimer": "mov.u64 $0, %globaltimer;",
-    "elect_active": "{ .reg .b32 m; .reg .pred p; activemask.b32 m; elect.sync _|p, m; selp.b32 $0, 1, 0, p; }",
+    # elect one lane of those here; every lane learns which ($0: its lane id, $1: 1 in it)
+    "elect_active": "{ .reg .b32 m; .reg .pred p; activemask.b32 m; elect.sync $0|p, m; selp.b32 $1, 1, 0, p; }",
     "phase_parity": "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [$1], 0; selp.b32 $0, 1, 0, p; }",
     "barrier_word": "ld.volatile.shared.b64 $0, [$1];",
     "store_v4": "st.volatile.global.v4.u32 [$0], {$1, $2, $3, $4};",
     "store_u32": "st.volatile.global.u32 [$0], $1;",
     "fence_sys": "fence.sc.sys;",
-    "nanosleep": "nanosleep.u32 100000;",
-    "trap": "trap;",
+    # a whole warp only (bar.arrive is .aligned); a warp that waited inside `elect` cannot arrive
+    "arrive_named": "{ .reg .b32 m; .reg .pred p; activemask.b32 m; setp.eq.b32 p, m, -1; @p bar.arrive $0, $1; }",
+    "exit": "exit;",
     # the module global's fields, addressed by symbol in the instruction itself: through an LLVM
     # pointer, ptxas materialised the address before the wait's first try and kept it live there
-    "record": f"ld.global.u64 $0, [{_SYMBOL}];",
-    "timeout": f"ld.global.u64 $0, [{_SYMBOL}+8];",
-    "tag": f"ld.global.u32 $0, [{_SYMBOL}+16];",
-    "claim": f"atom.global.add.u32 $0, [{_SYMBOL}+20], 1;",
+    "record": f"ld.global.u64 $0, {_field('record')};",
+    "timeout": f"ld.global.u64 $0, {_field('timeout_ns')};",
+    "tag": f"ld.global.u32 $0, {_field('tag')};",
+    "claim": f"atom.global.add.u32 $0, {_field('claimed')}, 1;",
+    "stopped": f"ld.volatile.global.u32 $0, {_field('stop')};",
+    "raise_stop": f"st.volatile.global.u32 {_field('stop')}, 1;",
 }
 
 
@@ -62,11 +75,8 @@ def wait_sites(kernel: ops.KernelOp, source: str) -> list[tuple[ops.MbarWait, Wa
     def visit(region, role: str, span) -> None:
         for o in region:
             here = o.span or span
-            if isinstance(o, ops.RoleOp):
-                role = o.symbol
             if isinstance(o, ops.MbarWait):
-                decl = barriers[o.barrier.name]
-                found.append((o, _site(role, decl, here, source)))
+                found.append((o, _site(role, barriers[o.barrier.name], here)))
             for r in o.regions():
                 visit(r, o.symbol if isinstance(o, ops.RoleOp) else role, here)
 
@@ -74,38 +84,43 @@ def wait_sites(kernel: ops.KernelOp, source: str) -> list[tuple[ops.MbarWait, Wa
     return found
 
 
-def _site(role: str, decl: ops.MbarrierDecl, span, source: str) -> WaitSite:
+def _site(role: str, decl: ops.MbarrierDecl, span) -> WaitSite:
     if span is None:
-        return WaitSite(role, decl.symbol, decl.offset, decl.stages, source, 0, 0, 0, "")
+        return WaitSite(role, decl.symbol, decl.offset, decl.stages, "?", 0, 0, 0, "")
     end = span.end_col if span.end_line == span.line else len(span.source.line(span.line)) + 1
     return WaitSite(role, decl.symbol, decl.offset, decl.stages, span.source.name, span.line, span.col, end,
                     span.source.line(span.line))
 
 
-def emit_wait(g, o: ops.MbarWait, site: int) -> None:
-    """`o`'s wait loop with the watchdog: try once; then loop on try_wait and the clock.
+# ---- the wait loop ----------------------------------------------------------------------------
 
-    The slow loop holds no more registers than the plain one: its deadline, in TICK_NS units of
-    %globaltimer, shares one with the parity (deadline << 1 | parity; 31 bits of ~1 ms ticks wrap
-    after 24 days, and the comparison is wrap-safe). Kernels at their register budget
-    (attention_sm90) spilled for one more."""
+def emit_wait(g, o: ops.MbarWait, site: int) -> None:
+    """`o`'s wait loop with the watchdog: try once; then loop on try_wait, the clock and `stop`."""
     addr, parity = g.address(o.barrier), g.expr(o.parity)
     slow, loop, check, done = (g.fn.append_basic_block(n) for n in ("wait.slow", "wait.loop", "wait.check", "waited"))
     g.b.cbranch(_ready(g, addr, parity), done, slow)
     g.b.position_at_end(slow)
     deadline = g.b.add(_ticks(g), _timeout_ticks(g))
-    # opaque to LLVM, which would otherwise see that `packed & 1` is `parity & 1` and keep both live
-    packed = g.asm("mov.b32 $0, $1;", "=r,r", [g.b.or_(g.b.shl(deadline, I32(1)), g.b.and_(parity, I32(1)))], ret=I32)
     g.b.branch(loop)
     g.b.position_at_end(loop)
-    g.b.cbranch(_ready(g, addr, g.b.and_(packed, I32(1))), done, check)
+    g.b.cbranch(_ready(g, addr, parity), done, check)
     g.b.position_at_end(check)
-    late = g.b.icmp_signed(">", g.b.sub(g.b.shl(_ticks(g), I32(1)), g.b.and_(packed, I32(-2 & 0xFFFFFFFF))), I32(0))
-    with g.b.if_then(late, likely=False):
-        g.b.call(_fire_function(g), [I32(site), addr, g.b.and_(packed, I32(1))])
+    late = g.b.icmp_signed(">", g.b.sub(_ticks(g), deadline), I32(0))        # wrap-safe
+    stopped = g.b.icmp_unsigned("!=", g.asm(ASM["stopped"], "=r", [], ret=I32), I32(0))
+    with g.b.if_then(g.b.or_(late, stopped), likely=False):
+        barrier, threads = _role_barrier(g)
+        g.b.call(_report_function(g), [I32(site), addr, parity, I32(barrier), I32(threads)])
         g.b.unreachable()
     g.b.branch(loop)
     g.b.position_at_end(done)
+
+
+def _role_barrier(g) -> tuple[int, int]:
+    """(id, threads) of the named barrier the role's `sync` uses (codegen's _sync); (0, 0) for a
+    role of one warp (bar.warp.sync) or a wait outside any role."""
+    if g.role is None or g.role_threads() == 32:
+        return 0, 0
+    return 1 + g.roles.index(g.role), g.role_threads()
 
 
 def _ready(g, addr, parity) -> ir.Value:
@@ -116,17 +131,6 @@ def _ticks(g) -> ir.Value:
     return g.b.trunc(g.b.lshr(g.asm(ASM["globaltimer"], "=l", [], ret=I64), I64(TICK_SHIFT)), I32)
 
 
-def _state(module: ir.Module) -> ir.GlobalVariable:
-    """The module's `tmalang$watchdog` (defined once, zero until the runtime writes it)."""
-    existing = module.globals.get(GLOBAL)
-    if existing is not None:
-        return existing
-    state = ir.GlobalVariable(module, ir.LiteralStructType([I64, I64, I32, I32]), GLOBAL, addrspace=1)
-    state.initializer = ir.Constant(state.value_type, None)
-    state.align = 8
-    return state
-
-
 def _timeout_ticks(g) -> ir.Value:
     _state(g.module)
     configured = g.asm(ASM["timeout"], "=l", [], ret=I64)
@@ -134,93 +138,92 @@ def _timeout_ticks(g) -> ir.Value:
     return g.b.trunc(g.b.lshr(ns, I64(TICK_SHIFT)), I32)
 
 
-def _fire_function(g) -> ir.Function:
-    """`fire(site, addr, parity)`: report and trap; never returns. Defined once and
-    inlined at each site: as a call, ptxas saved the caller's registers around it (attention_sm90
-    spilled 52 bytes), though it never returns."""
-    existing = g.module.globals.get(FIRE)
+def _state(module: ir.Module) -> ir.GlobalVariable:
+    """The module's `tmalang$watchdog` (defined once, zero until the runtime writes it)."""
+    existing = module.globals.get(GLOBAL)
     if existing is not None:
         return existing
-    fn = ir.Function(g.module, ir.FunctionType(ir.VoidType(), [I32, I32, I32]), FIRE)
-    fn.linkage = "internal"
-    fn.attributes.add("alwaysinline")
-    fn.attributes.add("noreturn")
-    _FireBody(g, fn).emit()
+    state = ir.GlobalVariable(module, ir.ArrayType(I64, GLOBAL_BYTES // 8), GLOBAL, addrspace=1)
+    state.initializer = ir.Constant(state.value_type, None)
+    state.align = 8
+    return state
+
+
+def _asm(b: ir.IRBuilder, key: str, constraints: str, args: list, ret: ir.Type = VOID) -> ir.Value:
+    constraints = f"{constraints},~{{memory}}" if constraints else "~{memory}"
+    asm = ir.InlineAsm(ir.FunctionType(ret, [a.type for a in args]), ASM[key], constraints, side_effect=True)
+    return b.call(asm, args)
+
+
+def _sreg_function(module: ir.Module, name: str) -> ir.Function:
+    fn = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{name}")
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{name}")
     return fn
 
 
-class _FireBody:
+# ---- the report -------------------------------------------------------------------------------
+
+def _report_function(g) -> ir.Function:
+    """`report(site, addr, parity, barrier, threads)`: write this warp's entry, raise `stop`,
+    arrive on named barrier `barrier` of `threads` (0: none) and exit; never returns. Defined
+    once and inlined at each site: as a call, ptxas saved the caller's registers around it
+    (attention_sm90 spilled 52 bytes), though it never returns."""
+    existing = g.module.globals.get(REPORT)
+    if existing is not None:
+        return existing
+    fn = ir.Function(g.module, ir.FunctionType(VOID, [I32, I32, I32, I32, I32]), REPORT)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("noreturn")
+    _ReportBody(g, fn).emit()
+    return fn
+
+
+class _ReportBody:
     def __init__(self, g, fn: ir.Function):
         self.g, self.fn = g, fn
-        self.b = ir.IRBuilder(fn.append_basic_block("fire"))
-        _state(g.module)
+        self.b = ir.IRBuilder(fn.append_basic_block("report"))
 
-    def asm(self, key: str, constraints: str, args: list, ret: ir.Type = ir.VoidType()) -> ir.Value:
-        constraints = f"{constraints},~{{memory}}" if constraints else "~{memory}"
-        asm = ir.InlineAsm(ir.FunctionType(ret, [a.type for a in args]), ASM[key], constraints, side_effect=True)
-        return self.b.call(asm, args)
+    def asm(self, key: str, constraints: str, args: list, ret: ir.Type = VOID) -> ir.Value:
+        return _asm(self.b, key, constraints, args, ret)
 
     def sreg(self, name: str) -> ir.Value:
-        module = self.g.module
-        fn = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{name}")
-        if fn is None:
-            fn = ir.Function(module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{name}")
-        return self.b.call(fn, [])
+        return self.b.call(_sreg_function(self.g.module, name), [])
 
     def emit(self) -> None:
-        site, addr, parity = self.fn.args
+        site, addr, parity, barrier, threads = self.fn.args
         b = self.b
-        # the barrier's offset from the aligned base, recomputed here from the window's symbol:
-        # passing it (or the base) from the wait site cost attention_sm90 a spill
-        offset = b.sub(addr, self.g.aligned_smem_base(b))
-        park = self.fn.append_basic_block("park")
-        leader = b.icmp_unsigned("!=", self.asm("elect_active", "=r", [], I32), I32(0))
-        with b.if_then(leader):
+        elected = self.asm("elect_active", "=r,=r", [], ir.LiteralStructType([I32, I32]))
+        with b.if_then(b.icmp_unsigned("!=", b.extract_value(elected, 1), I32(0))):
             index = self.asm("claim", "=r", [], I32)
             record = self.asm("record", "=l", [], I64)
             writable = b.and_(b.icmp_unsigned("!=", record, I64(0)), b.icmp_unsigned("<", index, I32(ENTRIES)))
             with b.if_then(writable):
-                entry = b.add(record, b.mul(b.zext(index, I64), I64(4 * ENTRY_WORDS)))
-                self.write_entry(entry, [site, self.asm("tag", "=r", [], I32), self.sreg("ctaid.x"),
-                                         self.sreg("ctaid.y"), self.sreg("ctaid.z"), self.sreg("cluster.ctarank"),
-                                         b.lshr(self.sreg("tid.x"), I32(5)), self.sreg("laneid"), offset, parity,
-                                         self.asm("phase_parity", "=r,r", [addr], I32)],
-                                 self.asm("barrier_word", "=l,r", [addr], I64), self.asm("timeout", "=l", [], I64))
-            with b.if_then(b.icmp_unsigned("==", index, I32(0))):
-                self.trap_after_grace()
-        b.branch(park)
-        b.position_at_end(park)   # until the first warp's trap ends the grid
-        self.asm("nanosleep", "", [])
-        b.branch(park)
+                self.write_entry(b.add(record, b.mul(b.zext(index, I64), I64(4 * ENTRY_WORDS))), site, addr, parity)
+            self.asm("raise_stop", "", [])
+        with b.if_then(b.icmp_unsigned("!=", threads, I32(0))):
+            self.asm("arrive_named", "r,r", [barrier, threads])
+        self.asm("exit", "", [])
+        b.unreachable()
 
-    def write_entry(self, entry: ir.Value, words: list[ir.Value], barrier_word: ir.Value, timeout: ir.Value) -> None:
+    def write_entry(self, entry: ir.Value, site, addr, parity) -> None:
         b = self.b
+        offset = b.sub(addr, self.g.aligned_smem_base(b))   # recomputed here: passing it spilled
+        word = self.asm("barrier_word", "=l,r", [addr], I64)
+        timeout = self.asm("timeout", "=l", [], I64)
 
         def halves(v):
             return [b.trunc(v, I32), b.trunc(b.lshr(v, I64(32)), I32)]
 
-        body = [*words, *halves(barrier_word), *halves(timeout)]   # words 1..15
+        body = [site, self.asm("tag", "=r", [], I32), self.sreg("ctaid.x"), self.sreg("ctaid.y"), self.sreg("ctaid.z"),
+                self.sreg("cluster.ctarank"), b.lshr(self.sreg("tid.x"), I32(5)), self.sreg("laneid"), offset, parity,
+                self.asm("phase_parity", "=r,r", [addr], I32), *halves(word), *halves(timeout)]   # words 1..15
         assert len(body) == ENTRY_WORDS - 1
-        self.asm("store_u32", "l,r", [b.add(entry, I64(4)), body[0]])
-        self.asm("store_u32", "l,r", [b.add(entry, I64(8)), body[1]])
-        self.asm("store_u32", "l,r", [b.add(entry, I64(12)), body[2]])
+        for at in range(3):
+            self.asm("store_u32", "l,r", [b.add(entry, I64(4 * (at + 1))), body[at]])
         for at in range(3, 15, 4):
             self.asm("store_v4", "l,r,r,r,r", [b.add(entry, I64(4 * (at + 1))), *body[at:at + 4]])
         self.asm("fence_sys", "", [])
         self.asm("store_u32", "l,r", [entry, I32(1)])
         self.asm("fence_sys", "", [])
-
-    def trap_after_grace(self) -> None:
-        b = self.b
-        start = self.asm("globaltimer", "=l", [], I64)
-        wait = self.fn.append_basic_block("grace")
-        b.branch(wait)
-        b.position_at_end(wait)
-        self.asm("nanosleep", "", [])
-        elapsed = b.sub(self.asm("globaltimer", "=l", [], I64), start)
-        over = b.icmp_unsigned(">", elapsed, I64(GRACE_NS))
-        trap = self.fn.append_basic_block("trap")
-        b.cbranch(over, trap, wait)
-        b.position_at_end(trap)
-        self.asm("trap", "", [])
-        b.unreachable()

@@ -2,8 +2,11 @@
 and the layout of the report a firing warp writes (backend/watchdog_codegen.py writes it,
 runtime/watchdog.py reads it, the C++ header reads it too).
 
-Module global `tmalang$watchdog`, 24 bytes: {u64 record, u64 timeout_ns, u32 tag, u32 claimed}.
-A record of 0 still traps, with no report; a timeout of 0 means DEFAULT_TIMEOUT_NS.
+Module global `tmalang$watchdog`, 32 bytes, at the offsets FIELDS names: the record's device
+address, the timeout in ns, the tag naming the kernel (the runtime writes these three when it
+loads the module), then `claimed` (entries handed out) and `stop` (raised by the first warp that
+timed out), which the runtime sets back to 0 after a report. A record of 0 still stops the
+kernel, with no report; a timeout of 0 means DEFAULT_TIMEOUT_NS.
 
 Report: ENTRIES entries of ENTRY_WORDS little-endian u32 words, one per reporting warp, in the
 order `Entry` lists them; `written` (word 0) is stored last, after a system-scope fence.
@@ -16,7 +19,8 @@ import struct
 from typing import NamedTuple
 
 GLOBAL = "tmalang$watchdog"
-GLOBAL_BYTES = 24
+GLOBAL_BYTES = 32
+FIELDS = {"record": 0, "timeout_ns": 8, "tag": 16, "claimed": 20, "stop": 24}
 DEFAULT_TIMEOUT_NS = 5_000_000_000
 ENTRIES = 32
 ENTRY_WORDS = 16
@@ -56,8 +60,8 @@ class Entry(NamedTuple):
 
 
 def state(record: int, timeout_ns: int, tag: int) -> bytes:
-    """The bytes of an armed module global."""
-    return struct.pack("<QQII", record, timeout_ns, tag, 0)
+    """The bytes of an armed module global (nothing claimed, not stopped)."""
+    return struct.pack("<QQIIII", record, timeout_ns, tag, 0, 0, 0)
 
 
 def entries(raw: bytes) -> list[Entry]:

@@ -67,23 +67,6 @@ def _primary_context(device: int):
     return call("cuDevicePrimaryCtxRetain", call("cuDeviceGet", device))
 
 
-_reset_hooks: list = []
-
-
-def on_reset(hook) -> None:
-    """Call `hook(device)` after `reset(device)`: whatever lived in that context is gone."""
-    _reset_hooks.append(hook)
-
-
-def reset(device: int) -> None:
-    """Reset `device`'s primary context, the only way back after a kernel trapped (the error is
-    sticky): every allocation and module in it is freed, for every library in the process."""
-    call("cuDevicePrimaryCtxReset", call("cuDeviceGet", device))
-    _primary_context.cache_clear()
-    for hook in _reset_hooks:
-        hook(device)
-
-
 def activate(device: int) -> None:
     """Make the primary context of `device` current on this thread."""
     call("cuCtxSetCurrent", _primary_context(device))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import struct
 import sys
-import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,18 +43,10 @@ class _Loaded:
     module: object
     function: object
     capacity: int | None        # resident CTAs on the whole device; persistent grids only
+    watchdog: int | None        # the tag runtime/watchdog.py armed the module with (None: no watchdog)
 
 
 REPEAT_ENTRIES = 8   # launches remembered for the fast path
-_LAUNCHERS: weakref.WeakSet = weakref.WeakSet()   # every Launcher, told when a device is reset
-
-
-def _forget_device(device: int) -> None:
-    for launcher in list(_LAUNCHERS):
-        launcher._forget(device)
-
-
-driver.on_reset(_forget_device)
 
 class Launcher:
     """A callable compiled kernel: `launcher(*args, dims=None, stream=None)`."""
@@ -72,30 +63,14 @@ class Launcher:
         # streams may overlap, so each stream has its own. Freed with the primary context.
         self._counters: dict[tuple[int, int], int] = {}
         self._last_device = 0
-        _LAUNCHERS.add(self)
-
-    def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> None:
-        try:
-            self._launch(args, dims, stream)
-        except LaunchError as failure:
-            raise watchdog.explain(failure) from None
 
     def synchronize(self, stream=None) -> None:
         """Wait for `stream` on the device this kernel last launched on; E218 if a watchdog fired."""
-        try:
-            driver.activate(self._last_device)
-            driver.synchronize(stream_handle(stream))
-        except LaunchError as failure:
-            raise watchdog.explain(failure) from None
+        driver.activate(self._last_device)
+        watchdog.wait(stream_handle(stream))
 
-    def _forget(self, device: int) -> None:
-        """`device` was reset: its module, counters and remembered launches are gone."""
-        self._loaded.pop(device, None)
-        self._counters = {k: v for k, v in self._counters.items() if k[0] != device}
-        for signature in [s for s, r in self._repeats.items() if r[0] == device]:
-            del self._repeats[signature]
-
-    def _launch(self, args: tuple, dims, stream) -> None:
+    def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> None:
+        watchdog.check()   # a hang an earlier launch reported, before anything else runs
         if stream is None:
             stream = torch_current_stream(args)
         signature = _device_signature(args, dims, stream)
@@ -103,10 +78,11 @@ class Launcher:
         if repeat is not None:
             # the very arguments of a recent launch: already validated and encoded
             self._repeats.move_to_end(signature)
-            device, function, config, params = repeat
+            device, function, config, params, handle = repeat
             self._last_device = device
             driver.activate(device)
             driver.launch(function, config, params.address)
+            self._launched(device, handle)
             return
         m = self.manifest
         handle = stream_handle(stream)
@@ -131,11 +107,17 @@ class Launcher:
 
             params = pack_params(binding, tensor_map, address)
             driver.launch(loaded.function, config, params.address)
+            self._launched(device, handle)
             staging.finish()
         if signature is not None:
-            self._repeats[signature] = (device, loaded.function, config, params)
+            self._repeats[signature] = (device, loaded.function, config, params, handle)
             if len(self._repeats) > REPEAT_ENTRIES:
                 self._repeats.popitem(last=False)
+
+    def _launched(self, device: int, stream: int) -> None:
+        tag = self._loaded[device].watchdog
+        if tag is not None:
+            watchdog.launched(device, tag, stream)
 
     def _counter(self, device: int, stream: int) -> int:
         key = (device, stream)
@@ -148,11 +130,11 @@ class Launcher:
             m = self.manifest
             check_device_target(m.arch, device)
             module, function = driver.load_function(self._cubin, m.kernel)
-            watchdog.arm(module, m, device)
+            tag = watchdog.arm(module, m, device)
             if m.smem_bytes > STATIC_SMEM_LIMIT:
                 driver.set_max_dynamic_smem(function, m.smem_bytes)
             capacity = _capacity(m, function, device) if m.grid.kind == "persistent" else None
-            self._loaded[device] = _Loaded(module, function, capacity)
+            self._loaded[device] = _Loaded(module, function, capacity, tag)
         return self._loaded[device]
 
 

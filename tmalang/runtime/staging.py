@@ -15,7 +15,7 @@ from numpy.lib.stride_tricks import as_strided
 from ..contract.binding import Binding
 from ..contract.errors import LaunchError
 from ..contract.manifest import TensorArg
-from . import driver
+from . import driver, watchdog
 
 
 class Staging:
@@ -41,10 +41,11 @@ class Staging:
         return self._buffers.get(name, self._binding.views[name].ptr)
 
     def finish(self) -> None:
-        """Wait for the kernel, then copy every written host array back into the user's array."""
+        """Wait for the kernel, then copy every written host array back into the user's array
+        (not if its watchdog reported a hang: E218, and the arrays are left as they were)."""
         results = {name: self._download(name) for name in self._written_host_arrays()}
         if self._buffers:
-            driver.synchronize(self._stream)
+            watchdog.wait(self._stream)
         for name, temporary in results.items():
             view = self._binding.views[name]
             staged = as_strided(temporary.view(view.host.dtype), view.shape, view.strides)

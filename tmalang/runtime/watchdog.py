@@ -1,14 +1,16 @@
-"""The host side of the watchdog (backend/watchdog_codegen.py): arm it, read its report, recover.
+"""The host side of the watchdog (backend/watchdog_codegen.py): arm it, wait for kernels with it,
+turn its report into E218.
 
-Each device gets one report record in pinned, device-mapped host memory: the kernel writes it
-just before it traps, and the host can still read it after the trap has made the context
-unusable. Each loaded module learns the record's address, its timeout and a tag naming its
-kernel through its `tmalang$watchdog` global.
+Each device gets one report record in pinned, device-mapped host memory; each loaded module
+learns the record's address, its timeout and a tag naming its kernel through its
+`tmalang$watchdog` global (`arm`). A kernel whose wait timed out stops by itself (its warps exit),
+so the context stays usable: the runtime notices the report when it waits for the kernel (`wait`:
+a NumPy launch, `Kernel.synchronize`) or before the next launch (`check`), raises E218 naming
+every reported wait as the interpreter's E401 names a blocked warp, and clears the record and
+the modules' `stop` flags for the next launch. NumPy outputs are not copied back.
 
-When a driver call fails after a watchdog fired, `explain` turns the failure into an E218
-diagnostic that names every reported wait as the interpreter's E401 names a blocked warp, then
-resets the device's primary context (a trap leaves it unusable until then; everything allocated
-in it is gone) so that the process can launch again.
+A kernel whose warps stay blocked at a named barrier cannot end; `wait` then reports after
+DRAIN_S seconds that the GPU stays busy until the process exits.
 
 TMALANG_WATCHDOG_TIMEOUT sets the timeout in seconds (default 5), read when a kernel is loaded.
 """
@@ -18,7 +20,8 @@ from __future__ import annotations
 import ctypes
 import itertools
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from ..contract import watchdog as layout
 from ..contract.errors import DRIVER_CALL, LAUNCH_OPTION, WATCHDOG, LaunchError
@@ -27,17 +30,38 @@ from ..contract.watchdog import DEFAULT_TIMEOUT_NS, GLOBAL, GLOBAL_BYTES, RECORD
 from ..diagnostics import Source, Span, TmalangError
 from . import driver
 
+DRAIN_S = 2.0                  # how long a stopped kernel may take to end before it counts as stuck
 _tags = itertools.count(1)
 
 
 @dataclass
+class _Armed:
+    manifest: Manifest
+    state: int                      # the device address of the module's tmalang$watchdog
+    stream: int = 0                 # where its last launch went
+
+
+@dataclass
 class _Record:
-    host: int                       # the pinned host address the kernel's entries land at
-    device: int                     # the same memory as the kernel addresses it
-    kernels: dict[int, Manifest]    # tag -> the manifest of a module armed with this record
+    device: int
+    host: int                       # the pinned host address the kernels' entries land at
+    mapped: int                     # the same memory as the kernels address it
+    kernels: dict[int, _Armed] = field(default_factory=dict)   # tag -> the module armed with it
+
+    def __post_init__(self) -> None:
+        self._first_written = ctypes.c_uint32.from_address(self.host)   # entry 0's `written`
+
+    def fired(self) -> bool:
+        return self._first_written.value == 1
 
     def entries(self) -> list[Entry]:
         return layout.entries(ctypes.string_at(self.host, RECORD_BYTES))
+
+    def rearm(self) -> None:
+        """Clear the report and every module's `claimed` and `stop` for the next launch."""
+        ctypes.memset(self.host, 0, RECORD_BYTES)
+        for tag, armed in self.kernels.items():
+            _write_state(self, armed.state, tag)
 
 
 _records: dict[int, _Record] = {}
@@ -48,7 +72,7 @@ def _record(device: int) -> _Record:
         flags = driver.api().CU_MEMHOSTALLOC_DEVICEMAP | driver.api().CU_MEMHOSTALLOC_PORTABLE
         host = int(driver.call("cuMemHostAlloc", RECORD_BYTES, flags))
         ctypes.memset(host, 0, RECORD_BYTES)
-        _records[device] = _Record(host, int(driver.call("cuMemHostGetDevicePointer", host, 0)), {})
+        _records[device] = _Record(device, host, int(driver.call("cuMemHostGetDevicePointer", host, 0)))
     return _records[device]
 
 
@@ -65,60 +89,97 @@ def timeout_ns() -> int:
     return max(1, int(seconds * 1e9))
 
 
-def arm(module, manifest: Manifest, device: int) -> None:
-    """Give a freshly loaded module its record, timeout and tag (a kernel compiled without the
-    watchdog has nothing to arm)."""
+def arm(module, manifest: Manifest, device: int) -> int | None:
+    """Give a freshly loaded module its record, timeout and tag; the tag, or None for a kernel
+    compiled without the watchdog."""
     if not manifest.waits:
-        return
+        return None
     record = _record(device)
-    tag = next(_tags)
-    record.kernels[tag] = manifest
     address, size = driver.call("cuModuleGetGlobal", module, GLOBAL.encode())
     if int(size) != GLOBAL_BYTES:
         raise LaunchError(DRIVER_CALL, f"the kernel's {GLOBAL} is {int(size)} bytes, expected {GLOBAL_BYTES}")
-    state = layout.state(record.device, timeout_ns(), tag)
-    driver.call("cuMemcpyHtoD", int(address), state, len(state))
+    tag = next(_tags)
+    record.kernels[tag] = _Armed(manifest, int(address))
+    _write_state(record, int(address), tag)
+    return tag
 
 
-def explain(failure: LaunchError) -> TmalangError:
-    """The E218 report if a watchdog fired (its device is reset for the next launch); otherwise
-    `failure` itself. A driver call fails after a trap, in this launch or a later one."""
-    if failure.code != DRIVER_CALL:
-        return failure
-    for device, record in list(_records.items()):
-        entries = record.entries()
-        if entries:
-            report = _report(record, entries, failure)
-            driver.reset(device)
-            return report
-    return failure
+def _write_state(record: _Record, address: int, tag: int) -> None:
+    state = layout.state(record.mapped, timeout_ns(), tag)
+    driver.call("cuMemcpyHtoD", address, state, len(state))
 
 
-def _forget(device: int) -> None:
-    """The device was reset: its record went with it."""
-    _records.pop(device, None)
+def launched(device: int, tag: int, stream: int) -> None:
+    """Remember where a watched kernel went, so that `check` knows what to wait for."""
+    _records[device].kernels[tag].stream = stream
 
 
-driver.on_reset(_forget)
+def check() -> None:
+    """E218 if a kernel launched earlier reported a hang (after it has ended)."""
+    for record in _records.values():
+        if record.fired():
+            streams = {armed.stream for armed in record.kernels.values()}
+            for stream in streams:
+                _drain(record, stream)
+            raise _report(record, stuck=False)
 
 
-def _report(record: _Record, entries: list[Entry], failure: LaunchError) -> TmalangError:
-    first = entries[0]
-    manifest = record.kernels.get(first.tag)
-    if manifest is None or first.site >= len(manifest.waits):
-        return failure
+def wait(stream: int) -> None:
+    """Wait for `stream` like cuStreamSynchronize, but without hanging on a kernel that reported a
+    hang and cannot end; then E218 if one reported."""
+    if not any(r.kernels for r in _records.values()):
+        driver.synchronize(stream)
+        return
+    ready = driver.api().CUresult.CUDA_SUCCESS
+    pause = 20e-6
+    while True:
+        (status,) = driver.api().cuStreamQuery(stream)
+        if status == ready:
+            break
+        if status != driver.api().CUresult.CUDA_ERROR_NOT_READY:
+            driver.synchronize(stream)    # raises the driver's error
+        fired = next((r for r in _records.values() if r.fired()), None)
+        if fired is not None:
+            _drain(fired, stream)
+            break
+        time.sleep(pause)
+        pause = min(2 * pause, 1e-3)
+    check()
+
+
+def _drain(record: _Record, stream: int) -> None:
+    """Wait up to DRAIN_S for a stopped kernel's stream to end; E218 (stuck) if it does not."""
+    deadline = time.monotonic() + DRAIN_S
+    ready = driver.api().CUresult.CUDA_SUCCESS
+    while driver.api().cuStreamQuery(stream)[0] != ready:
+        if time.monotonic() > deadline:
+            raise _report(record, stuck=True)
+        time.sleep(1e-3)
+
+
+def _report(record: _Record, stuck: bool) -> TmalangError:
+    entries = record.entries()
+    known = [e for e in entries if e.tag in record.kernels and e.site < len(record.kernels[e.tag].manifest.waits)]
+    if not known:   # a record nobody here armed: clear it rather than report nonsense
+        record.rearm()
+        return LaunchError(WATCHDOG, "watchdog: a kernel reported a hang that names no known wait")
+    first = known[0]
+    manifest = record.kernels[first.tag].manifest
     seen, notes = set(), []
-    for e in entries:
-        m = record.kernels.get(e.tag)
+    for e in known:
         key = (e.tag, e.site, e.cta_x, e.cta_y, e.cta_z, e.warp)
-        if m is not None and e.site < len(m.waits) and key not in seen:
+        if key not in seen:
             seen.add(key)
-            notes.append(_describe(m, e))
-    notes += [f"the failure the driver reported: {failure.message}",
-              "the device's context was reset so that this process can launch again: memory allocated on it "
-              "before (by tmalang, torch or anyone) is gone",
-              "the interpreter finds hangs of the protocol before launch: tmalangc run FILE --interpret "
-              "(or kernel.interpret(...)); TMALANG_WATCHDOG_TIMEOUT sets the timeout"]
+            notes.append(_describe(record.kernels[e.tag].manifest, e))
+    if stuck:
+        notes.append(f"the kernel has not ended {DRAIN_S:g} s after it stopped: warps are blocked at a named "
+                     "barrier, and the GPU stays busy until this process exits")
+    else:
+        notes.append("the kernel stopped; this process can launch again (outputs in device memory hold what "
+                     "the kernel wrote before it stopped; NumPy outputs are left as they were)")
+        record.rearm()
+    notes.append("the interpreter finds protocol hangs before launch: tmalangc run FILE --interpret (or "
+                 "kernel.interpret(...)); TMALANG_WATCHDOG_TIMEOUT sets the timeout")
     return WatchdogError(
         f"watchdog: kernel '{manifest.kernel}' hung on the GPU: a warp waited more than {first.timeout_ns / 1e9:g} s "
         f"for an mbarrier phase that did not complete", _span(manifest.waits[first.site]), notes)
@@ -133,12 +194,11 @@ def _describe(m: Manifest, e: Entry) -> str:
         cta += f" (cluster rank {e.cluster_rank})"
     where = f"{site.file}:{site.line}:{site.col}" if site.line else "?"
     return (f"{cta}: role '{site.role}', warp {e.warp} waits at {where} on mbarrier {site.barrier}[{stage}] "
-            f"parity {e.parity} (the phase in progress has parity {e.phase_parity}; barrier word "
-            f"{e.barrier_word:#018x})")
+            f"parity {e.parity} (the phase in progress has parity {e.phase_parity})")
 
 
-def _span(site: WaitSite | None) -> Span | None:
-    if site is None or not site.line:
+def _span(site: WaitSite) -> Span | None:
+    if not site.line:
         return None
     source = Source("\n" * (site.line - 1) + site.text, site.file)
     return Span(source, site.line, site.col, site.line, site.end_col)
