@@ -150,11 +150,13 @@ kernel = tmalang.compile(open(source).read(), name=name, arch=arch)
 rng = np.random.default_rng(0)
 src = rng.standard_normal(shape).astype(np.float32)
 dst = np.zeros(shape, np.float32)
+if via_torch:
+    import torch
+    a, b = torch.from_numpy(src).cuda(), torch.from_numpy(dst).cuda()
+    torch.cuda.synchronize()
 start = time.monotonic()
 try:
     if via_torch:
-        import torch
-        a, b = torch.from_numpy(src).cuda(), torch.from_numpy(dst).cuda()
         kernel(a, b)
         kernel.synchronize()
     else:
@@ -163,6 +165,10 @@ try:
 except tmalang.TmalangError as exc:
     report = {"code": exc.code, "message": exc.message, "notes": exc.notes, "rendered": exc.render()}
 report["seconds"] = time.monotonic() - start
+report["dst_untouched"] = bool((dst == 0).all())       # a NumPy output is not copied back
+if via_torch:
+    # the context survived: torch's tensors keep their data, and torch can still compute
+    report["torch_still_works"] = bool(np.array_equal((a + 1).cpu().numpy(), src + 1))
 copy = tmalang.compile_file("examples/tma_copy.tma")    # the same process launches again
 x = rng.standard_normal((300, 200)).astype(np.float32)
 y = np.full((300, 200), np.nan, np.float32)
@@ -205,7 +211,7 @@ def test_a_hang_raises_e218_naming_the_interpreter_s_waits(name, tmp_path):
     first = NOTE.search(report["notes"][0]).groups()
     assert first in interp
     assert report["rendered"].startswith(f"{first[1]}: error[E218]")   # the caret sits at the first wait
-    assert report["next_launch_exact"]
+    assert report["next_launch_exact"] and report["dst_untouched"]
 
 
 @pytest.mark.gpu
@@ -215,7 +221,7 @@ def test_a_hang_with_device_arrays_is_reported_by_synchronize(tmp_path):
     report = _hang_on_gpu(case, tmp_path, via_torch=True)
     assert report["code"] == "E218" and report["seconds"] < 5, report
     assert _waits(report["notes"]) <= _interpreter_waits(case)
-    assert report["next_launch_exact"]
+    assert report["next_launch_exact"] and report["torch_still_works"]
 
 
 @pytest.mark.gpu

@@ -95,23 +95,33 @@ def _site(role: str, decl: ops.MbarrierDecl, span) -> WaitSite:
 # ---- the wait loop ----------------------------------------------------------------------------
 
 def emit_wait(g, o: ops.MbarWait, site: int) -> None:
-    """`o`'s wait loop with the watchdog: try once; then loop on try_wait, the clock and `stop`."""
+    """`o`'s wait loop with the watchdog: try once; then loop on try_wait and the clock, and once
+    the warp has waited a tick or two (~1-2 ms, far longer than any wait of a healthy pipeline),
+    on `stop` too: reading it on every turn of the loop (an L2 load) delayed the wake-up of
+    healthy waits enough to cost attention_sm90 40%."""
     addr, parity = g.address(o.barrier), g.expr(o.parity)
-    slow, loop, check, done = (g.fn.append_basic_block(n) for n in ("wait.slow", "wait.loop", "wait.check", "waited"))
+    blocks = ("wait.slow", "wait.loop", "wait.check", "wait.early", "wait.long", "wait.report", "waited")
+    slow, loop, check, early, long, report, done = (g.fn.append_basic_block(n) for n in blocks)
     g.b.cbranch(_ready(g, addr, parity), done, slow)
     g.b.position_at_end(slow)
-    deadline = g.b.add(_ticks(g), _timeout_ticks(g))
+    start = _ticks(g)
+    deadline = g.b.add(start, _timeout_ticks(g))
     g.b.branch(loop)
     g.b.position_at_end(loop)
     g.b.cbranch(_ready(g, addr, parity), done, check)
     g.b.position_at_end(check)
-    late = g.b.icmp_signed(">", g.b.sub(_ticks(g), deadline), I32(0))        # wrap-safe
-    stopped = g.b.icmp_unsigned("!=", g.asm(ASM["stopped"], "=r", [], ret=I32), I32(0))
-    with g.b.if_then(g.b.or_(late, stopped), likely=False):
-        barrier, threads = _role_barrier(g)
-        g.b.call(_report_function(g), [I32(site), addr, parity, I32(barrier), I32(threads)])
-        g.b.unreachable()
-    g.b.branch(loop)
+    now = _ticks(g)
+    late = g.b.icmp_signed(">", g.b.sub(now, deadline), I32(0))            # wrap-safe
+    waited_long = g.b.icmp_unsigned(">=", g.b.sub(now, start), I32(2))
+    g.b.cbranch(late, report, early)
+    g.b.position_at_end(early)
+    g.b.cbranch(waited_long, long, loop)
+    g.b.position_at_end(long)
+    g.b.cbranch(g.b.icmp_unsigned("!=", g.asm(ASM["stopped"], "=r", [], ret=I32), I32(0)), report, loop)
+    g.b.position_at_end(report)
+    barrier, threads = _role_barrier(g)
+    g.b.call(_report_function(g), [I32(site), addr, parity, I32(barrier), I32(threads)])
+    g.b.unreachable()
     g.b.position_at_end(done)
 
 
