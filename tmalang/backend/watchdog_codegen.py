@@ -35,7 +35,7 @@ from . import ptx_asm
 I32, I64 = ir.IntType(32), ir.IntType(64)
 VOID = ir.VoidType()
 TICK_SHIFT = 20                   # the slow loop's clock counts 2**20 ns (~1 ms) ticks
-REPORT = "tmalang$watchdog_report"
+REPORT = "tmalang$watchdog_report"        # + "_wgmma" for the variant of roles that issue wgmma
 _SYMBOL = GLOBAL.replace("$", "$$")   # as an inline-asm template spells a literal `$`
 
 
@@ -55,6 +55,9 @@ ASM = {
     # a whole warp only (bar.arrive is .aligned); a warp that waited inside `elect` cannot arrive
     "arrive_named": "{ .reg .b32 m; .reg .pred p; activemask.b32 m; setp.eq.b32 p, m, -1; @p bar.arrive $0, $1; }",
     "exit": "exit;",
+    # before a wgmma role's warp leaves: without it ptxas inserts its own wait on the exit path
+    # and serializes every wgmma of the kernel (C7518; attention_sm90 lost 40%)
+    "drain_wgmma": "wgmma.wait_group.sync.aligned 0;",
     # the module global's fields, addressed by symbol in the instruction itself: through an LLVM
     # pointer, ptxas materialised the address before the wait's first try and kept it live there
     "record": f"ld.global.u64 $0, {_field('record')};",
@@ -120,9 +123,14 @@ def emit_wait(g, o: ops.MbarWait, site: int) -> None:
     g.b.cbranch(g.b.icmp_unsigned("!=", g.asm(ASM["stopped"], "=r", [], ret=I32), I32(0)), report, loop)
     g.b.position_at_end(report)
     barrier, threads = _role_barrier(g)
-    g.b.call(_report_function(g), [I32(site), addr, parity, I32(barrier), I32(threads)])
+    report_fn = _report_function(g, _issues_wgmma(g.role))
+    g.b.call(report_fn, [I32(site), addr, parity, I32(barrier), I32(threads)])
     g.b.unreachable()
     g.b.position_at_end(done)
+
+
+def _issues_wgmma(role: ops.RoleOp | None) -> bool:
+    return role is not None and any(isinstance(o, ops.Wgmma) for o in ops.walk(role.body))
 
 
 def _role_barrier(g) -> tuple[int, int]:
@@ -174,25 +182,26 @@ def _sreg_function(module: ir.Module, name: str) -> ir.Function:
 
 # ---- the report -------------------------------------------------------------------------------
 
-def _report_function(g) -> ir.Function:
+def _report_function(g, wgmma: bool) -> ir.Function:
     """`report(site, addr, parity, barrier, threads)`: write this warp's entry, raise `stop`,
-    arrive on named barrier `barrier` of `threads` (0: none) and exit; never returns. Defined
-    once and inlined at each site: as a call, ptxas saved the caller's registers around it
-    (attention_sm90 spilled 52 bytes), though it never returns."""
-    existing = g.module.globals.get(REPORT)
+    arrive on named barrier `barrier` of `threads` (0: none) and exit, after its wgmma groups
+    with `wgmma`; never returns. Defined once per variant and inlined at each site: as a call,
+    ptxas saved the caller's registers around it (attention_sm90 spilled 52 bytes)."""
+    name = REPORT + ("_wgmma" if wgmma else "")
+    existing = g.module.globals.get(name)
     if existing is not None:
         return existing
-    fn = ir.Function(g.module, ir.FunctionType(VOID, [I32, I32, I32, I32, I32]), REPORT)
+    fn = ir.Function(g.module, ir.FunctionType(VOID, [I32, I32, I32, I32, I32]), name)
     fn.linkage = "internal"
     fn.attributes.add("alwaysinline")
     fn.attributes.add("noreturn")
-    _ReportBody(g, fn).emit()
+    _ReportBody(g, fn, wgmma).emit()
     return fn
 
 
 class _ReportBody:
-    def __init__(self, g, fn: ir.Function):
-        self.g, self.fn = g, fn
+    def __init__(self, g, fn: ir.Function, wgmma: bool):
+        self.g, self.fn, self.wgmma = g, fn, wgmma
         self.b = ir.IRBuilder(fn.append_basic_block("report"))
 
     def asm(self, key: str, constraints: str, args: list, ret: ir.Type = VOID) -> ir.Value:
@@ -214,6 +223,8 @@ class _ReportBody:
             self.asm("raise_stop", "", [])
         with b.if_then(b.icmp_unsigned("!=", threads, I32(0))):
             self.asm("arrive_named", "r,r", [barrier, threads])
+        if self.wgmma:
+            self.asm("drain_wgmma", "", [])
         self.asm("exit", "", [])
         b.unreachable()
 
