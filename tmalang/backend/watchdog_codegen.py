@@ -35,6 +35,7 @@ from . import ptx_asm
 I32, I64 = ir.IntType(32), ir.IntType(64)
 VOID = ir.VoidType()
 TICK_SHIFT = 20                   # the slow loop's clock counts 2**20 ns (~1 ms) ticks
+SUSPEND_NS = 1_000_000            # the slow loop's try_wait suspends up to 1 ms per turn
 REPORT = "tmalang$watchdog_report"        # + "_wgmma" for the variant of roles that issue wgmma
 _SYMBOL = GLOBAL.replace("$", "$$")   # as an inline-asm template spells a literal `$`
 
@@ -43,8 +44,12 @@ def _field(name: str) -> str:
     return f"[{_SYMBOL}+{FIELDS[name]}]"
 
 
-ASM = {
+ASM: dict[str, str] = {
     "globaltimer": "mov.u64 $0, %globaltimer;",
+    # try_wait that may stay suspended up to SUSPEND_NS (it wakes as soon as the phase completes):
+    # the warp spends its wait asleep in the instruction, not in the loop's checks, which would
+    # otherwise delay its wake-up when the phase completes during them
+    "try_wait_long": "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2, %d; selp.b32 $0, 1, 0, p; }",
     # elect one lane of those here; every lane learns which ($0: its lane id, $1: 1 in it)
     "elect_active": "{ .reg .b32 m; .reg .pred p; activemask.b32 m; elect.sync $0|p, m; selp.b32 $1, 1, 0, p; }",
     "phase_parity": "{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [$1], 0; selp.b32 $0, 1, 0, p; }",
@@ -98,20 +103,22 @@ def _site(role: str, decl: ops.MbarrierDecl, span) -> WaitSite:
 # ---- the wait loop ----------------------------------------------------------------------------
 
 def emit_wait(g, o: ops.MbarWait, site: int) -> None:
-    """`o`'s wait loop with the watchdog: try once; then loop on try_wait and the clock, and once
-    the warp has waited a tick or two (~1-2 ms, far longer than any wait of a healthy pipeline),
-    on `stop` too: reading it on every turn of the loop (an L2 load) delayed the wake-up of
-    healthy waits enough to cost attention_sm90 40%."""
+    """`o`'s wait loop with the watchdog: try once as without it, once more asleep; then loop on
+    a sleeping try_wait and the clock, and once the warp has waited a tick or two (~1-2 ms, far
+    longer than any wait of a healthy pipeline) on `stop` too: reading it on every turn of the
+    loop (an L2 load) delayed the wake-up of healthy waits, and cost attention_sm90 40%."""
     addr, parity = g.address(o.barrier), g.expr(o.parity)
-    blocks = ("wait.slow", "wait.loop", "wait.check", "wait.early", "wait.long", "wait.report", "waited")
-    slow, loop, check, early, long, report, done = (g.fn.append_basic_block(n) for n in blocks)
+    blocks = ("wait.slow", "wait.timed", "wait.loop", "wait.check", "wait.early", "wait.long", "wait.report", "waited")
+    slow, timed, loop, check, early, long, report, done = (g.fn.append_basic_block(n) for n in blocks)
     g.b.cbranch(_ready(g, addr, parity), done, slow)
-    g.b.position_at_end(slow)
+    g.b.position_at_end(slow)                  # a second, sleeping try before any clock is read
+    g.b.cbranch(_ready(g, addr, parity, sleep=True), done, timed)
+    g.b.position_at_end(timed)
     start = _ticks(g)
     deadline = g.b.add(start, _timeout_ticks(g))
     g.b.branch(loop)
     g.b.position_at_end(loop)
-    g.b.cbranch(_ready(g, addr, parity), done, check)
+    g.b.cbranch(_ready(g, addr, parity, sleep=True), done, check)
     g.b.position_at_end(check)
     now = _ticks(g)
     late = g.b.icmp_signed(">", g.b.sub(now, deadline), I32(0))            # wrap-safe
@@ -141,8 +148,9 @@ def _role_barrier(g) -> tuple[int, int]:
     return 1 + g.roles.index(g.role), g.role_threads()
 
 
-def _ready(g, addr, parity) -> ir.Value:
-    return g.b.icmp_unsigned("!=", g.asm(ptx_asm.PTX["mbar_try_wait"], "=r,r,r", [addr, parity], ret=I32), I32(0))
+def _ready(g, addr, parity, sleep: bool = False) -> ir.Value:
+    template = ASM["try_wait_long"] % SUSPEND_NS if sleep else ptx_asm.PTX["mbar_try_wait"]
+    return g.b.icmp_unsigned("!=", g.asm(template, "=r,r,r", [addr, parity], ret=I32), I32(0))
 
 
 def _ticks(g) -> ir.Value:
