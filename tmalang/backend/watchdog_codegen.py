@@ -110,7 +110,7 @@ def emit_wait(g, o: ops.MbarWait, site: int) -> None:
     addr, parity = g.address(o.barrier), g.expr(o.parity)
     blocks = ("wait.slow", "wait.timed", "wait.loop", "wait.check", "wait.early", "wait.long", "wait.report", "waited")
     slow, timed, loop, check, early, long, report, done = (g.fn.append_basic_block(n) for n in blocks)
-    g.b.cbranch(_ready(g, addr, parity), done, slow)
+    g.b.cbranch(_ready(g, addr, parity), done, slow).set_weights([1 << 10, 1])    # the slow path out of line
     g.b.position_at_end(slow)                  # a second, sleeping try before any clock is read
     g.b.cbranch(_ready(g, addr, parity, sleep=True), done, timed)
     g.b.position_at_end(timed)
