@@ -34,8 +34,9 @@ HANGS = ["deadlock_second_wait", "deadlock_expect_tx_too_many_bytes", "deadlock_
 NOTE = re.compile(r"role '(\w+)', warp \d+ waits at (\S+) on mbarrier (\S+)\[(\d+)\] parity (\d)")
 
 
-def _compile(case, **options):
-    return compile_source(case.source(), case.relative, Options(arch=case.arch, **options), until="ptx")
+def _compile(case, watchdog=True, **options):
+    return compile_source(case.source(), case.relative, Options(arch=case.arch, watchdog=watchdog, **options),
+                          until="ptx")
 
 
 def _waits(notes: list[str]) -> set[tuple]:
@@ -54,12 +55,14 @@ def test_every_wait_loop_is_watched():
     assert c.ptx.count("@p bar.arrive") == 1              # only the writers (two warps) have a role barrier to free
 
 
-def test_the_watchdog_can_be_left_out(monkeypatch, tmp_path):
+def test_the_watchdog_is_one_switch_away(monkeypatch, tmp_path):
     case = VERIFY["deadlock_second_wait"]
-    off = _compile(case, watchdog=False)
+    off = compile_source(case.source(), case.relative, Options(arch=case.arch), until="ptx")   # off by default
     assert not off.manifest.waits and "globaltimer" not in off.ptx and "tmalang$watchdog" not in off.ptx
+    monkeypatch.setenv("TMALANG_WATCHDOG", "1")
+    assert "globaltimer" in compile_source(case.source(), case.relative, Options(arch=case.arch), until="ptx").ptx
+    assert "globaltimer" in tmalang.compile(case.source(), arch=case.arch).ptx
     monkeypatch.setenv("TMALANG_WATCHDOG", "0")
-    assert "globaltimer" not in _compile(case).ptx
     path = case.write(tmp_path)
     outputs = {}
     for flag in ("--watchdog", "--no-watchdog"):   # the command line's switch beats the environment,
@@ -181,7 +184,7 @@ print(json.dumps(report))
 def _hang_on_gpu(case, tmp_path, via_torch=False) -> dict:
     path = tmp_path / "case.tma"
     path.write_text(case.source())
-    env = {**os.environ, "TMALANG_WATCHDOG_TIMEOUT": "1"}
+    env = {**os.environ, "TMALANG_WATCHDOG": "1", "TMALANG_WATCHDOG_TIMEOUT": "1"}
     started = time.monotonic()
     run = subprocess.run([sys.executable, "-c", PROBE, str(path), case.relative, case.arch, json.dumps([200, 300]),
                           "1" if via_torch else "0"], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
@@ -192,7 +195,7 @@ def _hang_on_gpu(case, tmp_path, via_torch=False) -> dict:
 
 
 def _interpreter_waits(case) -> set[tuple]:
-    kernel = tmalang.compile(case.source(), name=case.relative, arch=case.arch)
+    kernel = tmalang.compile(case.source(), name=case.relative, arch=case.arch, watchdog=True)
     with pytest.raises(tmalang.TmalangError) as caught:
         kernel.interpret(np.ones((200, 300), np.float32), np.zeros((200, 300), np.float32))
     assert caught.value.code == "E401"

@@ -101,8 +101,8 @@ def compile(source: str | bytes, *, arch: str = DEFAULT.name, kernel: str | None
             _binder: str = "compile(constants=...)") -> Kernel:
     """Compile tmalang source text (str, or UTF-8 bytes) to a Kernel; TmalangError if it is wrong.
     `constants` binds the kernel's compile-time constants by name (docs/language.md §2a).
-    `watchdog` (default: on unless TMALANG_WATCHDOG=0): a hang on the GPU raises E218 naming the
-    barrier instead of hanging the process."""
+    `watchdog` (default: off unless TMALANG_WATCHDOG=1): a hang on the GPU stops the kernel and
+    raises E218 naming the barrier, instead of hanging the process."""
     if not isinstance(name, str):
         raise error("E009", f"compile(): name must be a str, got {type(name).__name__}")
     if isinstance(source, (bytes, bytearray, memoryview)):

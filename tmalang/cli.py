@@ -54,8 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stats", action="store_true", help="assemble with ptxas and report registers, smem, spills")
     p.add_argument("--explain", action="store_true", help="print the barrier table, roles and smem map")
     p.add_argument("--watchdog", action=argparse.BooleanOptionalAction, default=None,
-                   help="a timeout in every mbarrier wait loop that reports a hang and traps (default: on; "
-                        "TMALANG_WATCHDOG=0 makes it off)")
+                   help="a timeout in every mbarrier wait loop: a hang on the GPU stops the kernel and reports "
+                        "the barrier (E218) (default: off; TMALANG_WATCHDOG=1 makes it on)")
     p.add_argument("--manifest", metavar="FILE", help="also write the launch manifest (JSON)")
     p.add_argument("--diagnostics-format", choices=FORMATS, default=None,
                    help="errors as rendered text (default) or one JSON object per line (also: TMALANG_DIAGNOSTICS=json)")

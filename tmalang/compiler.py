@@ -45,8 +45,8 @@ class Options:
     log: PassLog = field(default_factory=PassLog)
     constants: dict = field(default_factory=dict)   # the chosen kernel's compile-time constants (§2a)
     binder: str = "compile(constants=...)"          # where they were bound, for notes ("-D" on the CLI)
-    # a watchdog in every mbarrier wait loop (backend/watchdog_codegen.py); TMALANG_WATCHDOG=0 makes
-    # the default off
+    # a watchdog in every mbarrier wait loop (backend/watchdog_codegen.py); TMALANG_WATCHDOG=1 makes
+    # the default on
     watchdog: bool = field(default_factory=watchdog_enabled_by_default)
 
 
