@@ -30,11 +30,11 @@ from .version import VERSION as __version__
 if TYPE_CHECKING:   # what the lazy names are, for type checkers and readers
     from .api import Kernel, compile, compile_file
     from .library.gemm import gemm, gemm_config
-    from .interp.trace import Trace
+    from .contract.trace import Trace
     from .tuning import Autotuner, autotune
 
 _LAZY = {"compile": "api", "compile_file": "api", "Kernel": "api", "gemm": "library.gemm",
-         "gemm_config": "library.gemm", "Autotuner": "tuning", "autotune": "tuning", "Trace": "interp.trace"}
+         "gemm_config": "library.gemm", "Autotuner": "tuning", "autotune": "tuning", "Trace": "contract.trace"}
 
 
 def __getattr__(name: str):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -12,12 +13,13 @@ import numpy as np
 
 from .backend import ptxas
 from .compiler import Compilation, Options, compile_source
+from .passes import PassLog
 from .contract.errors import LAUNCH_OPTION, LaunchError
 from .contract.manifest import Manifest
 from .diagnostics import error
 from .explain import explain
 from .interp import interpret
-from .interp.trace import Trace
+from .contract.trace import Trace
 from .ir.printer import print_ir
 from .runtime import Launcher
 from .cache import DiskCache
@@ -42,6 +44,7 @@ class Kernel:
         self.constants: dict[str, int | str] = dict(compilation.constants)
         self._cubin: bytes | None = None
         self._launcher = None
+        self._profiled = None      # the Launcher of this kernel compiled with the timeline
 
     def explain(self) -> str:
         return explain(self._c.ir, self._c.target, self._c.manifest.grid)
@@ -61,6 +64,20 @@ class Kernel:
         if self._launcher is None:
             self._launcher = Launcher(self.manifest, self.cubin)
         self._launcher(*args, dims=dims, stream=stream)
+
+    def profile(self, *args, dims: dict[str, int] | None = None, stream=None, ctas: int = 1) -> Trace:
+        """Run once on the GPU with the hardware timeline: %globaltimer stamps at each warp's waits
+        (slices), arrivals, TMA issues and MMA commits (instants) in the first `ctas` CTAs. Returns
+        the trace the interpreter writes (`.to_json()` opens in Perfetto) beside `interpret(...,
+        trace=...)`'s. The kernel is compiled once more with the stamps (the launch itself is as
+        `k(...)`)."""
+        if isinstance(ctas, bool) or not isinstance(ctas, int) or ctas < 1:
+            raise LaunchError(LAUNCH_OPTION, f"ctas must be a positive int, got {ctas!r}")
+        if self._profiled is None:
+            options = dataclasses.replace(self._c.options, timeline=True, log=PassLog())
+            timed = compile_source(self.source, self._c.source_name, options)
+            self._profiled = Launcher(timed.manifest, ptxas.assemble(timed.ptx, timed.manifest.arch)[0])
+        return self._profiled.profile(args, dims, stream, ctas)
 
     def synchronize(self, stream=None) -> None:
         """Wait until this kernel's launches on `stream` (default: as a launch picks it) are done.

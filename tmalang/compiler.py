@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir as llir
 
-from .backend import codegen, llvm_to_ptx, ptxas, watchdog_codegen
+from .backend import codegen, llvm_to_ptx, ptxas, timeline_codegen, watchdog_codegen
 from .contract.manifest import GridSpec, Manifest, ScalarArg, TensorArg
 from .contract.watchdog import enabled_by_default as watchdog_enabled_by_default
 from .diagnostics import TmalangError, error
@@ -48,6 +48,9 @@ class Options:
     # a watchdog in every mbarrier wait loop (backend/watchdog_codegen.py); TMALANG_WATCHDOG=1 makes
     # the default on
     watchdog: bool = field(default_factory=watchdog_enabled_by_default)
+    # %globaltimer stamps at waits, arrivals, TMA issues and MMA commits (backend/timeline_codegen.py),
+    # for Kernel.profile(); off unless asked for
+    timeline: bool = False
 
 
 @dataclass
@@ -68,6 +71,7 @@ class Compilation:
     constants: dict = field(default_factory=dict)   # the chosen kernel's constants: name -> value
     source_name: str = "<string>"
     waits: list = field(default_factory=list)       # (mbar_wait op, WaitSite) the watchdog watches
+    events: list = field(default_factory=list)      # (op, EventSite) the timeline stamps
 
 
 def make_ast(text: str, name: str, c: Compilation) -> None:
@@ -99,13 +103,17 @@ def make_final_ir(c: Compilation) -> None:
     if c.options.watchdog:
         c.waits = watchdog_codegen.wait_sites(c.ir, c.source_name)
         c.manifest = dataclasses.replace(c.manifest, waits=tuple(site for _, site in c.waits))
+    if c.options.timeline:
+        c.events = timeline_codegen.event_sites(c.ir)
+        c.manifest = dataclasses.replace(c.manifest, events=tuple(site for _, site in c.events))
 
 
 def make_llir(c: Compilation) -> None:
     module = llir.Module(name=c.ir.symbol)
     module.triple = llvm_to_ptx.TRIPLE
     params = list(c.manifest.ptx_params)
-    gen = codegen.KernelCodegen(c.ir, params, module, {id(o): i for i, (o, _) in enumerate(c.waits)})
+    gen = codegen.KernelCodegen(c.ir, params, module, {id(o): i for i, (o, _) in enumerate(c.waits)},
+                                {id(o): i for i, (o, _) in enumerate(c.events)})
     gen.fn.calling_convention = "ptx_kernel"
     for arg, p in zip(gen.fn.args, params):
         arg.name = codegen.param_name(p)

@@ -22,7 +22,7 @@ from .contract.binding import check_extent
 from .contract.manifest import IndexParam, TensorArg
 from .diagnostics import TmalangError, error
 from .files import check_outputs, read_source, write_file
-from .interp.trace import Trace
+from .contract.trace import Trace
 from .target.arch import DEFAULT, TARGETS
 from .target.dtypes import NUMPY
 

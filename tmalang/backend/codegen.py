@@ -20,7 +20,7 @@ from ..target import dtypes, tma
 from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
 from . import (cluster_codegen, gather_codegen, line_info, pair_codegen, panel_codegen, ptx_asm, tcgen05_codegen,
-               watchdog_codegen)
+               timeline_codegen, watchdog_codegen)
 from .claim_codegen import CLAIM_EMITTERS, COUNTER
 from .builder import KernelBuilder
 from .mma_codegen import MMA_EMITTERS
@@ -36,9 +36,11 @@ SCALAR_TYPES = {"f32": ir.FloatType(), "f64": ir.DoubleType(), "i32": I32, "u32"
 
 
 class KernelCodegen:
-    def __init__(self, kernel: ops.KernelOp, params: list, module: ir.Module, watched: dict[int, int] | None = None):
+    def __init__(self, kernel: ops.KernelOp, params: list, module: ir.Module, watched: dict[int, int] | None = None,
+                 traced: dict[int, int] | None = None):
         self.kernel, self.params, self.module = kernel, params, module
         self.watched = watched or {}   # id(mbar_wait op) -> its watchdog site; empty: no watchdog
+        self.traced = traced or {}     # id(op) -> its timeline event site; empty: no timeline
         # Struct types named here print into this module only (llvmlite's default context is shared).
         module.context = ir.Context()
         self.boxes = ops.decls(kernel, ops.BoxDecl)
@@ -156,11 +158,18 @@ class KernelCodegen:
         pass, keeps the line of the op around it)."""
         location = self.lines.at(o.span)
         if location is None:
-            EMITTERS[type(o)](self, o)
+            self._emit_op(o)
             return
         outer, self.b.debug_metadata = self.b.debug_metadata, location
-        EMITTERS[type(o)](self, o)
+        self._emit_op(o)
         self.b.debug_metadata = outer
+
+    def _emit_op(self, o: ops.Op) -> None:
+        site = self.traced.get(id(o))
+        if site is None:
+            EMITTERS[type(o)](self, o)
+        else:
+            timeline_codegen.around(self, o, site, lambda: EMITTERS[type(o)](self, o))
 
     def address(self, ref: ex.BufferRef) -> ir.Value:
         """The 32-bit shared address of stage `ref.index` of a buffer or mbarrier."""

@@ -157,6 +157,17 @@ class WaitSite:
 
 
 @dataclass(frozen=True)
+class EventSite:
+    """One op the hardware timeline stamps (backend/timeline_codegen.py): a wait (begin and end),
+    or an issue or arrival (an instant)."""
+
+    kind: str                       # "wait" | "sync" | "arrive" | "tma load" | "tma store" | "mma commit"
+    role: str
+    name: str                       # what the trace calls it: the barrier or box
+    where: str                      # file:line:col
+
+
+@dataclass(frozen=True)
 class Manifest:
     kernel: str                     # entry name in the PTX
     arch: str                       # e.g. "sm_90a"
@@ -168,6 +179,7 @@ class Manifest:
     cluster: tuple[int, int, int] = (1, 1, 1)
     extra: dict = field(default_factory=dict)
     waits: tuple[WaitSite, ...] = ()   # the watchdog's wait sites; empty when compiled without it
+    events: tuple[EventSite, ...] = ()   # the timeline's event sites; empty when compiled without it
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -179,6 +191,8 @@ class Manifest:
         data["args"] = [{"kind": type(a).__name__, **asdict(a)} for a in self.args]
         if not self.waits:   # likewise for a kernel compiled without the watchdog
             del data["waits"]
+        if not self.events:  # or without the timeline
+            del data["events"]
         return data
 
     @staticmethod
@@ -204,4 +218,5 @@ class Manifest:
             cluster=tuple(data.get("cluster", (1, 1, 1))),
             extra=data.get("extra", {}),
             waits=tuple(WaitSite(**w) for w in data.get("waits", ())),
+            events=tuple(EventSite(**e) for e in data.get("events", ())),
         )

@@ -24,7 +24,7 @@ from .machine import CTA, Cluster
 from .claims import check_counter
 from .scheduler import run_cluster
 from .state import ProtocolError
-from .trace import Trace
+from ..contract.trace import Trace
 
 DEFAULT_PERSISTENT_CTAS = 2   # enough to exercise striding and multi-pass rings
 LAUNCH_DELAY = 128            # a waiting CTA starts with chance 1/128 a step once room frees (a random schedule)

@@ -26,8 +26,9 @@ import numpy as np
 from ..contract.binding import Binding, bind, common_device
 from ..contract.errors import DEVICE, GRID, LAUNCH_OPTION, MANIFEST, WRONG_TARGET, LaunchError
 from ..contract.manifest import CounterParam, Manifest, TensorMapParam
+from ..contract.trace import Trace
 from ..target.arch import target_named
-from . import driver, watchdog
+from . import driver, timeline, watchdog
 from .params import pack_params
 from .staging import Staging
 from .tensormap import encode_tensor_map
@@ -68,6 +69,21 @@ class Launcher:
         """Wait for `stream` on the device this kernel last launched on; E218 if a watchdog fired."""
         driver.activate(self._last_device)
         watchdog.wait(stream_handle(stream))
+
+    def profile(self, args: tuple, dims, stream, ctas: int) -> Trace:
+        """Launch once with the hardware timeline recording `ctas` CTAs; their trace."""
+        m = self.manifest
+        handle = stream_handle(stream if stream is not None else torch_current_stream(args))
+        device = launch_device(bind(m, args, dims, handle))
+        driver.activate(device)
+        loaded = self._load(device)
+        buffer = timeline.arm(loaded.module, m, ctas)
+        try:
+            self(*args, dims=dims, stream=stream)
+            watchdog.wait(handle)
+        finally:
+            timeline.disarm(loaded.module)
+        return timeline.read(buffer, m)
 
     def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> None:
         watchdog.check()   # a hang an earlier launch reported, before anything else runs
