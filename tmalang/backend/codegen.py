@@ -84,10 +84,14 @@ class KernelCodegen:
         self.tid = self._sreg("tid.x")
         self.warp = self.b.lshr(self.tid, I32(5), name="warp")
         self.smem_base = self._aligned_smem_base()
+        if self.traced:
+            timeline_codegen.prologue(self)
         for o in self.kernel.body:
             if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.WarpgroupBlock, ops.Fence, ops.TmemAlloc,
                               ops.TmemDealloc)):
                 self.op(o)
+        if self.traced:
+            timeline_codegen.epilogue(self)
         self.b.ret_void()
         return self.fn
 
