@@ -94,3 +94,28 @@ def test_a_gemm_on_the_h100_leaves_a_timeline_of_its_pipeline():
     assert loads[0]["ts"] < commits[0]["ts"]          # the first slice is loaded before it is multiplied
     assert all(e["dur"] >= 0 and e["ts"] >= 0 for e in events if e["ph"] == "X")
     kernel(a, b, c)                                   # plain launches after a profile are untouched
+
+
+def test_tmalangc_run_names_its_engine(capsys):
+    from tmalang.cli import main
+
+    copy = str(ROOT / "examples" / "tma_copy.tma")
+    for argv in ([copy], [copy, "--interpret", "--gpu"], [copy, "--gpu", "--seed", "1"],
+                 [copy, "--interpret", "--watchdog"]):
+        with pytest.raises(SystemExit) as exited:
+            main(["run", *argv])
+        assert exited.value.code == 2
+    assert "--seed and --explore choose the interpreter's schedules" in capsys.readouterr().err
+
+
+@pytest.mark.gpu
+def test_tmalangc_run_gpu_trace_writes_the_hardware_timeline(tmp_path, capsys):
+    from tmalang.cli import main
+
+    out = tmp_path / "gemm.json"
+    assert main(["run", str(GEMM), "--gpu", "--dims", "M=300,N=520,K=200", "--trace", str(out), "--ctas", "2"]) == 0
+    assert "ran on the GPU" in capsys.readouterr().out
+    events = json.loads(out.read_text())["traceEvents"]
+    roles = {e["args"]["name"].split("(")[1].rstrip(")") for e in events if e["name"] == "thread_name"}
+    assert roles == {"producer", "consumer"}
+    assert any(e["ph"] == "X" and e["name"].startswith("wait ring.full") for e in events)

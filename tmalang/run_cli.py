@@ -1,9 +1,13 @@
-"""`tmalangc run FILE --interpret`: run a kernel on the reference interpreter with random inputs.
+"""`tmalangc run FILE --interpret|--gpu`: run a kernel on random inputs, on the reference
+interpreter or on the GPU.
 
     tmalangc run examples/tma_copy.tma --interpret --dims M=300,N=200 [--seed S --explore N] [--trace t.json]
         [-D NAME=VALUE ...]
+    tmalangc run examples/gemm_sm90.tma --gpu --dims M=1000,N=1000,K=512 [--trace t.json --ctas 2] [--watchdog]
 
-Reports the protocol verdict (exit 0) or the violation as a located diagnostic (exit 1).
+The interpreter reports the protocol verdict (exit 0) or the violation as a located diagnostic
+(exit 1). On the GPU, --trace writes the hardware timeline of the first --ctas CTAs
+(Kernel.profile) in the interpreter's trace format, and --watchdog turns a hang into E218.
 """
 
 from __future__ import annotations
@@ -32,16 +36,20 @@ DEFAULT_DIM = 256
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tmalangc run", description="Run a kernel on random inputs.")
     p.add_argument("file")
-    p.add_argument("--interpret", action="store_true", required=True,
-                   help="use the reference interpreter (the only engine of `run` so far)")
+    engine = p.add_mutually_exclusive_group(required=True)
+    engine.add_argument("--interpret", action="store_true", help="run on the reference interpreter (CPU)")
+    engine.add_argument("--gpu", action="store_true", help="run on the GPU")
     p.add_argument("--dims", default="", help="symbolic dims, e.g. M=300,N=200 (default 256 each)")
     p.add_argument("--kernel")
     p.add_argument("--arch", default=DEFAULT.name, choices=list(TARGETS),
                    help="the target the kernel is written for (tcgen05 and tmem need one that has them)")
     p.add_argument("--seed", type=int, help="randomise interleavings and TMA latency")
     p.add_argument("--explore", type=int, default=0, help="run N schedules starting at --seed")
-    p.add_argument("--ctas", type=int, help="CTAs to simulate for a persistent grid (default 2)")
+    p.add_argument("--ctas", type=int, help="CTAs to simulate for a persistent grid (default 2); with --gpu "
+                   "--trace: CTAs to record (default 1)")
     p.add_argument("--trace", type=Path, help="write a Chrome/Perfetto trace of the run")
+    p.add_argument("--watchdog", action=argparse.BooleanOptionalAction, default=None,
+                   help="with --gpu: a hang stops the kernel and reports the barrier (E218)")
     defines.add_option(p)
     return p
 
@@ -56,9 +64,11 @@ def run_main(argv: list[str]) -> int:
         if args.trace:
             check_outputs([args.trace])
         kernel = compile_kernel(read_source(args.file), arch=args.arch, kernel=args.kernel, name=args.file,
-                                constants=constants, _binder="-D")
+                                constants=constants, watchdog=args.watchdog, _binder="-D")
         _check_memory(kernel.manifest, dims)
         inputs = _random_inputs(kernel.manifest, dims, np.random.default_rng(args.seed or 0))
+        if args.gpu:
+            return _run_on_gpu(kernel, inputs, dims, args)
         trace = Trace() if args.trace else None
         kernel.interpret(*inputs, dims=dims, seed=args.seed, explore=args.explore, ctas=args.ctas, trace=trace)
         if trace is not None:
@@ -72,8 +82,23 @@ def run_main(argv: list[str]) -> int:
     return 0
 
 
+def _run_on_gpu(kernel, inputs: list, dims: dict[str, int], args) -> int:
+    if args.trace:
+        trace = kernel.profile(*inputs, dims=dims, ctas=args.ctas or 1)
+        write_file(args.trace, trace.to_json())
+    else:
+        kernel(*inputs, dims=dims)
+    recorded = f"; the timeline of {args.ctas or 1} CTA(s) is in {args.trace}" if args.trace else ""
+    print(f"{kernel.name}: ran on the GPU with " + ", ".join(f"{k}={v}" for k, v in dims.items()) + recorded)
+    return 0
+
+
 def _check_options(parser, args) -> None:
     """Usage errors (exit 2) for values no run can use."""
+    if args.gpu and (args.seed is not None or args.explore):
+        parser.error("--seed and --explore choose the interpreter's schedules; the GPU has its own")
+    if args.interpret and args.watchdog:
+        parser.error("--watchdog is for --gpu: the interpreter reports every hang already (E401)")
     if args.seed is not None and args.seed < 0:
         parser.error(f"--seed must be >= 0, got {args.seed}")
     if args.explore < 0:
