@@ -29,8 +29,8 @@ RECORD_BYTES = ENTRIES * ENTRY_WORDS * 4
 
 def enabled_by_default() -> bool:
     """Whether a compile gets the watchdog when not told: only with TMALANG_WATCHDOG=1. It costs
-    attention_sm90 (head dim 128) about 2% (bench/results/watchdog-*.json), above the 1% that
-    would make it the default."""
+    attention_sm90 2-9% (bench/results/watchdog-*.json), above the 1% that would make it the
+    default."""
     return os.environ.get("TMALANG_WATCHDOG", "0") == "1"
 
 
