@@ -33,22 +33,14 @@ def launch_ms(fn, runs: int) -> float:
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+    return statistics.median(_timed(fn) for _ in range(runs))
 
 
-def _one(launcher, *args) -> float:
-    """One event-timed launch (the buffer is armed before, read after)."""
+def _timed(fn) -> float:
+    """Milliseconds of one launch between CUDA events."""
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    launcher(*args)
+    fn()
     stop.record()
     stop.synchronize()
     return start.elapsed_time(stop)
@@ -76,7 +68,7 @@ def main() -> None:
         times = []
         for _ in range(max(5, args.runs // 3)):
             buffer = timeline.arm(module, stamped.manifest, ctas, capacity=1 << 16)
-            times.append(_one(stamped, a, b, timed_out))
+            times.append(_timed(lambda: stamped(a, b, timed_out)))   # armed before, read after
             timeline.read(buffer, stamped.manifest)
         timeline.disarm(module)
         rows[f"recording {ctas} CTA(s)"] = statistics.median(times)
