@@ -30,7 +30,7 @@ inline void check(CUresult code, const char* call) {
 }
 
 inline void check(const tmalang::Error& e, const char* call) {
-  if (e) die(std::string(call) + ": " + e.message);
+  if (e) die(std::string(call) + ": " + e.text());
 }
 
 // One tensor argument: its description, its initial bytes (NAME.in) and its device buffer.

@@ -11,13 +11,20 @@ only in two forms:
   - every local of `KERNEL_launch` derived from a user name carries a kind prefix (`d_` bound
     dim, `m_` tensor map, `p_` dim parameter, `s_` scalar parameter, `b_` bulk box address or stride, `x_` index tensor address) that none of the header's
     own locals (`e`, `grid`, `params`, ...) starts with, so no user name can shadow them.
-The public names `KERNEL_args`, `KERNEL_launch`, `KERNEL_load_file` (and with an embedded cubin
-`KERNEL_cubin` and `KERNEL_load`) stay as they are (the kernel's name is its PTX entry name, and
-sema keeps it a valid identifier); no suffix ends another, so two kernels' names cannot collide.
+The public names `KERNEL_args`, `KERNEL_launch`, `KERNEL_load_file` (with an embedded cubin
+`KERNEL_cubin` and `KERNEL_load`, with the watchdog `KERNEL_waits` and `KERNEL_watchdog`) stay as
+they are (the kernel's name is its PTX entry name, and sema keeps it a valid identifier); no
+suffix ends another, so two kernels' names cannot collide.
 
 A kernel with a dynamic tile loop takes a hidden tile counter (CounterParam): its launch function
 takes an optional `tile_counter`, and without one uses tmalang::tile_counter, one zeroed u32 per
 (context, stream), as the Python runtime does.
+
+A kernel compiled with the watchdog (its manifest lists `waits`) gets `KERNEL_waits` and
+`KERNEL_watchdog`: the wait sites a report names, and the layout of the module global and the
+report, taken from contract/watchdog.py so that it is written down once. Its loaders arm the
+module and its launch first reports a hang an earlier launch left (tmalang_runtime.h, "the
+watchdog"); the header of a kernel without the watchdog has none of this.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import json
 import re
 
+from ..contract import watchdog as watchdog_layout
 from ..contract.manifest import (
     BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, Manifest, ScalarParam, TensorArg, TensorMapParam,
 )
@@ -68,6 +76,26 @@ def comment_text(text: str) -> str:
     return json.dumps(text)
 
 
+def cpp_string(text: str) -> str:
+    """`text` as a C++ string literal of its UTF-8 bytes: printable ASCII as itself (quote,
+    backslash and `?` escaped: `??=` would be a trigraph to a compiler that still reads them),
+    any other byte as a three-digit octal escape, which no following digit can extend."""
+    def byte(b: int) -> str:
+        if b in b'"\\?':
+            return "\\" + chr(b)
+        return chr(b) if 0x20 <= b < 0x7F else f"\\{b:03o}"
+    return '"' + "".join(byte(b) for b in text.encode()) + '"'
+
+
+def watchdog_description(manifest: Manifest) -> dict | None:
+    """What the header of a watched kernel needs of contract/watchdog.py; None without the watchdog."""
+    if not manifest.waits:
+        return None
+    w = watchdog_layout
+    return {"global": w.GLOBAL, "global_bytes": w.GLOBAL_BYTES, "default_timeout_ns": w.DEFAULT_TIMEOUT_NS,
+            "fields": w.FIELDS, "entries": w.ENTRIES, "entry_words": w.ENTRY_WORDS, "entry": w.Entry._fields}
+
+
 CUBIN_BYTES_PER_LINE = 24
 
 
@@ -94,6 +122,7 @@ def render(manifest: Manifest, source: str, kernel: ops.KernelOp | None = None, 
         keep_trailing_newline=True,
     )
     env.filters["field"] = field_name
+    env.filters["cpp_string"] = cpp_string
     template = env.get_template("launch.h.j2")
     tensors = [a for a in manifest.args if isinstance(a, TensorArg)]
     dims: dict[str, list] = {}
@@ -119,6 +148,7 @@ def render(manifest: Manifest, source: str, kernel: ops.KernelOp | None = None, 
             getattr(p, "box", None) or getattr(p, "symbol", None) or p.name))
     return template.render(
         m=manifest, source=comment_text(source), cubin=cubin, cubin_lines=cubin_lines(cubin) if cubin else [],
+        watchdog=watchdog_description(manifest),
         capability=target_named(manifest.arch).compute_capability,
         counter=any(isinstance(p, CounterParam) for p in manifest.ptx_params), tensors=tensors, dims=dims, literal_dims=literal_dims,
         maps=[p for p in manifest.ptx_params if isinstance(p, TensorMapParam)],

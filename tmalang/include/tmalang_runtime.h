@@ -4,17 +4,26 @@
 // holds what every kernel launch needs: loading a cubin (from a file or from memory) on a device
 // of its target, error checking, TMA descriptor encoding from a dense row-major tensor (shapes
 // and strides outermost first, as in tmalang), the tile counters of dynamic tile loops, and
-// cuLaunchKernelEx. Every check the Python runtime makes before touching the driver is made here
-// too, so a bad argument is a returned error, never a device fault. Needs C++17.
+// cuLaunchKernelEx, and the host side of the watchdog of kernels compiled with it. Every check the
+// Python runtime makes before touching the driver is made here too, so a bad argument is a
+// returned error, never a device fault. Needs C++17.
 #pragma once
 
 #include <cuda.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -23,7 +32,11 @@ namespace tmalang {
 struct Error {
   CUresult code = CUDA_SUCCESS;
   char message[256] = {0};
+  // Lines that follow the message ("note: ..."), empty for most errors: a watchdog report names
+  // every wait there, which would not fit the fixed message.
+  std::string notes;
   explicit operator bool() const { return code != CUDA_SUCCESS; }
+  std::string text() const { return notes.empty() ? std::string(message) : message + ("\n" + notes); }
 };
 
 inline Error fail(CUresult code, const char* what) {
@@ -284,6 +297,15 @@ inline Error persistent_capacity(CUfunction f, unsigned block, unsigned smem, un
   return e;
 }
 
+// The id of the current context: unlike its handle, never reused by a later context.
+inline Error current_context_id(unsigned long long* id) {
+  CUcontext context = nullptr;
+  Error e = check(cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+  if (!e && context == nullptr) e = fail(CUDA_ERROR_INVALID_CONTEXT, "no current CUDA context");
+  if (!e) e = check(cuCtxGetId(context, id), "cuCtxGetId");
+  return e;
+}
+
 // The tile counter of a kernel with a dynamic tile loop, for the current context and `stream`:
 // a u32 that is zero before the first launch and that every launch leaves at zero again
 // (passes/claim_tiles.py), so the launches of one stream, which run one after another, share it;
@@ -294,11 +316,8 @@ inline Error persistent_capacity(CUfunction f, unsigned block, unsigned smem, un
 inline Error tile_counter(CUstream stream, CUdeviceptr* counter) {
   static std::mutex lock;
   static std::map<std::pair<unsigned long long, uintptr_t>, CUdeviceptr> counters;
-  CUcontext context = nullptr;
-  unsigned long long context_id = 0;   // unlike the handle, never reused by a later context
-  Error e = check(cuCtxGetCurrent(&context), "cuCtxGetCurrent");
-  if (!e && context == nullptr) e = fail(CUDA_ERROR_INVALID_CONTEXT, "no current CUDA context");
-  if (!e) e = check(cuCtxGetId(context, &context_id), "cuCtxGetId");
+  unsigned long long context_id = 0;
+  Error e = current_context_id(&context_id);
   if (e) return e;
   const std::pair<unsigned long long, uintptr_t> key(context_id, reinterpret_cast<uintptr_t>(stream));
   std::lock_guard<std::mutex> guard(lock);
@@ -316,6 +335,398 @@ inline Error tile_counter(CUstream stream, CUdeviceptr* counter) {
   counters[key] = fresh;
   *counter = fresh;
   return {};
+}
+
+// ---- the watchdog -------------------------------------------------------------------------------
+//
+// A kernel compiled with the watchdog (`tmalangc --watchdog`) times out every mbarrier wait: a warp
+// that waited too long writes what it waited on into a report record, raises the module's `stop`
+// flag, and every waiting warp reports and leaves, so the kernel ends by itself and the context
+// stays usable. The record is pinned, device-mapped host memory, one per context; each module
+// learns its address, the timeout and a tag naming its kernel through its module global, which
+// the generated loaders arm (watchdog_arm). After the kernel, watchdog_check() (also called by
+// synchronize() and by the kernel's next launch) turns a report into an Error naming every
+// reported wait as the Python runtime does (runtime/watchdog.py), and clears and re-arms the
+// record for the next launch. The layout of the global and of the record is the Python contract's
+// (tmalang/contract/watchdog.py): the generated header passes it in, so it is written down once.
+
+// One wait loop of a watched kernel, at the index a report names it by (the manifest's `waits`).
+struct WaitSite {
+  const char* role;
+  const char* barrier;
+  uint32_t offset;      // the barrier's shared-memory offset; its stages lie 8 bytes apart
+  const char* file;
+  uint32_t line, col;   // line 0: no known position
+};
+
+// The module global and the report, as tmalang/contract/watchdog.py lays them out.
+struct WatchdogLayout {
+  const char* global = nullptr;   // the module global's name
+  uint32_t global_bytes = 0;
+  uint64_t default_timeout_ns = 0;
+  struct Fields {                 // byte offsets in the global
+    uint32_t record, timeout_ns, tag, claimed, stop;
+  } field{};
+  uint32_t entries = 0, entry_words = 0;   // a report: `entries` entries of `entry_words` u32 words
+  struct Words {                  // the word of each field in an entry
+    uint32_t written, site, tag, cta_x, cta_y, cta_z, cluster_rank, warp, lane, offset, parity, phase_parity,
+        word_lo, word_hi, timeout_lo, timeout_hi;
+  } word{};
+};
+
+// A kernel compiled with the watchdog, as its generated header describes it (KERNEL_watchdog).
+struct Watched {
+  const char* kernel = nullptr;
+  const WaitSite* sites = nullptr;
+  uint32_t site_count = 0;
+  bool clustered = false;         // a report then names each CTA's cluster rank
+  WatchdogLayout layout;
+};
+
+namespace detail {
+
+// How long a stopped kernel may take to end before a check calls it stuck (runtime/watchdog.py's
+// DRAIN_S): a warp blocked at a named barrier keeps it from ending at all.
+constexpr double kDrainSeconds = 2.0;
+
+struct Armed {                    // a loaded module of a watched kernel
+  const Watched* kernel;
+  CUmodule module;
+  CUfunction function;
+  CUdeviceptr global;             // the module's watchdog global
+  uint64_t timeout_ns;
+  bool launched;
+  CUstream stream;                // where its last launch went: what a check waits for
+};
+
+struct Record {                   // one context's report record and the modules armed with it
+  WatchdogLayout layout;          // of the first kernel armed: the others must lay reports out alike
+  uint32_t* host;
+  CUdeviceptr mapped;             // the same memory, as the kernels address it
+  std::map<uint32_t, Armed> kernels;   // by tag
+};
+
+struct Watchdogs {
+  std::mutex lock;
+  std::map<unsigned long long, Record> records;   // by context id
+  uint32_t next_tag = 1;          // unique in the process, so a report names its kernel
+};
+
+inline Watchdogs& watchdogs() {
+  static Watchdogs all;
+  return all;
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+inline std::string formatted(const char* format, ...) {
+  va_list values, again;
+  va_start(values, format);
+  va_copy(again, values);
+  std::string text(size_t(std::max(0, std::vsnprintf(nullptr, 0, format, values))), '\0');
+  std::vsnprintf(&text[0], text.size() + 1, format, again);
+  va_end(again);
+  va_end(values);
+  return text;
+}
+
+inline size_t record_bytes(const WatchdogLayout& l) { return size_t(l.entries) * l.entry_words * 4; }
+
+inline bool same_reports(const WatchdogLayout& a, const WatchdogLayout& b) {
+  return a.entries == b.entries && a.entry_words == b.entry_words && std::memcmp(&a.word, &b.word, sizeof a.word) == 0;
+}
+
+// The current context's record, or null when nothing was armed in it.
+inline Error current_record(Watchdogs& all, Record** record) {
+  unsigned long long id = 0;
+  *record = nullptr;
+  Error e = current_context_id(&id);
+  if (e) return e;
+  auto found = all.records.find(id);
+  if (found != all.records.end()) *record = &found->second;
+  return {};
+}
+
+// The current context's record, allocated (zeroed) on first use.
+inline Error record_for(Watchdogs& all, const WatchdogLayout& layout, Record** record) {
+  unsigned long long id = 0;
+  Error e = current_context_id(&id);
+  if (e) return e;
+  auto found = all.records.find(id);
+  if (found != all.records.end()) {
+    *record = &found->second;
+    return same_reports(found->second.layout, layout)
+               ? Error{}
+               : fail(CUDA_ERROR_INVALID_VALUE,
+                      "watchdog: kernels of one context lay out reports differently (headers of two tmalang versions)");
+  }
+  void* host = nullptr;
+  CUdeviceptr mapped = 0;
+  if ((e = check(cuMemHostAlloc(&host, record_bytes(layout), CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE),
+                 "cuMemHostAlloc")))
+    return e;
+  std::memset(host, 0, record_bytes(layout));
+  if ((e = check(cuMemHostGetDevicePointer(&mapped, host, 0), "cuMemHostGetDevicePointer"))) {
+    cuMemFreeHost(host);
+    return e;
+  }
+  *record = &(all.records[id] = Record{layout, static_cast<uint32_t*>(host), mapped, {}});
+  return {};
+}
+
+// TMALANG_WATCHDOG_TIMEOUT, in seconds (> 0), as ns; unset or empty: the default.
+inline Error timeout_ns(uint64_t default_ns, uint64_t* ns) {
+  const char* text = std::getenv("TMALANG_WATCHDOG_TIMEOUT");
+  if (text == nullptr || *text == '\0') {
+    *ns = default_ns;
+    return {};
+  }
+  char* end = nullptr;
+  double seconds = std::strtod(text, &end);
+  while (end != text && (*end == ' ' || *end == '\t' || *end == '\n')) ++end;
+  if (end == text || *end != '\0' || !(seconds > 0 && seconds < 1073741824.0))   // NaN fails too
+    return failf(CUDA_ERROR_INVALID_VALUE, "TMALANG_WATCHDOG_TIMEOUT='%s' is not a number of seconds > 0", text);
+  *ns = std::max<uint64_t>(1, uint64_t(seconds * 1e9));
+  return {};
+}
+
+template <class T>
+void put(std::vector<unsigned char>& bytes, uint32_t at, T value) {
+  std::memcpy(bytes.data() + at, &value, sizeof value);   // little-endian, as the GPU reads it
+}
+
+// The module's global, armed: the record, the timeout, its tag; nothing claimed, not stopped.
+inline Error write_state(const Record& record, const Armed& armed, uint32_t tag) {
+  const WatchdogLayout& l = armed.kernel->layout;
+  std::vector<unsigned char> state(l.global_bytes, 0);
+  put(state, l.field.record, uint64_t(record.mapped));
+  put(state, l.field.timeout_ns, armed.timeout_ns);
+  put(state, l.field.tag, tag);
+  return check(cuMemcpyHtoD(armed.global, state.data(), state.size()), "cuMemcpyHtoD");
+}
+
+inline Error arm(CUmodule module, CUfunction function, const Watched& kernel) {
+  const WatchdogLayout& l = kernel.layout;
+  Armed armed{&kernel, module, function, 0, 0, false, nullptr};
+  size_t size = 0;
+  Error e = timeout_ns(l.default_timeout_ns, &armed.timeout_ns);
+  if (!e) e = check(cuModuleGetGlobal(&armed.global, &size, module, l.global), "cuModuleGetGlobal");
+  if (!e && size != l.global_bytes)
+    e = failf(CUDA_ERROR_INVALID_VALUE, "the kernel's %s is %zu bytes, expected %u", l.global, size, l.global_bytes);
+  if (e) return e;
+  Watchdogs& all = watchdogs();
+  std::lock_guard<std::mutex> guard(all.lock);
+  Record* record = nullptr;
+  if ((e = record_for(all, l, &record))) return e;
+  const uint32_t tag = all.next_tag++;
+  if ((e = write_state(*record, armed, tag))) return e;
+  record->kernels[tag] = armed;
+  return {};
+}
+
+inline bool fired(const Record& record) {
+  return static_cast<volatile const uint32_t*>(record.host)[record.layout.word.written] == 1;   // entry 0's
+}
+
+struct Entry {
+  uint32_t site, tag, cta_x, cta_y, cta_z, cluster_rank, warp, offset, parity, phase_parity;
+  uint64_t timeout_ns;
+};
+
+// The written entries of the record, in its order.
+inline std::vector<Entry> entries(const Record& record) {
+  const WatchdogLayout::Words& at = record.layout.word;
+  std::vector<Entry> found;
+  for (uint32_t i = 0; i < record.layout.entries; ++i) {
+    const volatile uint32_t* w = record.host + size_t(i) * record.layout.entry_words;
+    if (w[at.written] != 1) continue;
+    found.push_back({w[at.site], w[at.tag], w[at.cta_x], w[at.cta_y], w[at.cta_z], w[at.cluster_rank], w[at.warp],
+                     w[at.offset], w[at.parity], w[at.phase_parity],
+                     w[at.timeout_lo] | uint64_t(w[at.timeout_hi]) << 32});
+  }
+  return found;
+}
+
+// Waits up to kDrainSeconds for the streams the record's kernels were launched on; false if one
+// is still busy then.
+inline bool drain(const Record& record) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kDrainSeconds);
+  for (const auto& [tag, armed] : record.kernels) {
+    if (!armed.launched) continue;
+    while (cuStreamQuery(armed.stream) == CUDA_ERROR_NOT_READY) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  return true;
+}
+
+// Clears the report and every module's `claimed` and `stop`, for the next launch.
+inline Error rearm(Record& record) {
+  std::memset(record.host, 0, record_bytes(record.layout));
+  for (const auto& [tag, armed] : record.kernels) {
+    Error e = write_state(record, armed, tag);
+    if (e) return e;
+  }
+  return {};
+}
+
+// One reported wait, in the words of the interpreter's E401 notes (runtime/watchdog.py's _describe).
+inline std::string describe(const Watched& kernel, const Entry& e) {
+  const WaitSite& site = kernel.sites[e.site];
+  const int64_t apart = int64_t(e.offset) - int64_t(site.offset);
+  const long long stage = apart >= 0 ? apart / 8 : -((-apart + 7) / 8);   // rounded down, as Python's //
+  std::string cta = e.cta_y == 0 && e.cta_z == 0 ? formatted("CTA %u", e.cta_x)
+                                                 : formatted("CTA (%u, %u, %u)", e.cta_x, e.cta_y, e.cta_z);
+  if (kernel.clustered) cta += formatted(" (cluster rank %u)", e.cluster_rank);
+  const std::string where = site.line ? formatted("%s:%u:%u", site.file, site.line, site.col) : "?";
+  return cta + formatted(": role '%s', warp %u waits at %s on mbarrier %s[%lld] parity %u (the phase in progress "
+                         "has parity %u)", site.role, e.warp, where.c_str(), site.barrier, stage, e.parity,
+                         e.phase_parity);
+}
+
+// The Error of a report: every reported wait once per (kernel, site, CTA, warp), then what comes
+// next. A kernel that ended (not `stuck`) leaves the record cleared and re-armed.
+inline Error report(Record& record, bool stuck) {
+  std::vector<Entry> known;
+  for (const Entry& e : entries(record)) {
+    auto armed = record.kernels.find(e.tag);
+    if (armed != record.kernels.end() && e.site < armed->second.kernel->site_count) known.push_back(e);
+  }
+  if (known.empty()) {   // a record nobody here armed: clear it rather than report nonsense
+    Error e = rearm(record);
+    return e ? e : fail(CUDA_ERROR_LAUNCH_TIMEOUT, "watchdog: a kernel reported a hang that names no known wait");
+  }
+  std::string notes;
+  auto note = [&notes](const std::string& text) { notes += (notes.empty() ? "note: " : "\nnote: ") + text; };
+  std::set<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>> seen;
+  for (const Entry& e : known) {
+    if (seen.insert(std::make_tuple(e.tag, e.site, e.cta_x, e.cta_y, e.cta_z, e.warp)).second)
+      note(describe(*record.kernels[e.tag].kernel, e));
+  }
+  if (stuck)
+    note(formatted("the kernel has not ended %g s after it stopped: warps are blocked at a named barrier, and the "
+                   "GPU stays busy until this process exits", kDrainSeconds));
+  else
+    note("the kernel stopped; this process can launch again (outputs hold what the kernel wrote before it stopped)");
+  note("the interpreter finds protocol hangs before launch: tmalangc run FILE --interpret; TMALANG_WATCHDOG_TIMEOUT "
+       "sets the timeout");
+  Error e = failf(CUDA_ERROR_LAUNCH_TIMEOUT,
+                  "watchdog: kernel '%s' hung on the GPU: a warp waited more than %g s for an mbarrier phase that did "
+                  "not complete", record.kernels[known[0].tag].kernel->kernel, double(known[0].timeout_ns) / 1e9);
+  if (!stuck) {
+    if (Error armed = rearm(record)) note(std::string("re-arming the watchdog failed: ") + armed.message);
+  }
+  e.notes = std::move(notes);
+  return e;
+}
+
+// Notes that `function` is launched on `stream`; `known`: whether a module armed here holds it.
+inline Error launching(CUfunction function, CUstream stream, bool* known) {
+  Watchdogs& all = watchdogs();
+  std::lock_guard<std::mutex> guard(all.lock);
+  Record* record = nullptr;
+  Error e = current_record(all, &record);
+  *known = false;
+  if (e || record == nullptr) return e;
+  for (auto& [tag, armed] : record->kernels) {
+    if (armed.function != function) continue;
+    armed.launched = *known = true;
+    armed.stream = stream;
+  }
+  return {};
+}
+
+// Whether the current context has watched kernels; whether one of them reported.
+inline bool watching() {
+  Watchdogs& all = watchdogs();
+  std::lock_guard<std::mutex> guard(all.lock);
+  Record* record = nullptr;
+  return !current_record(all, &record) && record && !record->kernels.empty();
+}
+
+inline bool reported() {
+  Watchdogs& all = watchdogs();
+  std::lock_guard<std::mutex> guard(all.lock);
+  Record* record = nullptr;
+  return !current_record(all, &record) && record && fired(*record);
+}
+
+}  // namespace detail
+
+// What a generated loader does after loading a watched kernel's module: give the module the
+// current context's record, its timeout (TMALANG_WATCHDOG_TIMEOUT) and a tag of its own. If that
+// fails the module is unloaded, as load_image() does when the cubin lacks the kernel.
+inline Error watchdog_arm(CUmodule* module, CUfunction function, const Watched& kernel) {
+  Error e = detail::arm(*module, function, kernel);
+  if (e) {
+    cuModuleUnload(*module);
+    *module = nullptr;
+  }
+  return e;
+}
+
+// A hang a watched kernel of the current context reported, as an Error (code
+// CUDA_ERROR_LAUNCH_TIMEOUT; `notes` names every reported wait); no error when none did. Waits
+// up to 2 s for the reporting kernel to end, then clears the record and re-arms every module for
+// the next launch. A kernel still running then (warps blocked at a named barrier) is reported as
+// stuck and the record is left as it is: the GPU stays busy until the process exits.
+inline Error watchdog_check() {
+  detail::Watchdogs& all = detail::watchdogs();
+  std::lock_guard<std::mutex> guard(all.lock);
+  detail::Record* record = nullptr;
+  Error e = detail::current_record(all, &record);
+  if (e || record == nullptr || !detail::fired(*record)) return e;
+  return detail::report(*record, !detail::drain(*record));
+}
+
+// What a watched kernel's launch function does first: report a hang an earlier launch left in
+// the record (the Python runtime checks before each launch too), and remember the stream, which
+// a check waits for before it clears the record. A module no generated loader armed (the
+// program loaded the cubin itself) is armed here.
+inline Error watchdog_launch(CUfunction function, CUstream stream, const Watched& kernel) {
+  bool known = false;
+  Error e = watchdog_check();
+  if (!e) e = detail::launching(function, stream, &known);
+  if (!e && !known) {
+    CUmodule module = nullptr;
+    e = check(cuFuncGetModule(&module, function), "cuFuncGetModule");
+    if (!e) e = detail::arm(module, function, kernel);
+    if (!e) e = detail::launching(function, stream, &known);
+  }
+  return e;
+}
+
+// Waits for `stream` like cuStreamSynchronize, then reports a hang as watchdog_check() does. While
+// the context has watched kernels it polls instead, so that it returns once one of them reported,
+// even if that kernel cannot end.
+inline Error synchronize(CUstream stream) {
+  if (!detail::watching()) return check(cuStreamSynchronize(stream), "cuStreamSynchronize");
+  auto pause = std::chrono::microseconds(20);
+  for (;;) {
+    CUresult status = cuStreamQuery(stream);
+    if (status == CUDA_SUCCESS) break;
+    if (status != CUDA_ERROR_NOT_READY) return check(status, "cuStreamQuery");
+    if (detail::reported()) break;   // watchdog_check waits for the kernel to end
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+  return watchdog_check();
+}
+
+// Unloads a module; one a watched kernel's loader armed is forgotten first, so that re-arming
+// never writes to an unloaded module.
+inline Error unload(CUmodule module) {
+  {
+    detail::Watchdogs& all = detail::watchdogs();
+    std::lock_guard<std::mutex> guard(all.lock);
+    for (auto& [id, record] : all.records) {
+      for (auto armed = record.kernels.begin(); armed != record.kernels.end();)
+        armed = armed->second.module == module ? record.kernels.erase(armed) : std::next(armed);
+    }
+  }
+  return check(cuModuleUnload(module), "cuModuleUnload");
 }
 
 }  // namespace tmalang
