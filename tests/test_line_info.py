@@ -116,3 +116,10 @@ def test_strip_line_info_gives_the_ptx_of_another_file_s_kernel():
     a = compile_source(SAXPY, "a.tma", Options(arch="sm_90a")).ptx
     b = compile_source(shifted, "b.tma", Options(arch="sm_90a")).ptx
     assert a != b and strip_line_info(a) == strip_line_info(b)
+
+
+def test_a_file_name_with_a_quote_or_backslash_still_assembles():
+    source = (ROOT / "examples" / "tma_copy.tma").read_text()
+    c = compile_source(source, 'my "odd"\\name.tma', Options(), until="cubin")
+    assert '.file\t1 "' in c.ptx and 'my _odd__name.tma"' in c.ptx
+    assert c.cubin[:4] == b"\x7fELF"

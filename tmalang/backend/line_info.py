@@ -26,10 +26,15 @@ DEBUG_INFO_VERSION = 3   # the metadata format LLVM reads; a module without the 
 def source_file(name: str) -> tuple[str, str]:
     """(directory, file name) for a source named `name`: a relative path is taken from the
     current directory, so that the tools find the file wherever they run; a name that is no path
-    (`<string>`, `<stdin>`) stays as it is."""
-    if name.startswith("<") or os.path.isabs(name):
-        return "", name
-    return os.getcwd(), name
+    (`<string>`, `<stdin>`) stays as it is. PTX's `.file` is a quoted string that LLVM writes
+    without escapes, so a quote, a backslash or a control character becomes `_` (ptxas refused
+    the whole module over a `"` in a file name)."""
+    directory = "" if name.startswith("<") or os.path.isabs(name) else os.getcwd()
+    return _printable(directory), _printable(name)
+
+
+def _printable(text: str) -> str:
+    return "".join("_" if c in '"\\' or ord(c) < 32 else c for c in text)
 
 
 class LineTable:
