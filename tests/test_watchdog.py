@@ -242,3 +242,20 @@ def test_a_healthy_gemm_gives_the_same_bits_with_and_without_the_watchdog():
     np.testing.assert_array_equal(outs[True], outs[False])
     reference = a.astype(np.float64) @ b.astype(np.float64).T
     assert np.abs(outs[True] - reference).max() <= 0.02 * np.abs(reference).max()
+
+
+@pytest.mark.gpu
+def test_a_user_kernel_s_hang_is_named_by_tmalangc_run_gpu_as_by_the_interpreter(tmp_path):
+    # tests/user_kernels/handoff_tx_bug.tma was written from the docs: expect_tx counts padded rows
+    path, dims = "tests/user_kernels/handoff_tx_bug.tma", "M=333,N=132"
+    env = {**os.environ, "TMALANG_WATCHDOG_TIMEOUT": "1"}
+
+    def run(*flags):
+        return subprocess.run([sys.executable, "-m", "tmalang", "run", path, "--dims", dims, *flags],
+                              capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+
+    interp, gpu = run("--interpret"), run("--gpu", "--watchdog")
+    assert interp.returncode == 1 and "error[E401]" in interp.stderr
+    assert gpu.returncode == 1 and "error[E218]" in gpu.stderr, gpu.stderr
+    gpu_waits, interp_waits = _waits(gpu.stderr.splitlines()), _waits(interp.stderr.splitlines())
+    assert {w[0] for w in gpu_waits} == {"loader", "storer"} and gpu_waits <= interp_waits
