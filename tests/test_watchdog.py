@@ -99,7 +99,8 @@ def test_a_report_names_each_wait_as_the_interpreter_does():
         dict(site=0, warp=0, offset=free.offset, parity=0, timeout_lo=10**9),
         dict(site=1, warp=1, lane=0, offset=full.offset, parity=0, word_lo=0xABC),
         dict(site=1, warp=1, lane=3, offset=full.offset, parity=0),      # a second lane of the same warp
-        dict(site=1, warp=2, cta_x=5, offset=full.offset, parity=0)])
+        dict(site=1, warp=2, cta_x=5, offset=full.offset, parity=0),
+        *(dict(site=1, warp=1, cta_x=x, offset=full.offset, parity=0) for x in (7, 1, 2, 3, 2))])
     assert record.fired()
     report = watchdog._report(record, stuck=False)
     assert report.code == "E218" and "kernel 'handoff' hung on the GPU" in report.message and "1 s" in report.message
@@ -110,8 +111,8 @@ def test_a_report_names_each_wait_as_the_interpreter_does():
     assert waits == [
         f"CTA 0: role 'loader', warp 0 waits at tests/verify/barriers.tma:{free.line}:{free.col} on mbarrier free[0] "
         "parity 0 (the phase in progress has parity 0)",
-        f"CTA 0: role 'writer', warp 1 waits at tests/verify/barriers.tma:{full.line}:{full.col} on mbarrier full[0] "
-        "parity 0 (the phase in progress has parity 0)",
+        f"5 CTAs (0-3, 7): role 'writer', warp 1 waits at tests/verify/barriers.tma:{full.line}:{full.col} on "
+        "mbarrier full[0] parity 0 (the phase in progress has parity 0)",     # one note for the same wait
         f"CTA 5: role 'writer', warp 2 waits at tests/verify/barriers.tma:{full.line}:{full.col} on mbarrier full[0] "
         "parity 0 (the phase in progress has parity 0)"]
     assert "this process can launch again" in report.notes[-2]

@@ -22,7 +22,7 @@ GLOBAL = "tmalang$watchdog"
 GLOBAL_BYTES = 32
 FIELDS = {"record": 0, "timeout_ns": 8, "tag": 16, "claimed": 20, "stop": 24}
 DEFAULT_TIMEOUT_NS = 5_000_000_000
-ENTRIES = 32
+ENTRIES = 1024                  # 64 KiB: every warp of 128 CTAs of 8 warps
 ENTRY_WORDS = 16
 RECORD_BYTES = ENTRIES * ENTRY_WORDS * 4
 

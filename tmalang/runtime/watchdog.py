@@ -165,12 +165,10 @@ def _report(record: _Record, stuck: bool) -> TmalangError:
         return LaunchError(WATCHDOG, "watchdog: a kernel reported a hang that names no known wait")
     first = known[0]
     manifest = record.kernels[first.tag].manifest
-    seen, notes = set(), []
+    groups: dict[tuple, list[Entry]] = {}    # the same wait of the same warp, in many CTAs: one note
     for e in known:
-        key = (e.tag, e.site, e.cta_x, e.cta_y, e.cta_z, e.warp)
-        if key not in seen:
-            seen.add(key)
-            notes.append(_describe(record.kernels[e.tag].manifest, e))
+        groups.setdefault((e.tag, e.site, e.offset, e.parity, e.phase_parity, e.warp), []).append(e)
+    notes = [_describe_group(record.kernels[g[0].tag].manifest, g) for g in groups.values()]
     if stuck:
         notes.append(f"the kernel has not ended {DRAIN_S:g} s after it stopped: warps are blocked at a named "
                      "barrier, and the GPU stays busy until this process exits")
@@ -195,6 +193,29 @@ def _describe(m: Manifest, e: Entry) -> str:
     where = f"{site.file}:{site.line}:{site.col}" if site.line else "?"
     return (f"{cta}: role '{site.role}', warp {e.warp} waits at {where} on mbarrier {site.barrier}[{stage}] "
             f"parity {e.parity} (the phase in progress has parity {e.phase_parity})")
+
+
+def _describe_group(m: Manifest, entries: list[Entry]) -> str:
+    """`_describe` of the first entry, naming every CTA the same wait blocked (lanes of one warp
+    that reported twice count once)."""
+    ctas = sorted({(e.cta_x, e.cta_y, e.cta_z) for e in entries})
+    if len(ctas) == 1:
+        return _describe(m, entries[0])
+    text = _describe(m, entries[0])
+    return f"{len(ctas)} CTAs ({_cta_list(ctas)})" + text[text.index(":"):]
+
+
+def _cta_list(ctas: list[tuple[int, int, int]]) -> str:
+    """'0-5, 9' for CTAs of a 1-D grid; '(x, y, z), ...' otherwise."""
+    if any(y or z for _, y, z in ctas):
+        return ", ".join(f"({x}, {y}, {z})" for x, y, z in ctas)
+    runs: list[list[int]] = []
+    for x, _, _ in ctas:
+        if runs and x == runs[-1][1] + 1:
+            runs[-1][1] = x
+        else:
+            runs.append([x, x])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def _span(site: WaitSite) -> Span | None:
