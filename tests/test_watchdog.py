@@ -247,8 +247,10 @@ def test_a_healthy_gemm_gives_the_same_bits_with_and_without_the_watchdog():
 
 @pytest.mark.gpu
 def test_a_user_kernel_s_hang_is_named_by_tmalangc_run_gpu_as_by_the_interpreter(tmp_path):
-    # tests/user_kernels/handoff_tx_bug.tma was written from the docs: expect_tx counts padded rows
-    path, dims = "tests/user_kernels/handoff_tx_bug.tma", "M=333,N=132"
+    # tests/user_kernels/handoff_tx_bug.tma was written from the docs: expect_tx counts padded rows.
+    # 6000 tiles: more than an H100 holds CTAs of it, so each CTA's loader comes back for a second
+    # tile and waits for the buffer's release too (with one tile each, only the storers wait)
+    path, dims = "tests/user_kernels/handoff_tx_bug.tma", "M=64000,N=132"
     env = {**os.environ, "TMALANG_WATCHDOG_TIMEOUT": "1"}
 
     def run(*flags):
