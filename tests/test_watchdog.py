@@ -125,6 +125,12 @@ def test_a_report_names_each_wait_as_the_interpreter_does():
     assert ctypes.sizeof(memory) == layout.RECORD_BYTES
 
 
+def test_a_long_list_of_ctas_is_cut():
+    assert watchdog._cta_list([(x, 0, 0) for x in range(0, 40, 2)]) == "0, 2, 4, 6, 8, 10, 12, 14, ..."
+    assert watchdog._cta_list([(0, 0, 0), (1, 0, 0), (5, 0, 0)]) == "0-1, 5"
+    assert watchdog._cta_list([(0, 1, 0), (2, 0, 0)]) == "(0, 1, 0), (2, 0, 0)"
+
+
 def test_a_stuck_kernel_is_reported_without_clearing_the_record():
     c = _compile(VERIFY["deadlock_second_wait"])
     record, memory = _fake_report(c, [dict(site=0, warp=0, offset=c.manifest.waits[0].offset, parity=1)])

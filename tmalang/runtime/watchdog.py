@@ -31,6 +31,7 @@ from ..diagnostics import Source, Span, TmalangError
 from . import driver
 
 DRAIN_S = 2.0                  # how long a stopped kernel may take to end before it counts as stuck
+LISTED_RUNS = 8                # a note lists this many runs of CTA numbers, then "..."
 _tags = itertools.count(1)
 
 
@@ -215,7 +216,8 @@ def _cta_list(ctas: list[tuple[int, int, int]]) -> str:
             runs[-1][1] = x
         else:
             runs.append([x, x])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    shown = [str(a) if a == b else f"{a}-{b}" for a, b in runs]
+    return ", ".join(shown if len(shown) <= LISTED_RUNS else [*shown[:LISTED_RUNS], "..."])
 
 
 def _span(site: WaitSite) -> Span | None:
