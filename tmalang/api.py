@@ -80,8 +80,8 @@ class Kernel:
         return self._profiled.profile(args, dims, stream, ctas)
 
     def synchronize(self, stream=None) -> None:
-        """Wait until this kernel's launches on `stream` (default: as a launch picks it) are done.
-        A launch with device arrays returns at once; if its kernel hung, this is where its
+        """Wait until this kernel's launches on `stream` (default: the stream of its latest launch)
+        are done. A launch with device arrays returns at once; if its kernel hung, this is where its
         watchdog's E218 is raised (a later launch raises it too)."""
         if self._launcher is None:
             self._launcher = Launcher(self.manifest, self.cubin)

@@ -63,12 +63,13 @@ class Launcher:
         # launch leaves it at 0 for the next on its stream (passes/claim_tiles.py); launches on two
         # streams may overlap, so each stream has its own. Freed with the primary context.
         self._counters: dict[tuple[int, int], int] = {}
-        self._last_device = 0
+        self._last_device, self._last_stream = 0, 0   # where the latest launch went
 
     def synchronize(self, stream=None) -> None:
-        """Wait for `stream` on the device this kernel last launched on; E218 if a watchdog fired."""
+        """Wait for `stream` (default: the stream of the latest launch) on the device this kernel
+        last launched on; E218 if a watchdog fired."""
         driver.activate(self._last_device)
-        watchdog.wait(stream_handle(stream))
+        watchdog.wait(self._last_stream if stream is None else stream_handle(stream))
 
     def profile(self, args: tuple, dims, stream, ctas: int) -> Trace:
         """Launch once with the hardware timeline recording `ctas` CTAs; their trace."""
@@ -131,6 +132,7 @@ class Launcher:
                 self._repeats.popitem(last=False)
 
     def _launched(self, device: int, stream: int) -> None:
+        self._last_stream = stream
         tag = self._loaded[device].watchdog
         if tag is not None:
             watchdog.launched(device, tag, stream)
