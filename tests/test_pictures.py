@@ -17,7 +17,8 @@ from conftest import ROOT
 
 PICTURES = ROOT / "docs" / "pictures"
 SCRIPT = PICTURES / "make_pictures.py"
-FILES = ["barriers_tma_copy.svg", "barriers_gemm_sm90.svg", "trace_saxpy.svg", "trace_saxpy.json"]
+FILES = ["barriers_tma_copy.svg", "barriers_gemm_sm90.svg", "trace_saxpy.svg", "trace_saxpy.json",
+         "trace_gemm_sm90_h100.svg"]
 SVG = "{http://www.w3.org/2000/svg}"
 
 
@@ -93,3 +94,10 @@ def test_the_trace_json_is_chrome_trace_events():
     assert phases == {"M", "X", "i"}
     slices = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert all(e["dur"] >= 1 and e["args"]["at"].startswith("examples/saxpy.tma:") for e in slices)
+
+
+def test_the_hardware_trace_picture_has_the_gemm_s_roles_and_its_pipeline():
+    shown = texts("trace_gemm_sm90_h100.svg")
+    for track in ["warp 0 (producer)", "warp 4 (consumer)", "warp 11 (consumer)"]:
+        assert track in shown
+    assert {"wait ring.empty[0]", "wait ring.full[0]", "tma load A", "mma commit", "microseconds"} <= set(shown)

@@ -13,6 +13,8 @@ Two kinds of picture, nothing drawn by hand:
   steps it symbolically: every `let` the loop runs, every wait with its stage and parity, every
   arrive, load and store, with the values the IR's own expressions give. An arrow joins the
   arrive that completes a phase to the wait that needs that phase.
+- trace_gemm_sm90_h100.svg: the same drawing of a hardware timeline (Kernel.profile) that an
+  H100 recorded, read from its committed JSON in bench/results.
 - trace_<kernel>.svg: the Chrome trace-event JSON that the reference interpreter writes for a
   small run (`kernel.interpret(..., trace=t)`, `tmalangc run --trace`), drawn as a timeline: one
   track per warp, named after its role, one for the TMA engine, each op a box and each completed
@@ -44,6 +46,7 @@ from tmalang.ir import ops
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+GEMM_TIMELINE = ROOT / "bench" / "results" / "gemm_sm90-timeline-2026-11-23-h100.json"   # a hardware timeline
 
 FONT = "font-family='DejaVu Sans Mono, Menlo, Consolas, monospace'"
 SANS = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
@@ -382,7 +385,20 @@ def saxpy_trace(dims=(100, 130), seed=1) -> Trace:
     return trace
 
 
-def trace_svg(trace: Trace, caption: str) -> str:
+INTERPRETER_ABOUT = (
+    "A rendering of the interpreter's Chrome trace-event JSON, the file Perfetto (ui.perfetto.dev) opens: one "
+    "track per warp, named after its role, and one for the TMA engine.",
+    "Time is the interpreter's scheduler step. A wait's box spans the steps it was blocked; a copy's box on the "
+    "engine spans issue to landing; ticks mark completed mbarrier phases.")
+HARDWARE_ABOUT = (
+    "A rendering of the hardware timeline's Chrome trace-event JSON (Kernel.profile on an H100), the file "
+    "Perfetto opens: one track per warp, named after its role.",
+    "Time is microseconds of %globaltimer. A wait's box spans its first try to its end; a mark at the top of a "
+    "track is an issue or an arrival (TMA load, wgmma commit, mbarrier arrive).")
+
+
+def trace_svg(trace: Trace, caption: str, about: tuple[str, str] = INTERPRETER_ABOUT, unit: str = "scheduler step",
+              source: str = "the interpreter's trace") -> str:
     events = trace.events
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
     cta_names = {e["pid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
@@ -393,7 +409,8 @@ def trace_svg(trace: Trace, caption: str) -> str:
     instants = [e for e in events if e["ph"] == "i"]
     end = max([e["ts"] + e["dur"] for e in events if e["ph"] == "X"] + [e["ts"] for e in instants])
     kinds = sorted({e["name"] for e in events if e["ph"] == "X"})
-    colour = {name: SLICE_COLOURS[i % len(SLICE_COLOURS)] for i, name in enumerate(kinds)}
+    marks = sorted({e["name"] for e in instants if e["tid"] != ENGINE_TRACK})     # issues on warp tracks
+    colour = {name: SLICE_COLOURS[i % len(SLICE_COLOURS)] for i, name in enumerate(kinds + marks)}
 
     def depths(track: list[dict]) -> list[tuple[dict, int]]:
         """First-fit rows, as Perfetto stacks them: a slice inside another sits one row lower."""
@@ -424,28 +441,24 @@ def trace_svg(trace: Trace, caption: str) -> str:
         y += heights[key] + 4
     legend_y = y + 44
     per_row = 6
-    height = legend_y + 22 * (-(-len(kinds) // per_row)) + 40
+    height = legend_y + 22 * (-(-(len(kinds) + len(marks) + 1) // per_row)) + 40
     width = left + plot_w + 30
 
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
            f"viewBox='0 0 {width} {height}'>",
            f"<rect width='{width}' height='{height}' fill='white'/>",
            f"<text x='16' y='26' {SANS} font-size='17' font-weight='bold'>{escape(caption)}</text>",
-           f"<text x='16' y='46' {SANS} font-size='12' fill='#444'>A rendering of the interpreter's Chrome "
-           "trace-event JSON, the file Perfetto (ui.perfetto.dev) opens: one track per warp, named after its role, "
-           "and one for the TMA engine.</text>",
-           f"<text x='16' y='62' {SANS} font-size='12' fill='#444'>Time is the interpreter's scheduler step. A wait's "
-           "box spans the steps it was blocked; a copy's box on the engine spans issue to landing; ticks mark "
-           "completed mbarrier phases.</text>"]
-    step = next(s for s in (10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000) if end / s <= 14)
+           f"<text x='16' y='46' {SANS} font-size='12' fill='#444'>{escape(about[0])}</text>",
+           f"<text x='16' y='62' {SANS} font-size='12' fill='#444'>{escape(about[1])}</text>"]
+    step = next(s for s in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000) if end / s <= 14)
     axis_y = y + 6
-    for t in range(0, end + 1, step):
+    for t in range(0, int(end) + 1, step):
         x = left + t * scale
         out.append(f"<line x1='{x:.1f}' y1='{top - 6}' x2='{x:.1f}' y2='{axis_y}' stroke='#e4e4e4'/>"
                    f"<text x='{x:.1f}' y='{axis_y + 14}' {SANS} font-size='10' fill='#555' "
                    f"text-anchor='middle'>{t}</text>")
     out.append(f"<text x='{left + plot_w / 2:.1f}' y='{axis_y + 30}' {SANS} font-size='11' fill='#555' "
-               "text-anchor='middle'>scheduler step</text>")
+               f"text-anchor='middle'>{escape(unit)}</text>")
     for key in order:
         ty = track_y[key]
         pid, tid = key
@@ -459,32 +472,46 @@ def trace_svg(trace: Trace, caption: str) -> str:
             ey = ty + 5 + d * row_h
             where = e["args"].get("at", "")
             extra = f", {e['args']['bytes']} bytes" if "bytes" in e["args"] else ""
-            tip = f"{e['name']}: steps {e['ts']}..{e['ts'] + e['dur']}{extra} ({where})"
+            span = f"steps {e['ts']}..{e['ts'] + e['dur']}" if unit == "scheduler step" else \
+                f"{e['ts']:.3f}..{e['ts'] + e['dur']:.3f} {unit}"
+            tip = f"{e['name']}: {span}{extra} ({where})"
             text = ""
             if w > 7 * len(e["name"]) + 4:
                 text = (f"<text x='{x + 2:.1f}' y='{ey + 9}' {SANS} font-size='9' fill='#111'>"
                         f"{escape(e['name'])}</text>")
             out.append(f"<g><title>{escape(tip)}</title><rect x='{x:.2f}' y='{ey}' width='{w:.2f}' "
                        f"height='{row_h - 2}' fill='{colour[e['name']]}' stroke='#333' stroke-width='0.3'/>{text}</g>")
+        for e in (i for i in instants if (i["pid"], i["tid"]) == key and tid != ENGINE_TRACK):
+            x = left + e["ts"] * scale
+            out.append(f"<g><title>{escape(e['name'])} at {e['ts']:.3f} {unit} ({escape(e['args'].get('at', ''))})"
+                       f"</title><rect x='{x - 0.6:.2f}' y='{ty}' width='1.2' height='5' fill='{colour[e['name']]}'/></g>")
         if tid == ENGINE_TRACK:
             for e in (i for i in instants if (i["pid"], i["tid"]) == key):
                 x = left + e["ts"] * scale
                 out.append(f"<g><title>{escape(e['name'])} at step {e['ts']}</title>"
                            f"<path d='M{x - 3.5:.1f},{ty - 2} L{x + 3.5:.1f},{ty - 2} L{x:.1f},{ty + 5} z' "
                            f"fill='#c0392b'/></g>")
-    for i, name in enumerate(kinds):
+    for i, name in enumerate(kinds + marks):
         lx = 16 + (i % per_row) * 200
         ly = legend_y + 22 * (i // per_row)
-        out.append(f"<rect x='{lx}' y='{ly - 10}' width='14' height='12' fill='{colour[name]}' stroke='#333' "
+        box = 12 if name in kinds else 5
+        out.append(f"<rect x='{lx}' y='{ly - 10}' width='14' height='{box}' fill='{colour[name]}' stroke='#333' "
                    f"stroke-width='0.3'/><text x='{lx + 20}' y='{ly}' {FONT} font-size='11'>{escape(name)}</text>")
-    lx = 16 + (len(kinds) % per_row) * 200
-    ly = legend_y + 22 * (len(kinds) // per_row)
-    out.append(f"<path d='M{lx},{ly - 10} L{lx + 10},{ly - 10} L{lx + 5},{ly} z' fill='#c0392b'/>"
-               f"<text x='{lx + 20}' y='{ly}' {SANS} font-size='11'>mbarrier phase completed</text>")
+    if any(e["tid"] == ENGINE_TRACK for e in instants):
+        lx = 16 + (len(kinds + marks) % per_row) * 200
+        ly = legend_y + 22 * (len(kinds + marks) // per_row)
+        out.append(f"<path d='M{lx},{ly - 10} L{lx + 10},{ly - 10} L{lx + 5},{ly} z' fill='#c0392b'/>"
+                   f"<text x='{lx + 20}' y='{ly}' {SANS} font-size='11'>mbarrier phase completed</text>")
     out.append(f"<text x='16' y='{height - 12}' {SANS} font-size='11' fill='#777'>generated by "
-               "docs/pictures/make_pictures.py from the interpreter's trace; do not edit by hand</text>")
+               f"docs/pictures/make_pictures.py from {escape(source)}; do not edit by hand</text>")
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+def hardware_trace(path: Path, cta: int = 0) -> Trace:
+    """One CTA's tracks of a committed hardware timeline (bench/results)."""
+    events = json.loads(path.read_text())["traceEvents"]
+    return Trace(events=[e for e in events if e["pid"] == cta])
 
 
 # ---- driver ------------------------------------------------------------------------------
@@ -498,6 +525,9 @@ def pictures() -> dict[str, str]:
         "trace_saxpy.svg": trace_svg(trace, "examples/saxpy.tma on the interpreter: M = 100, N = 130, "
                                             "one CTA, seed 1"),
         "trace_saxpy.json": json.dumps({"traceEvents": trace.events, "displayTimeUnit": "ns"}, indent=0) + "\n",
+        "trace_gemm_sm90_h100.svg": trace_svg(
+            hardware_trace(GEMM_TIMELINE), "examples/gemm_sm90.tma on an H100 (Kernel.profile): 2048 x 1536 x 1000, "
+            "CTA 0: one 128 x 256 tile, 16 K-steps", HARDWARE_ABOUT, "microseconds", str(GEMM_TIMELINE.relative_to(ROOT))),
     }
 
 
