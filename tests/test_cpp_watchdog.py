@@ -4,18 +4,22 @@ runtime does (runtime/watchdog.py), after which the record is cleared and the mo
 
 Without a GPU, tests/host/watchdog_host.cpp runs against the stand-in driver (tests/host/
 mock_cuda.cpp), which logs the module global as the header armed it and, at a launch, plays a
-watchdog that fired: it writes the entries a test chose into the record. The wording of a
-reported wait is compared with the Python runtime's for many entries, clustered kernels and odd
-file names among them. On the H100 the same program hangs a kernel of tests/verify/barriers.tma
-for real, and then launches a healthy kernel in the same process.
+watchdog that fired: it writes the entries a test chose into the record. The C++ notes are
+compared with the notes of the Python runtime's `_report` for the same record: random records of
+up to a full record's entries, in which the same wait blocks a warp in many CTAs (one note, its
+CTAs listed in runs and cut after LISTED_RUNS), of clustered kernels and odd file names among
+them. On the H100 the same program hangs a kernel of tests/verify/barriers.tma for real, and then
+launches a healthy kernel in the same process.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import os
 import re
+import struct
 import subprocess
 from pathlib import Path
 
@@ -96,6 +100,62 @@ def _entry(**fields) -> Entry:
     return Entry(**({name: 0 for name in Entry._fields} | {"written": 1, "tag": 1} | fields))
 
 
+def _python_report(manifest, entries: list[Entry]) -> tuple[str, list[str]]:
+    """The message and wait notes of runtime/watchdog.py's `_report` for a record holding `entries`
+    (those that fit it) of the kernel armed with tag 1, in ordinary host memory."""
+    memory = ctypes.create_string_buffer(layout.RECORD_BYTES)
+    raw = b"".join(struct.pack(f"<{layout.ENTRY_WORDS}I", *e) for e in entries[:layout.ENTRIES])
+    ctypes.memmove(memory, raw, len(raw))
+    record = python_watchdog._Record(0, ctypes.addressof(memory), 0, {1: python_watchdog._Armed(manifest, 0)})
+    record.rearm = lambda: None     # no module to write to
+    report = python_watchdog._report(record, stuck=False)
+    return report.message, report.notes[:-2]     # the two last: what comes next, worded for Python
+
+
+def _ctas(rng) -> list[tuple[int, int, int]]:
+    """The CTAs one wait of one warp blocks: a lone CTA (any numbers), a whole 1-D grid, runs with
+    gaps (about as many as a note lists, or more), some CTAs of a 3-D grid, the largest numbers."""
+    small = lambda: int(rng.choice([0, 0, 1, 2, 131, 2**32 - 1]))   # noqa: E731
+    kind = int(rng.integers(5))
+    if kind == 0:
+        return [(small(), small(), small())]
+    if kind == 1:
+        return [(x, 0, 0) for x in range(int(rng.integers(2, 133)))]
+    if kind == 2:
+        xs, x = [], int(rng.integers(3))
+        for _ in range(int(rng.integers(1, 13))):
+            length = int(rng.integers(1, 5))
+            xs += range(x, x + length)
+            x += length + int(rng.integers(1, 4))
+        return [(x, 0, 0) for x in xs]
+    if kind == 3:
+        count = int(rng.integers(1, 7))
+        return [(int(rng.integers(4)), int(rng.integers(3)), int(rng.integers(2))) for _ in range(count)]
+    return [(2**32 - 3, 0, 0), (2**32 - 1, 0, 0), (2**32 - 2, 0, 0), (0, 0, 0)]
+
+
+def _random_record(rng, manifest, size: int) -> list[Entry]:
+    """`size` entries as the warps of a hung grid report them: waits (any site, stage and parities)
+    of one warp in many CTAs, some warps twice (another lane), a few entries of no armed kernel or
+    no site, each with a timeout of its own; shuffled, so that groups interleave."""
+    entries: list[Entry] = []
+    while len(entries) < size:
+        index = int(rng.integers(len(manifest.waits)))
+        site = manifest.waits[index]
+        wait = dict(site=index, warp=int(rng.integers(12)), offset=site.offset + 8 * int(rng.integers(site.stages)),
+                    parity=int(rng.integers(2)), phase_parity=int(rng.integers(2)))
+        for x, y, z in _ctas(rng):
+            timeout = int(rng.choice([250_000_000, 10**9, layout.DEFAULT_TIMEOUT_NS]))
+            for lane in range(1 + (rng.random() < 0.1)):
+                entries.append(_entry(**wait, cta_x=x, cta_y=y, cta_z=z, cluster_rank=int(rng.integers(4)),
+                                      lane=lane, timeout_lo=timeout & 0xFFFFFFFF, timeout_hi=timeout >> 32))
+        if rng.random() < 0.2:
+            unknown = dict(tag=99) if rng.random() < 0.5 else dict(site=len(manifest.waits))
+            entries.append(_entry(**(wait | unknown)))
+    order = rng.permutation(len(entries))
+    return [entries[i] for i in order[:size]]
+
+
 def _mock_env(directory: Path, entries: list[Entry], timeout: str | None) -> dict[str, str]:
     env = {"MOCK_LOG": str(directory / "driver.jsonl"), "MOCK_CC_MAJOR": "9",
            "MOCK_WATCHDOG_GLOBAL": layout.GLOBAL, "MOCK_WATCHDOG_GLOBAL_BYTES": str(layout.GLOBAL_BYTES),
@@ -132,18 +192,19 @@ def test_a_report_names_the_waits_and_the_module_is_rearmed(tmp_path, mock_drive
         _entry(site=1, warp=1, lane=3, offset=full.offset, parity=0, phase_parity=1),   # the same warp again
         _entry(site=1, warp=2, cta_x=5, cta_y=1, offset=full.offset, parity=1),
         _entry(site=7, warp=3, offset=full.offset),                                      # no such wait
-        _entry(site=0, warp=3, tag=99, offset=free.offset)]                               # no such kernel
+        _entry(site=0, warp=3, tag=99, offset=free.offset),                               # no such kernel
+        *(_entry(site=1, warp=1, cta_x=x, offset=full.offset, parity=0, phase_parity=1) for x in (7, 1, 2, 3, 2))]
     run = _run(program, tmp_path, _mock_env(tmp_path, entries, timeout))
     assert run.returncode == 0, run.stderr
 
     where = lambda site: f"{site.file}:{site.line}:{site.col}"   # noqa: E731
     waits = [f"CTA 0: role 'loader', warp 0 waits at {where(free)} on mbarrier free[0] parity 0 "
              "(the phase in progress has parity 0)",
-             f"CTA 0: role 'writer', warp 1 waits at {where(full)} on mbarrier full[0] parity 0 "
-             "(the phase in progress has parity 1)",
+             f"5 CTAs (0-3, 7): role 'writer', warp 1 waits at {where(full)} on mbarrier full[0] parity 0 "
+             "(the phase in progress has parity 1)",                                 # one note for the same wait
              f"CTA (5, 1, 0): role 'writer', warp 2 waits at {where(full)} on mbarrier full[0] parity 1 "
              "(the phase in progress has parity 0)"]
-    assert waits == [python_watchdog._describe(manifest, e) for e in entries[:2] + entries[3:4]]
+    assert _python_report(manifest, entries) == (_headline(timeout_ns), waits)
     reports = _reports(run.stdout)
     assert len(reports) == 3                     # two through synchronize, one through the next launch
     for report in reports:
@@ -179,7 +240,8 @@ def test_a_bad_timeout_fails_the_load(tmp_path, mock_program, value):
 def _notes_program(tmp_path: Path, manifest) -> Path:
     (tmp_path / "kernel.h").write_text(launch_header.render(manifest, "kernel.tma"))
     program = tmp_path / "watchdog_notes"
-    _gxx(tmp_path, HOST / "watchdog_notes.cpp", f"-DKERNEL={manifest.kernel}", "-O1", "-o", str(program))
+    _gxx(tmp_path, HOST / "watchdog_notes.cpp", f"-DKERNEL={manifest.kernel}",
+         f"-DLISTED_RUNS={python_watchdog.LISTED_RUNS}", "-O1", "-o", str(program))
     return program
 
 
@@ -188,7 +250,8 @@ ODD_NAME = 'we"ird\\dir/na\u00efve\t??=1.tma'   # a quote, a backslash, UTF-8, a
 
 @pytest.mark.parametrize("source", ["handoff", "odd_name", "dsmem_ring_sm90", "gemm_cluster2x2_sm90"])
 def test_each_wait_is_worded_as_the_python_runtime_words_it(tmp_path, source):
-    """C++'s note for random entries (any stage, CTA, cluster rank, parity), against _describe's."""
+    """C++'s notes for random records (any stage, CTA, cluster rank, parity; the same wait in many
+    CTAs), against the Python runtime's `_report` for the same record."""
     _need_compiler()
     if source in ("handoff", "odd_name"):
         name = ODD_NAME if source == "odd_name" else HANG.relative   # the IR's manifest: ptxas rejects such a name
@@ -199,20 +262,42 @@ def test_each_wait_is_worded_as_the_python_runtime_words_it(tmp_path, source):
                                   until="ir").manifest
         assert manifest.cluster != (1, 1, 1)
     rng = np.random.default_rng(7)
-    entries = []
-    for _ in range(200):
-        index = int(rng.integers(len(manifest.waits)))
-        site = manifest.waits[index]
-        small = lambda: int(rng.choice([0, 0, 1, 2, 131, 2**32 - 1]))   # noqa: E731
-        entries.append(_entry(site=index, cta_x=small(), cta_y=small(), cta_z=small(), cluster_rank=small(),
-                              warp=int(rng.integers(12)), offset=site.offset + 8 * int(rng.integers(site.stages)),
-                              parity=int(rng.integers(2)), phase_parity=int(rng.integers(2))))
+    records = [_random_record(rng, manifest, int(rng.integers(1, 200))) for _ in range(40)]
+    records.append([_entry(tag=99), _entry(site=len(manifest.waits))])   # nothing known: no notes
     program = _notes_program(tmp_path, manifest)
-    lines = "".join(f"{e.site} {e.cta_x} {e.cta_y} {e.cta_z} {e.cluster_rank} {e.warp} {e.offset} {e.parity} "
-                    f"{e.phase_parity}\n" for e in entries)
-    run = subprocess.run([str(program)], input=lines.encode(), capture_output=True, timeout=60)
+    text = "".join("".join(f"{e.tag} {e.site} {e.cta_x} {e.cta_y} {e.cta_z} {e.cluster_rank} {e.warp} {e.offset} "
+                           f"{e.parity} {e.phase_parity}\n" for e in r) + "\n" for r in records)
+    run = subprocess.run([str(program)], input=text.encode(), capture_output=True, timeout=60)
     assert run.returncode == 0, run.stderr
-    assert run.stdout.decode().splitlines() == [python_watchdog._describe(manifest, e) for e in entries]
+    found: list[list[str]] = [[]]
+    for line in run.stdout.decode().splitlines():
+        if line:
+            found[-1].append(line)
+        else:                                         # a blank line ends a record's notes
+            found.append([])
+    expected = [_python_report(manifest, r)[1] for r in records]
+    assert found[:-1] == expected and found[-1] == []
+    notes = [n for r in expected for n in r]
+    # the records exercised the cut list, runs, a 3-D list and the lone CTA's wording
+    assert any(", ...)" in n for n in notes) and any(re.match(r"\d+ CTAs \(\d+-\d+", n) for n in notes)
+    assert any(re.match(r"\d+ CTAs \(\(", n) for n in notes) and any(n.startswith("CTA ") for n in notes)
+
+
+@pytest.mark.parametrize("size", [300, layout.ENTRIES, layout.ENTRIES + 40], ids=["some", "full", "overflowing"])
+def test_a_random_report_is_worded_as_the_python_runtime_words_it(tmp_path, mock_program, size):
+    """A random record of up to every entry (a kernel's warps past the last find it full and write
+    nothing) reported through the stand-in driver: the message and wait notes of each of the three
+    reports are those of the Python runtime's `_report` for the same record."""
+    manifest = _watched().manifest
+    entries = _random_record(np.random.default_rng(size), manifest, size)
+    run = _run(mock_program, tmp_path, _mock_env(tmp_path, entries, None))
+    assert run.returncode == 0, run.stderr
+    message, waits = _python_report(manifest, entries)
+    reports = _reports(run.stdout)
+    assert len(reports) == 3
+    for report in reports:
+        assert (report["message"], report["notes"][:-2]) == (message, waits)
+        assert "this process can launch again" in report["notes"][-2]
 
 
 def test_every_example_s_watched_header_compiles_and_an_unwatched_one_has_no_watchdog(tmp_path):

@@ -16,9 +16,10 @@
 // the global and whether the record is all zeros; a launch of the kernel named
 // $MOCK_WATCHDOG_KERNEL then plays a watchdog that fired: it claims an entry of the record for each
 // of $MOCK_WATCHDOG_REPORT (entries separated by ';', each its u32 words separated by ','), writes
-// it there and raises `stop`. $MOCK_WATCHDOG_FIELDS gives the byte offsets of the global's
-// record, claimed and stop fields, comma-separated. The mock knows no layout of its own: the
-// test passes tmalang/contract/watchdog.py's.
+// it there (one claimed past the record's end is dropped, as the kernel drops it) and raises
+// `stop`. $MOCK_WATCHDOG_FIELDS gives the byte offsets of the global's record, claimed and stop
+// fields, comma-separated. The mock knows no layout of its own: the test passes
+// tmalang/contract/watchdog.py's.
 #include <cuda.h>
 
 #include <cstdio>
@@ -135,6 +136,7 @@ void watchdog_launch(Module& module, const Function& function) {
   for (std::string entry; std::getline(entries, entry, ';');) {
     std::vector<size_t> words = numbers(entry.c_str(), ',');
     uint32_t index = (*field<uint32_t>(module, at.at(1)))++;
+    if ((index + 1) * words.size() * 4 > pinned[reinterpret_cast<uintptr_t>(record)]) continue;   // full
     for (size_t i = 0; i < words.size(); ++i) record[index * words.size() + i] = uint32_t(words[i]);
   }
   *field<uint32_t>(module, at.at(2)) = 1;

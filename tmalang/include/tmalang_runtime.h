@@ -389,6 +389,10 @@ namespace detail {
 // DRAIN_S): a warp blocked at a named barrier keeps it from ending at all.
 constexpr double kDrainSeconds = 2.0;
 
+// How many runs of CTA numbers a note lists before "..." (runtime/watchdog.py's LISTED_RUNS): a
+// full grid's CTAs would make a note thousands of characters long.
+constexpr size_t kListedRuns = 8;
+
 struct Armed {                    // a loaded module of a watched kernel
   const Watched* kernel;
   CUmodule module;
@@ -586,25 +590,105 @@ inline std::string describe(const Watched& kernel, const Entry& e) {
                          e.phase_parity);
 }
 
-// The Error of a report: every reported wait once per (kernel, site, CTA, warp), then what comes
-// next. A kernel that ended (not `stuck`) leaves the record cleared and re-armed.
-inline Error report(Record& record, bool stuck) {
-  std::vector<Entry> known;
-  for (const Entry& e : entries(record)) {
-    auto armed = record.kernels.find(e.tag);
-    if (armed != record.kernels.end() && e.site < armed->second.kernel->site_count) known.push_back(e);
+using Cta = std::tuple<uint32_t, uint32_t, uint32_t>;   // x, y, z
+
+// The CTAs of a note, as runtime/watchdog.py's _cta_list words them: on a 1-D grid runs of x
+// ("0-3, 7"), at most kListedRuns of them, then "..."; otherwise every "(x, y, z)". `ctas` is
+// sorted, as Python sorts the tuples.
+inline std::string cta_list(const std::set<Cta>& ctas) {
+  std::string text;
+  auto add = [&text](const std::string& item) { text += (text.empty() ? "" : ", ") + item; };
+  const bool flat = std::all_of(ctas.begin(), ctas.end(),
+                                [](const Cta& c) { return std::get<1>(c) == 0 && std::get<2>(c) == 0; });
+  if (!flat) {
+    for (const auto& [x, y, z] : ctas) add(formatted("(%u, %u, %u)", x, y, z));
+    return text;
   }
+  std::vector<std::pair<uint32_t, uint32_t>> runs;   // first and last x of each
+  for (const Cta& c : ctas) {
+    const uint32_t x = std::get<0>(c);
+    if (!runs.empty() && x == runs.back().second + 1)   // no wrap: nothing sorts after 2^32 - 1
+      runs.back().second = x;
+    else
+      runs.emplace_back(x, x);
+  }
+  for (size_t i = 0; i < runs.size() && i < kListedRuns; ++i) {
+    const auto [a, b] = runs[i];
+    add(a == b ? formatted("%u", a) : formatted("%u-%u", a, b));
+  }
+  if (runs.size() > kListedRuns) add("...");
+  return text;
+}
+
+// The entries of one note: the same wait of the same warp, wherever it blocked. A full grid's
+// warps report the same few waits; one note each keeps the report readable.
+struct WaitGroup {
+  const Watched* kernel;
+  Entry first;            // the note takes its wording (stage, parity, cluster rank) from it
+  std::set<Cta> ctas;     // lanes of one warp that reported twice count once
+};
+
+// `known`'s entries grouped as runtime/watchdog.py's _report groups them: by kernel (tag), site,
+// barrier offset, parity, phase parity and warp, in the order of each group's first entry.
+// `kernel_of(tag)` is the kernel a tag names (every entry's is armed).
+template <class KernelOf>
+std::vector<WaitGroup> wait_groups(const std::vector<Entry>& known, KernelOf kernel_of) {
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>, size_t> index;
+  std::vector<WaitGroup> groups;
+  for (const Entry& e : known) {
+    auto [at, fresh] = index.emplace(std::make_tuple(e.tag, e.site, e.offset, e.parity, e.phase_parity, e.warp),
+                                     groups.size());
+    if (fresh) groups.push_back({kernel_of(e.tag), e, {}});
+    groups[at->second].ctas.insert(Cta(e.cta_x, e.cta_y, e.cta_z));
+  }
+  return groups;
+}
+
+// A group's note (runtime/watchdog.py's _describe_group): one CTA's reads as describe() of the
+// first entry; several CTAs' replace describe()'s "CTA ..." (before its first colon) by
+// "N CTAs (list)", since the stage and parities are the group's but a cluster rank is not.
+inline std::string describe_group(const WaitGroup& group) {
+  const std::string text = describe(*group.kernel, group.first);
+  if (group.ctas.size() == 1) return text;
+  return formatted("%zu CTAs (%s)", group.ctas.size(), cta_list(group.ctas).c_str()) + text.substr(text.find(':'));
+}
+
+// The entries a report can name: those of an armed kernel (`kernel_of(tag)`, null for none) at
+// one of its sites. Others come from a record nobody here armed, and would name nonsense.
+template <class KernelOf>
+std::vector<Entry> known_entries(const std::vector<Entry>& entries, KernelOf kernel_of) {
+  std::vector<Entry> known;
+  for (const Entry& e : entries) {
+    const Watched* kernel = kernel_of(e.tag);
+    if (kernel != nullptr && e.site < kernel->site_count) known.push_back(e);
+  }
+  return known;
+}
+
+// The notes naming the `known` entries' waits, one per group, as runtime/watchdog.py's _report
+// writes them.
+template <class KernelOf>
+std::vector<std::string> wait_notes(const std::vector<Entry>& known, KernelOf kernel_of) {
+  std::vector<std::string> notes;
+  for (const WaitGroup& group : wait_groups(known, kernel_of)) notes.push_back(describe_group(group));
+  return notes;
+}
+
+// The Error of a report: a note for every reported wait (wait_notes), then what comes next. A
+// kernel that ended (not `stuck`) leaves the record cleared and re-armed.
+inline Error report(Record& record, bool stuck) {
+  auto kernel_of = [&record](uint32_t tag) -> const Watched* {
+    auto armed = record.kernels.find(tag);
+    return armed == record.kernels.end() ? nullptr : armed->second.kernel;
+  };
+  const std::vector<Entry> known = known_entries(entries(record), kernel_of);
   if (known.empty()) {   // a record nobody here armed: clear it rather than report nonsense
     Error e = rearm(record);
     return e ? e : fail(CUDA_ERROR_LAUNCH_TIMEOUT, "watchdog: a kernel reported a hang that names no known wait");
   }
   std::string notes;
   auto note = [&notes](const std::string& text) { notes += (notes.empty() ? "note: " : "\nnote: ") + text; };
-  std::set<std::tuple<uint32_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>> seen;
-  for (const Entry& e : known) {
-    if (seen.insert(std::make_tuple(e.tag, e.site, e.cta_x, e.cta_y, e.cta_z, e.warp)).second)
-      note(describe(*record.kernels[e.tag].kernel, e));
-  }
+  for (const std::string& wait : wait_notes(known, kernel_of)) note(wait);
   if (stuck)
     note(formatted("the kernel has not ended %g s after it stopped: warps are blocked at a named barrier, and the "
                    "GPU stays busy until this process exits", kDrainSeconds));
@@ -614,7 +698,7 @@ inline Error report(Record& record, bool stuck) {
        "sets the timeout");
   Error e = failf(CUDA_ERROR_LAUNCH_TIMEOUT,
                   "watchdog: kernel '%s' hung on the GPU: a warp waited more than %g s for an mbarrier phase that did "
-                  "not complete", record.kernels[known[0].tag].kernel->kernel, double(known[0].timeout_ns) / 1e9);
+                  "not complete", kernel_of(known[0].tag)->kernel, double(known[0].timeout_ns) / 1e9);
   if (!stuck) {
     if (Error armed = rearm(record)) note(std::string("re-arming the watchdog failed: ") + armed.message);
   }
