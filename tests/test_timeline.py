@@ -119,3 +119,23 @@ def test_tmalangc_run_gpu_trace_writes_the_hardware_timeline(tmp_path, capsys):
     roles = {e["args"]["name"].split("(")[1].rstrip(")") for e in events if e["name"] == "thread_name"}
     assert roles == {"producer", "consumer"}
     assert any(e["ph"] == "X" and e["name"].startswith("wait ring.full") for e in events)
+
+
+def test_module_globals_are_written_whole_and_checked_for_size(monkeypatch):
+    from tmalang.contract import watchdog as watchdog_layout
+    from tmalang.runtime import driver
+
+    assert len(layout.state(1, 2, 3)) == layout.GLOBAL_BYTES
+    assert len(watchdog_layout.state(1, 2, 3)) == watchdog_layout.GLOBAL_BYTES
+    calls = []
+    sizes = {layout.GLOBAL: layout.GLOBAL_BYTES, "short": 8}
+
+    def fake(name, *args):
+        calls.append((name, *args))
+        return (0x1000, sizes[args[1].decode()]) if name == "cuModuleGetGlobal" else None
+
+    monkeypatch.setattr(driver, "call", fake)
+    assert driver.write_global("module", layout.GLOBAL, layout.state(7, 1, 64)) == 0x1000
+    assert calls[-1] == ("cuMemcpyHtoD", 0x1000, layout.state(7, 1, 64), layout.GLOBAL_BYTES)
+    with pytest.raises(LaunchError, match="the kernel's short is 8 bytes, expected 16"):
+        driver.write_global("module", "short", layout.state(0, 0, 0))

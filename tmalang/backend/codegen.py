@@ -19,8 +19,8 @@ from ..passes.dispatch_roles import register_limit
 from ..target import dtypes, tma
 from ..target.reduce import BULK_REDUCE_TYPES
 from ..target.tcgen05 import instructions as tcgen05
-from . import (cluster_codegen, gather_codegen, line_info, pair_codegen, panel_codegen, ptx_asm, tcgen05_codegen,
-               timeline_codegen, watchdog_codegen)
+from . import (cluster_codegen, emit, gather_codegen, line_info, pair_codegen, panel_codegen, ptx_asm,
+               tcgen05_codegen, timeline_codegen, watchdog_codegen)
 from .claim_codegen import CLAIM_EMITTERS, COUNTER
 from .builder import KernelBuilder
 from .mma_codegen import MMA_EMITTERS
@@ -96,10 +96,7 @@ class KernelCodegen:
         return self.fn
 
     def _sreg(self, name: str) -> ir.Value:
-        fn = self.module.globals.get(f"llvm.nvvm.read.ptx.sreg.{name}")
-        if fn is None:
-            fn = ir.Function(self.module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{name}")
-        return self.b.call(fn, [], name=name.replace(".", "_"))
+        return emit.sreg(self.b, name, name.replace(".", "_"))
 
     def _aligned_smem_base(self) -> ir.Value:
         return self.aligned_smem_base(self.b, name="smem_base")
@@ -129,13 +126,7 @@ class KernelCodegen:
             return slot
 
     def asm(self, template: str, constraints: str, args: list, ret: ir.Type = VOID) -> ir.Value:
-        clobber = "~{memory}"
-        constraints = f"{constraints},{clobber}" if constraints else clobber
-        fnty = ir.FunctionType(ret, [a.type for a in args])
-        # convergent: LLVM must not duplicate a `.aligned` instruction (bar.sync, wgmma,
-        # setmaxnreg) into both arms of a branch, where a warp would reach it divergently.
-        return self.b.call(ir.InlineAsm(fnty, template, constraints, side_effect=True), args,
-                           attrs=("convergent",))
+        return emit.asm(self.b, template, constraints, args, ret, convergent=True)
 
     def registers(self, element: ir.Type, count: int) -> ir.Type:
         """The result type of an inline asm with `count` outputs of type `element`: a struct of

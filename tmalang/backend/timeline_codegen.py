@@ -13,20 +13,18 @@ others one, after the op is issued.
 
 from __future__ import annotations
 
-from llvmlite import ir
 
 from ..contract.manifest import EventSite
 from ..contract.timeline import BEGIN, END, EVENT_BYTES, FIELDS, GLOBAL, GLOBAL_BYTES, HEADER_BYTES, INSTANT
 from ..ir import ops
-
-I32, I64 = ir.IntType(32), ir.IntType(64)
-_SYMBOL = GLOBAL.replace("$", "$$")   # as an inline-asm template spells a literal `$`
+from . import emit
+from .emit import I32, I64
 
 ASM = {
-    "globaltimer": "mov.u64 $0, %globaltimer;",
-    "buffer": f"ld.global.u64 $0, [{_SYMBOL}+{FIELDS['buffer']}];",
-    "ctas": f"ld.global.u32 $0, [{_SYMBOL}+{FIELDS['ctas']}];",
-    "capacity": f"ld.global.u32 $0, [{_SYMBOL}+{FIELDS['capacity']}];",
+    "globaltimer": emit.GLOBALTIMER,
+    "buffer": f"ld.global.u64 $0, {emit.global_operand(GLOBAL, FIELDS['buffer'])};",
+    "ctas": f"ld.global.u32 $0, {emit.global_operand(GLOBAL, FIELDS['ctas'])};",
+    "capacity": f"ld.global.u32 $0, {emit.global_operand(GLOBAL, FIELDS['capacity'])};",
     "store_count": "st.volatile.global.u32 [$0], $1;",
     "store_event": "st.global.v4.u32 [$0], {$1, $2, $3, $4};",
 }
@@ -73,7 +71,7 @@ def _name(o: ops.Op, kind: str) -> str:
 
 def prologue(g) -> None:
     """At the kernel's entry: whether this thread records, its warp's region, its count, the capacity."""
-    _state(g.module)
+    emit.define_global(g.module, GLOBAL, GLOBAL_BYTES)
     b = g.b
     capacity = g.asm(ASM["capacity"], "=r", [], ret=I32)
     warps = b.lshr(g._sreg("ntid.x"), I32(5))
@@ -119,11 +117,3 @@ def around(g, o: ops.Op, site: int, emit) -> None:
         stamp(g, o, site, BEGIN)
     emit()
     stamp(g, o, site, END if spans else INSTANT)
-
-
-def _state(module: ir.Module) -> None:
-    """The module's `tmalang$timeline` (zero, so nothing records, until the runtime arms it)."""
-    if module.globals.get(GLOBAL) is None:
-        state = ir.GlobalVariable(module, ir.ArrayType(I64, GLOBAL_BYTES // 8), GLOBAL, addrspace=1)
-        state.initializer = ir.Constant(state.value_type, None)
-        state.align = 8

@@ -30,22 +30,19 @@ from llvmlite import ir
 from ..contract.manifest import WaitSite
 from ..contract.watchdog import DEFAULT_TIMEOUT_NS, ENTRIES, ENTRY_WORDS, FIELDS, GLOBAL, GLOBAL_BYTES
 from ..ir import ops
-from . import ptx_asm
-
-I32, I64 = ir.IntType(32), ir.IntType(64)
-VOID = ir.VoidType()
+from . import emit, ptx_asm
+from .emit import I32, I64, VOID
 TICK_SHIFT = 20                   # the slow loop's clock counts 2**20 ns (~1 ms) ticks
 SUSPEND_NS = 1_000_000            # the slow loop's try_wait suspends up to 1 ms per turn
 REPORT = "tmalang$watchdog_report"        # + "_wgmma" for the variant of roles that issue wgmma
-_SYMBOL = GLOBAL.replace("$", "$$")   # as an inline-asm template spells a literal `$`
 
 
 def _field(name: str) -> str:
-    return f"[{_SYMBOL}+{FIELDS[name]}]"
+    return emit.global_operand(GLOBAL, FIELDS[name])
 
 
 ASM: dict[str, str] = {
-    "globaltimer": "mov.u64 $0, %globaltimer;",
+    "globaltimer": emit.GLOBALTIMER,
     # try_wait that may stay suspended up to SUSPEND_NS (it wakes as soon as the phase completes):
     # the warp spends its wait asleep in the instruction, not in the loop's checks, which would
     # otherwise delay its wake-up when the phase completes during them
@@ -63,8 +60,7 @@ ASM: dict[str, str] = {
     # before a wgmma role's warp leaves: without it ptxas inserts its own wait on the exit path
     # and serializes every wgmma of the kernel (C7518; attention_sm90 lost 40%)
     "drain_wgmma": "wgmma.wait_group.sync.aligned 0;",
-    # the module global's fields, addressed by symbol in the instruction itself: through an LLVM
-    # pointer, ptxas materialised the address before the wait's first try and kept it live there
+    # the module global's fields, by symbol (emit.global_operand says why)
     "record": f"ld.global.u64 $0, {_field('record')};",
     "timeout": f"ld.global.u64 $0, {_field('timeout_ns')};",
     "tag": f"ld.global.u32 $0, {_field('tag')};",
@@ -107,6 +103,7 @@ def emit_wait(g, o: ops.MbarWait, site: int) -> None:
     a sleeping try_wait and the clock, and once the warp has waited a tick or two (~1-2 ms, far
     longer than any wait of a healthy pipeline) on `stop` too: reading it on every turn of the
     loop (an L2 load) delayed the wake-up of healthy waits, and cost attention_sm90 40%."""
+    emit.define_global(g.module, GLOBAL, GLOBAL_BYTES)
     addr, parity = g.address(o.barrier), g.expr(o.parity)
     blocks = ("wait.slow", "wait.timed", "wait.loop", "wait.check", "wait.early", "wait.long", "wait.report", "waited")
     slow, timed, loop, check, early, long, report, done = (g.fn.append_basic_block(n) for n in blocks)
@@ -159,34 +156,9 @@ def _ticks(g) -> ir.Value:
 
 
 def _timeout_ticks(g) -> ir.Value:
-    _state(g.module)
     configured = g.asm(ASM["timeout"], "=l", [], ret=I64)
     ns = g.b.select(g.b.icmp_unsigned("==", configured, I64(0)), I64(DEFAULT_TIMEOUT_NS), configured)
     return g.b.trunc(g.b.lshr(ns, I64(TICK_SHIFT)), I32)
-
-
-def _state(module: ir.Module) -> ir.GlobalVariable:
-    """The module's `tmalang$watchdog` (defined once, zero until the runtime writes it)."""
-    existing = module.globals.get(GLOBAL)
-    if existing is not None:
-        return existing
-    state = ir.GlobalVariable(module, ir.ArrayType(I64, GLOBAL_BYTES // 8), GLOBAL, addrspace=1)
-    state.initializer = ir.Constant(state.value_type, None)
-    state.align = 8
-    return state
-
-
-def _asm(b: ir.IRBuilder, key: str, constraints: str, args: list, ret: ir.Type = VOID) -> ir.Value:
-    constraints = f"{constraints},~{{memory}}" if constraints else "~{memory}"
-    asm = ir.InlineAsm(ir.FunctionType(ret, [a.type for a in args]), ASM[key], constraints, side_effect=True)
-    return b.call(asm, args)
-
-
-def _sreg_function(module: ir.Module, name: str) -> ir.Function:
-    fn = module.globals.get(f"llvm.nvvm.read.ptx.sreg.{name}")
-    if fn is None:
-        fn = ir.Function(module, ir.FunctionType(I32, []), f"llvm.nvvm.read.ptx.sreg.{name}")
-    return fn
 
 
 # ---- the report -------------------------------------------------------------------------------
@@ -216,10 +188,10 @@ class _ReportBody:
         self.b = ir.IRBuilder(fn.append_basic_block("report"))
 
     def asm(self, key: str, constraints: str, args: list, ret: ir.Type = VOID) -> ir.Value:
-        return _asm(self.b, key, constraints, args, ret)
+        return emit.asm(self.b, ASM[key], constraints, args, ret)
 
     def sreg(self, name: str) -> ir.Value:
-        return self.b.call(_sreg_function(self.g.module, name), [])
+        return emit.sreg(self.b, name)
 
     def emit(self) -> None:
         site, addr, parity, barrier, threads = self.fn.args

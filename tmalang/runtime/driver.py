@@ -107,6 +107,20 @@ def synchronize(stream: int) -> None:
     call("cuStreamSynchronize", stream)
 
 
+def write_global(module, name: str, data: bytes) -> int:
+    """Write `data` into module global `name`, which must be exactly that large (else the kernel
+    and the runtime disagree on its layout: a tmalang bug); its device address."""
+    address, size = call("cuModuleGetGlobal", module, name.encode())
+    if int(size) != len(data):
+        raise LaunchError(DRIVER_CALL, f"the kernel's {name} is {int(size)} bytes, expected {len(data)}")
+    call("cuMemcpyHtoD", int(address), data, len(data))
+    return int(address)
+
+
+def write(address: int, data: bytes) -> None:
+    call("cuMemcpyHtoD", address, data, len(data))
+
+
 def load_function(image: bytes, name: str):
     """(module, function) for kernel `name` of a cubin loaded into the current context.
 

@@ -12,7 +12,6 @@ import ctypes
 from dataclasses import dataclass
 
 from ..contract import timeline as layout
-from ..contract.errors import DRIVER_CALL, LaunchError
 from ..contract.manifest import Manifest
 from ..contract.trace import Trace
 from . import driver
@@ -34,19 +33,13 @@ def arm(module, manifest: Manifest, ctas: int, capacity: int = layout.DEFAULT_CA
     """A zeroed buffer for `ctas` CTAs, written into the module's tmalang$timeline."""
     buffer = Buffer(0, ctas, manifest.block_threads // 32, capacity)
     buffer.address = driver.alloc_zeroed(buffer.nbytes)
-    address, size = driver.call("cuModuleGetGlobal", module, layout.GLOBAL.encode())
-    if int(size) != layout.GLOBAL_BYTES:
-        raise LaunchError(DRIVER_CALL, f"the kernel's {layout.GLOBAL} is {int(size)} bytes, expected {layout.GLOBAL_BYTES}")
-    state = layout.state(buffer.address, ctas, capacity)
-    driver.call("cuMemcpyHtoD", int(address), state, len(state))
+    driver.write_global(module, layout.GLOBAL, layout.state(buffer.address, ctas, capacity))
     return buffer
 
 
 def disarm(module) -> None:
     """Stop recording (ctas = 0), so later launches of the module only test and go on."""
-    address, _ = driver.call("cuModuleGetGlobal", module, layout.GLOBAL.encode())
-    state = layout.state(0, 0, 0)
-    driver.call("cuMemcpyHtoD", int(address), state, len(state))
+    driver.write_global(module, layout.GLOBAL, layout.state(0, 0, 0))
 
 
 def read(buffer: Buffer, manifest: Manifest) -> Trace:

@@ -24,9 +24,9 @@ import time
 from dataclasses import dataclass, field
 
 from ..contract import watchdog as layout
-from ..contract.errors import DRIVER_CALL, LAUNCH_OPTION, WATCHDOG, LaunchError
+from ..contract.errors import LAUNCH_OPTION, WATCHDOG, LaunchError
 from ..contract.manifest import Manifest, WaitSite
-from ..contract.watchdog import DEFAULT_TIMEOUT_NS, GLOBAL, GLOBAL_BYTES, RECORD_BYTES, Entry
+from ..contract.watchdog import DEFAULT_TIMEOUT_NS, GLOBAL, RECORD_BYTES, Entry
 from ..diagnostics import Source, Span, TmalangError
 from . import driver
 
@@ -62,7 +62,7 @@ class _Record:
         """Clear the report and every module's `claimed` and `stop` for the next launch."""
         ctypes.memset(self.host, 0, RECORD_BYTES)
         for tag, armed in self.kernels.items():
-            _write_state(self, armed.state, tag)
+            driver.write(armed.state, layout.state(self.mapped, timeout_ns(), tag))
 
 
 _records: dict[int, _Record] = {}
@@ -96,18 +96,10 @@ def arm(module, manifest: Manifest, device: int) -> int | None:
     if not manifest.waits:
         return None
     record = _record(device)
-    address, size = driver.call("cuModuleGetGlobal", module, GLOBAL.encode())
-    if int(size) != GLOBAL_BYTES:
-        raise LaunchError(DRIVER_CALL, f"the kernel's {GLOBAL} is {int(size)} bytes, expected {GLOBAL_BYTES}")
     tag = next(_tags)
-    record.kernels[tag] = _Armed(manifest, int(address))
-    _write_state(record, int(address), tag)
+    address = driver.write_global(module, GLOBAL, layout.state(record.mapped, timeout_ns(), tag))
+    record.kernels[tag] = _Armed(manifest, address)
     return tag
-
-
-def _write_state(record: _Record, address: int, tag: int) -> None:
-    state = layout.state(record.mapped, timeout_ns(), tag)
-    driver.call("cuMemcpyHtoD", address, state, len(state))
 
 
 def launched(device: int, tag: int, stream: int) -> None:
