@@ -123,3 +123,25 @@ def test_a_file_name_with_a_quote_or_backslash_still_assembles():
     c = compile_source(source, 'my "odd"\\name.tma', Options(), until="cubin")
     assert '.file\t1 "' in c.ptx and 'my _odd__name.tma"' in c.ptx
     assert c.cubin[:4] == b"\x7fELF"
+
+
+def test_a_line_longer_than_llvm_s_column_field_still_compiles():
+    """DILocation's column is 16 bits: a statement past column 65,535 keeps its line, column 0."""
+    source = (ROOT / "examples" / "tma_copy.tma").read_text()
+    statement = "consume ring as s"
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if statement in text)
+    long_source = source.replace(" " * 12 + statement, " " * 70_000 + statement)
+    assert max(len(text) for text in long_source.splitlines()) > 65_535
+    ptx = compile_source(long_source, "long.tma", Options(arch="sm_90a")).ptx
+    columns = {int(col) for col in re.findall(rf"^\s*\.loc\s+1\s+{line}\s+(\d+)", ptx, re.MULTILINE)}
+    assert columns == {0}, columns
+    assert strip_line_info(ptx) == strip_line_info(compile_source(source, "short.tma", Options(arch="sm_90a")).ptx)
+
+
+@needs_ptxas
+def test_ptxas_accepts_a_line_longer_than_llvm_s_column_field():
+    source = "// " + "x" * 70_000 + "\n" + SAXPY.replace("kernel ", " " * 70_000 + "kernel ", 1)
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if text.lstrip().startswith("kernel "))
+    c = compile_source(source, "long.tma", Options(arch="sm_90a"), until="cubin")
+    assert re.search(rf"^\s*\.loc\s+1\s+{line}\s+0\b", c.ptx, re.MULTILINE)
+    assert ".debug_line" in elf_sections(c.cubin)

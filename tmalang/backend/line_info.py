@@ -21,6 +21,7 @@ from llvmlite import ir
 from ..diagnostics import Span
 
 DEBUG_INFO_VERSION = 3   # the metadata format LLVM reads; a module without the flag has its debug info dropped
+MAX_COLUMN = 65535       # DILocation's column is 16 bits: LLVM refuses the whole module over a larger one
 
 
 def source_file(name: str) -> tuple[str, str]:
@@ -65,13 +66,20 @@ class LineTable:
     def at(self, span: Span | None):
         if span is None:
             return None
-        key = (span.line, span.col)
+        key = (span.line, _column(span.col))
         location = self._locations.get(key)
         if location is None:
-            location = self.module.add_debug_info("DILocation", {"line": span.line, "column": span.col,
+            location = self.module.add_debug_info("DILocation", {"line": key[0], "column": key[1],
                                                                  "scope": self.scope})
             self._locations[key] = location
         return location
+
+
+def _column(col: int) -> int:
+    """The column LLVM can hold: past MAX_COLUMN (a very long line), 0, which the line table reads
+    as "somewhere on this line": the line stays right, and a clamped column would point at the
+    wrong character."""
+    return col if col <= MAX_COLUMN else 0
 
 
 # What line info adds to the PTX: the directives, and the labels NVPTX puts around the function
