@@ -141,6 +141,11 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
         if stray is not None:
             raise error("E069", "a produce block fills its slot: loads, mma, assignments to its fields, loops and "
                         "nested produce/consume blocks", stray.span)
+        looped = _load_in_loop(s.body)
+        if looped is not None:
+            raise error("E069", "a produce block's loads sit directly in it, not in a loop", looped.span,
+                        "the block arms its slot's barrier for one load of each field; put the loop around "
+                        "the produce block")
     inner = replace(scope, pipeline=pipe, slot=s.slot, producing=producing, loaded=set(),
                     slots=scope.slots + ((s.slot, pipe, producing),))
     _block(info, s.body, inner)
@@ -152,6 +157,18 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
 
 
 _FILLING = (ast.Assign, ast.ForSteps, ast.Consume, ast.Produce, ast.Mma)
+
+
+def _load_in_loop(body: list):
+    """The first load in a `steps` loop of this block (through loops only: a nested produce or
+    consume block is checked on its own), else None. Such a load would be issued once per step
+    into the same slot, on a barrier armed for one."""
+    for stmt in body:
+        if isinstance(stmt, ast.ForSteps):
+            found = next((x for x in stmt.body if isinstance(x, ast.Load)), None) or _load_in_loop(stmt.body)
+            if found is not None:
+                return found
+    return None
 
 
 def _produce(info, s, scope):
