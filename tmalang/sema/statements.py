@@ -41,8 +41,10 @@ def _block(info: KernelInfo, body: list, scope: Scope) -> None:
 
 
 def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
-    if scope.in_loop or scope.pipeline:
+    if scope.in_loop:
         raise error("E054", "tile loops cannot nest (v0)", s.span)
+    if scope.pipeline:   # a block holds one slot: a tile loop in it would walk every tile per slot
+        raise error("E054", "a tile loop cannot sit inside a produce or consume block", s.span)
     tensor = info.lookup(s.tensor, Tensor, what="tensor")
     box = info.lookup(s.box, Box, what="box")
     im2col.refuse(box, "be walked by a tile loop", s.box.span)
