@@ -525,6 +525,24 @@ class TmaStore(Op):
     gather: str = ""              # an index tensor, as for tma_load: tile row j goes to row gather[p * rows + j]
 
 
+@op("staged_store")
+@dataclass
+class StagedStore(Op):
+    """A staged store (§13h): `value`, an epilogue reading an accumulator, written to global memory in
+    `blocks` column blocks of box `box`, block j converted into staging tile j mod (the buffer's
+    stages) and stored (or reduced, `reduce`) at `coords` with the last coordinate moved on j blocks
+    (j × the box's columns at element coordinates). High level: stage_stores expands it into the
+    epilogues, TMA stores, waits, syncs and bulk groups it derives."""
+
+    box: str
+    coords: list[Expr]            # block 0's, in units of `box` (element indices with `elements`)
+    value: Expr                   # the accumulator read from column 0 (!acc, or tmem[...] at column 0)
+    staging: str                  # the staging buffer
+    blocks: int
+    reduce: str = ""
+    elements: bool = False
+
+
 @op("tma_prefetch")
 @dataclass
 class TmaPrefetch(Op):

@@ -22,6 +22,7 @@ from .verify_ops import VERIFY, Scope
 
 # (stage, ops, what holds of each once the stage has run, the message when it does not)
 STAGE_RULES = [
+    ("stage_stores", ops.StagedStore, lambda o: False, "none may remain"),
     ("expand_pipelines", (ops.PipelineDecl, ops.Produce, ops.Consume), lambda o: False, "none may remain"),
     ("order_turns", ops.Turn, lambda o: False, "none may remain"),
     ("schedule_barriers", ops.MbarrierDecl, lambda o: o.count >= 1, "no arrival count"),

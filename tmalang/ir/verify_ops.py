@@ -426,6 +426,19 @@ def _tma_store(v: Scope, o: ops.TmaStore) -> None:
                 f"does not reduce box @{box.symbol}'s {box.dtype} elements")
 
 
+def _staged_store(v: Scope, o: ops.StagedStore) -> None:
+    v.in_role(o)
+    box = v.decl(o, "box", ops.BoxDecl)
+    staging = v.decl(o, "staging", ops.BufferDecl)
+    v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
+    v.check(o, "staging", staging.box == box.symbol, f"@{staging.symbol} holds box @{staging.box}, not @{box.symbol}")
+    v.check(o, "blocks", o.blocks >= 1, "not a positive block count")
+    v.check(o, "reduce", not o.reduce or o.reduce in REDUCE_OPS, f"not one of {', '.join(REDUCE_OPS)}")
+    v.check(o, "box", not (box.im2col or box.bulk or box.gather), "not a dense tensor-map box")
+    v.check(o, "value", any(isinstance(e, (ex.AccRef, ex.TmemRef)) for e in ex.walk(o.value)),
+            "reads no accumulator")
+
+
 def _gathered(v: Scope, o: ops.TmaLoad | ops.TmaStore | ops.TmaPrefetch, box: ops.BoxDecl) -> None:
     """A copy (or prefetch) by rows names a 1-D i32 index tensor and goes through a gathered box;
     a box copy does not go through one (its tensor map holds one row)."""
@@ -634,7 +647,7 @@ VERIFY: dict[type[ops.Op], Callable[[Scope, ops.Op], None]] = {
     ops.Turn: _turn, ops.InWarpgroup: _in_warpgroup, ops.NamedBarSync: _named_barrier,
     ops.NamedBarArrive: _named_barrier,
     ops.Produce: _pipeline_block, ops.Consume: _pipeline_block,
-    ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.TmaPrefetch: _tma_prefetch,
+    ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.StagedStore: _staged_store, ops.TmaPrefetch: _tma_prefetch,
     ops.TensorMapPrefetch: _tensormap_prefetch, ops.BulkCommit: _statement, ops.BulkWait: _pending,
     ops.TileAssign: _writes_smem, ops.AccStore: _writes_smem, ops.TmemEpilogue: _writes_smem,
     ops.RowAssign: _row_assign, ops.RowDecl: _role_decl, ops.AccDecl: _role_decl,

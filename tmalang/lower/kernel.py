@@ -71,7 +71,7 @@ def _declaration(sym, multicast: int) -> ops.Op | None:
         fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]
         return ops.PipelineDecl(sym.name, sym.stages, fields, sym.peer, span=sym.span)
     if isinstance(sym, SmemBuffer):
-        return ops.BufferDecl(sym.name, sym.box.name, 1, sym.box.bytes, tma.SWIZZLES[sym.box.swizzle].tile_alignment, -1,
+        return ops.BufferDecl(sym.name, sym.box.name, sym.stages or 1, sym.box.bytes, tma.SWIZZLES[sym.box.swizzle].tile_alignment, -1,
                               span=sym.span)
     if isinstance(sym, Mbarrier):
         return ops.MbarrierDecl(sym.name, 1, sym.count, 0, -1, span=sym.span)
@@ -184,8 +184,20 @@ class _Statements:
                            elements=s.elements, gather=s.gather, ctas=ctas, offsets=offsets, span=s.span)
 
     def _Store(self, s: ast.Store):
+        if s.through is not None:
+            return self._staged_store(s)
         return ops.TmaStore(self.info.box_for(s.target).name, self.copy_coords(s), self.tile(s.source), s.reduce,
                             elements=s.elements, gather=s.gather, span=s.span)
+
+    def _staged_store(self, s: ast.Store) -> ops.StagedStore:
+        """Block 0's coordinates in units of the staging box: its columns are the tile's / blocks."""
+        staging = self.info.symbols[s.through.name]
+        coords = [self.int_expr(c) for c in s.coords]
+        if not s.elements:
+            coords[-1] = ex.Bin("*", coords[-1], ex.Const(s.blocks))
+        self.block_cols = staging.box.shape[-1]
+        return ops.StagedStore(staging.box.name, coords, self.tile_expr(s.source), staging.name, s.blocks,
+                               s.reduce, s.elements, span=s.span)
 
     def copy_coords(self, s) -> list[ex.Expr]:
         """A copy's tile coordinates; a gathered row `idx[p]` becomes its position p (the op names idx)."""

@@ -31,6 +31,7 @@ from . import (
     plan_tmem,
     prefetch_own_pipelines,
     schedule_barriers,
+    stage_stores,
     wait_wgmma_late,
 )
 
@@ -46,6 +47,8 @@ class Pass:
 
 
 PIPELINE = [
+    Pass("stage_stores", stage_stores),              # first: every pass below sees ordinary epilogues,
+                                                     # stores and bulk groups
     Pass("prefetch_own_pipelines", prefetch_own_pipelines),  # moves whole produce blocks, before they expand
     Pass("expand_pipelines", expand_pipelines),      # makes every stage, phase and barrier explicit for all below
     Pass("order_wgmma", order_wgmma, "has_wgmma"),   # MMAs complete before anything after them in the slot

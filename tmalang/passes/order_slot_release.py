@@ -38,8 +38,16 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
     boxes = ops.decls(kernel, ops.BoxDecl)
     for role in ops.roles(kernel):
         role.body = _region(role.body, boxes)
-        if any(isinstance(o, ops.TmaStore) and _pipelined(o.source.name) for o in ops.walk(role.body)):
+        if any(isinstance(o, ops.TmaStore) and _pipelined(o.source.name) for o in ops.walk(role.body)) \
+                and not _ends_waiting(role.body):
             role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
+
+
+def _ends_waiting(body: list[ops.Op]) -> bool:
+    """The role already ends with the full wait (stage_stores put it there)."""
+    last = body[-1] if body else None
+    return (isinstance(last, ops.Elect) and len(last.body) == 1 and isinstance(last.body[0], ops.BulkWait)
+            and last.body[0].pending == 0 and not last.body[0].read)
 
 
 def _pipelined(buffer: str) -> bool:

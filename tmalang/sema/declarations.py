@@ -102,6 +102,8 @@ class SmemBuffer:
     box: Box
     span: Span
     users: dict[str, Span] = field(default_factory=dict)   # role name -> its first use
+    stages: int = 0          # `smem cs[S]: C`: S staging tiles, owned by one staged store (§13h)
+    store: Span | None = None   # sema/staged.py: the staged store that owns them
 
 
 @dataclass
@@ -326,8 +328,15 @@ def check_pipeline(info: KernelInfo, d: ast.PipelineDecl) -> None:
     declare(info, d.name, pipe, d.span)
 
 
+MAX_STAGING = 8   # staging tiles per staged store: more only costs smem, a store waits for one at most
+
+
 def check_smem(info: KernelInfo, d: ast.SmemDecl) -> None:
-    declare(info, d.name, SmemBuffer(d.name, info.lookup(d.box, Box, what="box"), d.span), d.span)
+    if d.stages and not 1 <= d.stages <= MAX_STAGING:
+        raise error("E590", f"a staged store takes 1..{MAX_STAGING} staging tiles, got {d.stages}", d.span,
+                    "two let one block's store overlap the next block's conversion")
+    declare(info, d.name, SmemBuffer(d.name, info.lookup(d.box, Box, what="box"), d.span, stages=d.stages),
+            d.span)
 
 
 def check_mbarrier(info: KernelInfo, d: ast.MbarrierDecl) -> None:

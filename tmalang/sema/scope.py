@@ -82,6 +82,10 @@ def tile_box(info: KernelInfo, ref: ast.Ref, scope: Scope) -> Box:
                         f"fields: {', '.join(pipe.fields)}")
         return box
     buffer = info.lookup(ref, SmemBuffer, what="smem buffer")
+    if buffer.stages and not getattr(ref, "staging", False):
+        raise error("E591", f"'{buffer.name}' holds the staging tiles of a staged store, which only its "
+                    "`store ... through` uses", ref.span, "the compiler owns them: it writes, stores and reuses "
+                    "them in an order it derives (§13h); declare a plain `smem` buffer for other uses")
     buffer.users.setdefault(scope.role.name, ref.span)
     return buffer.box
 

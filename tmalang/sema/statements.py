@@ -7,7 +7,7 @@ from dataclasses import replace
 from ..diagnostics import error
 from ..syntax import ast
 from . import bulk, dsmem, dynamic, gather, im2col, im2col_wide, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows, split
-from . import stream, turns
+from . import staged, stream, turns
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -229,10 +229,24 @@ def _load(info: KernelInfo, s: ast.Load, scope: Scope) -> None:
 
 
 def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
+    if s.through is not None:
+        staged.check(info, s, scope, _store_rules)
+        return
+    if not isinstance(s.source, ast.Ref) or s.source.block is not None:
+        raise error("E592", "a store copies a shared tile; this source is a value", s.source.span,
+                    "store a value in blocks through staging tiles: `smem cs[2]: C` and "
+                    "`store T[m, n] <- bf16(acc) through cs` (§13h)")
     box = info.box_for(s.target)
-    im2col.refuse(box, "reduce into its tensor" if s.reduce else "store", s.span)
     tile = tile_ref(info, s.source, scope, strided_ok=True)
     _same_tile(box, tile, s.span)
+    _store_rules(info, s, box, scope)
+    if scope.pipeline is None:
+        _require_elected(s, scope, "TMA reduce" if s.reduce else "TMA store")
+
+
+def _store_rules(info: KernelInfo, s: ast.Store, box: Box, scope: Scope) -> None:
+    """What every store through `box` at the statement's coordinates obeys, staged or not."""
+    im2col.refuse(box, "reduce into its tensor" if s.reduce else "store", s.span)
     _coords(info, box, gather.check_copy(info, s, box, s.coords, scope), s.span, scope)
     offsets.check_store(info, box, s, scope)    # element coordinates: each tile's box in its own tile
     stream.check_store(s, scope.stream)
@@ -245,8 +259,6 @@ def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     box.tensor.written = True
     if scope.pipeline is not None and scope.producing:
         raise error("E061", "a produce block cannot store from its slot", s.span)
-    if scope.pipeline is None:
-        _require_elected(s, scope, "TMA reduce" if s.reduce else "TMA store")
 
 
 def _check_store_follows_tiles(info: KernelInfo, s: ast.Store, scope: Scope) -> None:

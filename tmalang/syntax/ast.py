@@ -199,15 +199,18 @@ class Load(Node):
 
 @dataclass
 class Store(Node):
-    """`store T[c..] <- src`: a TMA tensor store."""
+    """`store T[c..] <- src`: a TMA tensor store; with `through cs`, a staged store of the value
+    `src` (an expression) in blocks through the staging tiles cs (§13h)."""
 
     target: Ref
     coords: list[Expr]
-    source: Ref
+    source: Ref | Expr
     reduce: str = ""        # `reduce OP T[c..] <- src`: the TMA reduce operation; "" for a plain store
     reduce_span: Span | None = field(default=None, repr=False, compare=False)
     elements: bool = False  # `T@[r, c]`: coordinates are element indices, not tile indices
     gather: str = ""        # sema: the index tensor of `store X[idx[p], c] <- src` (tile::scatter4)
+    through: Ref | None = None   # `through cs`: the staging tiles of a staged store
+    blocks: int = 0         # sema (staged store): the column blocks the staging box cuts the tile into
 
 
 @dataclass
@@ -378,6 +381,7 @@ class PipelineDecl(Node):
 class SmemDecl(Node):
     name: str
     box: Ref
+    stages: int = 0         # `smem cs[2]: C`: staging tiles of a staged store; 0: one plain buffer
 
 
 @dataclass
@@ -415,7 +419,19 @@ class RoleDecl(Node):
     regs_span: Span | None = field(repr=False, compare=False, default=None)
 
 
-Decl = GridDecl | ClusterDecl | BoxDecl | PipelineDecl | SmemDecl | MbarrierDecl | RoleDecl | PrefetchDecl
+@dataclass
+class AssumeDecl(Node):
+    """`assume C % 64 == 0`: a comparison of integer expressions of the kernel's dims, integer
+    scalars and constants that the kernel takes for granted (§2b); `text` is the comparison as
+    written (before constants are replaced), which the launch-time error quotes."""
+
+    lhs: Expr
+    op: str                      # == != < <= > >=
+    rhs: Expr
+    text: str = ""
+
+
+Decl = GridDecl | ClusterDecl | BoxDecl | PipelineDecl | SmemDecl | MbarrierDecl | RoleDecl | PrefetchDecl | AssumeDecl
 
 
 @dataclass

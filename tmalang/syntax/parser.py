@@ -391,6 +391,22 @@ def _literal_terminals() -> dict[str, str]:
     return {t.name: t.pattern.value for t in _parser().terminals if t.pattern.type == "str"}
 
 
+def _written(source: Source, span: Span, keyword: str) -> tuple[str, Span]:
+    """A declaration's text after its keyword, as written (comments dropped, each run of whitespace
+    one blank), and its span. lark ends a rule's span at its last token that is kept, so a closing
+    parenthesis at the end (`assume C > (M)`) is taken back here, to quote and underline it."""
+    text = source.text
+    lines = text.split("\n")   # lark counts lines by \n
+    def offset(line: int, col: int) -> int:
+        return sum(len(x) + 1 for x in lines[:line - 1]) + col - 1
+    start, end = offset(span.line, span.col) + len(keyword), offset(span.end_line, span.end_col)
+    while text.count("(", start, end) > text.count(")", start, end) and ")" in text[end:]:
+        end = text.index(")", end) + 1
+    line = text.count("\n", 0, end) + 1
+    col = end - text.rfind("\n", 0, end)
+    return " ".join(re.sub(r"//[^\n]*", " ", text[start:end]).split()), Span(source, span.line, span.col, line, col)
+
+
 @v_args(meta=True)
 class _Builder(Transformer):
     """Builds AST nodes; each carries the span lark recorded for its rule."""
@@ -547,6 +563,14 @@ class _Builder(Transformer):
     def prefetch_decl(self, meta, children):
         return ast.PrefetchDecl(self._span(meta), self._ref(children[0]))
 
+    def assume_decl(self, meta, children):
+        lhs, op, rhs = children
+        text, span = _written(self.source, self._span(meta), "assume")
+        return ast.AssumeDecl(span, lhs, op, rhs, text)
+
+    def comparison(self, meta, children):
+        return str(children[0])
+
     def pipeline_decl(self, meta, children):
         name, stages, *fields = children
         peer = fields.pop() if fields and isinstance(fields[-1], tuple) else None
@@ -567,8 +591,8 @@ class _Builder(Transformer):
         return ast.FieldDecl(self._span(meta), str(name), None, (str(dtype), shape), dtype_span=self._tok(dtype))
 
     def smem_decl(self, meta, children):
-        name, box = children
-        return ast.SmemDecl(self._span(meta), str(name), self._ref(box))
+        name, stages, box = children
+        return ast.SmemDecl(self._span(meta), str(name), self._ref(box), 0 if stages is None else self._int(stages))
 
     def mbarrier_decl(self, meta, children):
         name, count = children
@@ -660,12 +684,17 @@ class _Builder(Transformer):
         return exprs, self._span(meta)
 
     def store(self, meta, children):
-        target, (elements, coords), source = children
-        return ast.Store(self._span(meta), self._ref(target), coords, source, elements=elements)
+        target, (elements, coords), source, _, through = children
+        return ast.Store(self._span(meta), self._ref(target), coords, source, elements=elements,
+                         through=self._through(through))
 
     def reduce(self, meta, children):
-        op, target, (elements, coords), source = children
-        return ast.Store(self._span(meta), self._ref(target), coords, source, str(op), self._tok(op), elements)
+        op, target, (elements, coords), source, _, through = children
+        return ast.Store(self._span(meta), self._ref(target), coords, source, str(op), self._tok(op), elements,
+                         through=self._through(through))
+
+    def _through(self, name):
+        return None if name is None else self._ref(name)
 
     def prefetch(self, meta, children):
         box, at, *coords = children

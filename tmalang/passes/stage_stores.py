@@ -1,0 +1,92 @@
+"""stage_stores: every staged store becomes the epilogues, TMA stores and bulk groups it needs.
+
+Requires: lowered IR (a `staged_store` owns its staging buffer: sema gives each staging buffer one
+store statement, §13h).
+Guarantees, for a staged store of B blocks through S staging tiles, block j of every run of the
+statement, in order:
+  - `elect { bulk_wait read=true pending=d-1 }` and `sync scope=role`: the store that last read
+    staging tile j mod S, d groups ago, has finished reading it before any thread overwrites it
+    (each block commits one group, and groups complete in order, so at most d-1 newer groups may
+    stay in flight; the previous run of the statement is the tile's, or the last tile's, blocks);
+  - the block's epilogue (`acc_store`, or `tmem_epilogue` inside a tmem consume) into staging tile
+    j mod S, with the accumulator read j blocks to the right;
+  - `elect { tma_store ...; bulk_commit }` of the block's box, one group per block.
+fence_proxy_writes later puts the proxy fence and role sync between the epilogue and the store.
+Every role with a staged store ends with `elect { bulk_wait read=false pending=0 }`, so no store is
+in flight when the CTA exits. Block j's store overlaps the conversion of the blocks after it (up
+to S-1 of them), and the last S-1 stores of a tile overlap the next tile's mainloop.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir import exprs as ex
+from ..ir import ops
+from ..target.arch import Target
+from .rewrite import rewrite
+
+
+def run(kernel: ops.KernelOp, target: Target) -> None:
+    buffers = ops.decls(kernel, ops.BufferDecl)
+    boxes = ops.decls(kernel, ops.BoxDecl)
+    for role in ops.roles(kernel):
+        if not any(isinstance(o, ops.StagedStore) for o in ops.walk(role.body)):
+            continue
+        role.body = rewrite(role.body, lambda o: _expand(o, buffers, boxes))
+        role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
+
+
+def _expand(o: ops.Op, buffers: dict, boxes: dict) -> list[ops.Op]:
+    if not isinstance(o, ops.StagedStore):
+        return [o]
+    stages = buffers[o.staging].stages
+    columns = boxes[o.box].shape[-1]
+    out: list[ops.Op] = []
+    for j in range(o.blocks):
+        tile = ex.BufferRef(o.staging, ex.Const(j % stages))
+        value = _shifted(o.value, j * columns)
+        epilogue = (ops.TmemEpilogue if _reads_tmem(value) else ops.AccStore)(tile, value, span=o.span)
+        store = ops.TmaStore(o.box, _block_coords(o, j, columns), tile, o.reduce, o.elements, span=o.span)
+        out += [ops.Elect("role", [ops.BulkWait(reuse_distance(j, o.blocks, stages) - 1, True, span=o.span)],
+                          span=o.span),
+                ops.Sync("role", span=o.span),
+                epilogue,
+                ops.Elect("role", [store, ops.BulkCommit(span=o.span)], span=o.span)]
+    return out
+
+
+def reuse_distance(j: int, blocks: int, stages: int) -> int:
+    """How many blocks (bulk groups) ago staging tile j mod S was last stored from: S inside one
+    run of the statement; for its first S blocks, the same tile's last block of the previous run."""
+    if j >= stages:
+        return stages
+    last = max(b for b in range(blocks) if b % stages == j % stages)   # in the previous run
+    return blocks - last + j
+
+
+def _block_coords(o: ops.StagedStore, j: int, columns: int) -> list[ex.Expr]:
+    step = j * columns if o.elements else j
+    return [*o.coords[:-1], o.coords[-1] if step == 0 else ex.add(o.coords[-1], ex.Const(step))]
+
+
+def _reads_tmem(value: ex.Expr) -> bool:
+    return any(isinstance(e, ex.TmemRef) for e in ex.walk(value))
+
+
+def _shifted(value, cols: int):
+    """`value` with its accumulator (register or Tensor Memory) read `cols` columns to the right."""
+    if isinstance(value, (ex.AccRef, ex.TmemRef)):
+        return dataclasses.replace(value, col=value.col + cols)
+    if not dataclasses.is_dataclass(value):
+        return value
+    changes = {f.name: _shifted_field(getattr(value, f.name), cols) for f in dataclasses.fields(value)}
+    return dataclasses.replace(value, **changes)
+
+
+def _shifted_field(v, cols: int):
+    if isinstance(v, tuple):
+        return tuple(_shifted(x, cols) for x in v)
+    if isinstance(v, list):
+        return [_shifted(x, cols) for x in v]
+    return _shifted(v, cols)
