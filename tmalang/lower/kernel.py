@@ -85,6 +85,7 @@ class _Statements:
         self.info = info
         self.slots: dict[str, str] = {}   # slot name -> pipeline name, inside produce/consume
         self.loops = 0
+        self.elected = False               # inside `elect`
         self.accs: set[str] = set()        # accumulators of the role being lowered
         self.split: ex.Expr = ex.Const(1)  # the enclosing tile loop's parts per tile
         self.renamed: dict[str, ex.Expr] = {}   # a `part` steps loop's index: its first step + the count
@@ -205,8 +206,9 @@ class _Statements:
         return [self.int_expr(c) for c in coords]
 
     def _Prefetch(self, s: ast.Prefetch):
-        return ops.TmaPrefetch(self.info.box_for(s.box).name, self.copy_coords(s), elements=s.elements,
-                               gather=s.gather, span=s.span)
+        prefetch = ops.TmaPrefetch(self.info.box_for(s.box).name, self.copy_coords(s), elements=s.elements,
+                                   gather=s.gather, span=s.span)
+        return prefetch if self.elected else ops.Elect("role", [prefetch], span=s.span)   # one thread issues it
 
     def _is_tmem(self, ref) -> bool:
         return (isinstance(ref, ast.Ref) and ref.field is not None and ref.name in self.slots
@@ -250,7 +252,10 @@ class _Statements:
         return ops.Wgmma(s.acc.name, a, self.tile(s.b), s.kn, span=s.span)
 
     def _Elect(self, s):
-        return ops.Elect("role", self.block(s.body), span=s.span)
+        self.elected = True
+        body = self.block(s.body)
+        self.elected = False
+        return ops.Elect("role", body, span=s.span)
 
     def _Turn(self, s):
         return ops.Turn(self.block(s.body), span=s.span)

@@ -12,7 +12,10 @@ statement, in order:
     j mod S, with the accumulator read j blocks to the right;
   - `elect { tma_store ...; bulk_commit }` of the block's box, one group per block.
 fence_proxy_writes later puts the proxy fence and role sync between the epilogue and the store.
-Every role with a staged store ends with `elect { bulk_wait read=false pending=0 }`, so no store is
+A store of an smem tile outside pipelines and `elect` (a bare store, §13) becomes
+`elect { tma_store; bulk_commit; bulk_wait read=true pending=0 }` and `sync scope=role`: the tile
+is free again for every thread once it returns.
+Every role with a staged or bare store ends with `elect { bulk_wait read=false pending=0 }`, so no store is
 in flight when the CTA exits. Block j's store overlaps the conversion of the blocks after it (up
 to S-1 of them), and the last S-1 stores of a tile overlap the next tile's mainloop.
 """
@@ -24,22 +27,52 @@ import dataclasses
 from ..ir import exprs as ex
 from ..ir import ops
 from ..target.arch import Target
-from .rewrite import rewrite
 
 
 def run(kernel: ops.KernelOp, target: Target) -> None:
     buffers = ops.decls(kernel, ops.BufferDecl)
     boxes = ops.decls(kernel, ops.BoxDecl)
     for role in ops.roles(kernel):
-        if not any(isinstance(o, ops.StagedStore) for o in ops.walk(role.body)):
-            continue
-        role.body = rewrite(role.body, lambda o: _expand(o, buffers, boxes))
-        role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
+        derived = _Derived(buffers, boxes)
+        role.body = derived.region(role.body, in_block=False)
+        if derived.stores:
+            role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
 
 
-def _expand(o: ops.Op, buffers: dict, boxes: dict) -> list[ops.Op]:
-    if not isinstance(o, ops.StagedStore):
-        return [o]
+class _Derived:
+    """One role's walk: staged stores and bare stores outside pipelines become their protocol."""
+
+    def __init__(self, buffers: dict, boxes: dict):
+        self.buffers, self.boxes, self.stores = buffers, boxes, 0
+
+    def region(self, region: list[ops.Op], in_block: bool) -> list[ops.Op]:
+        out: list[ops.Op] = []
+        for o in region:
+            for r in o.regions():
+                r[:] = self.region(r, in_block or isinstance(o, _BLOCKS))
+            if isinstance(o, ops.StagedStore):
+                self.stores += 1
+                out += _expand(o, self.buffers, self.boxes)
+            elif isinstance(o, ops.TmaStore) and not in_block:
+                self.stores += 1
+                out += _bare(o)
+            else:
+                out.append(o)
+        return out
+
+
+# Inside these, stores are the pipeline's (expand_pipelines, order_slot_release) or the user's (elect).
+_BLOCKS = (ops.Elect, ops.Produce, ops.Consume)
+
+
+def _bare(o: ops.TmaStore) -> list[ops.Op]:
+    """A store of an smem tile outside pipelines and `elect`: one thread issues it as a bulk group
+    and waits until it has read the tile, and the role syncs, so no thread rewrites the tile under it."""
+    return [ops.Elect("role", [o, ops.BulkCommit(span=o.span), ops.BulkWait(0, True, span=o.span)], span=o.span),
+            ops.Sync("role", span=o.span)]
+
+
+def _expand(o: ops.StagedStore, buffers: dict, boxes: dict) -> list[ops.Op]:
     stages = buffers[o.staging].stages
     columns = boxes[o.box].shape[-1]
     out: list[ops.Op] = []

@@ -30,9 +30,6 @@ def check_prefetch(info: KernelInfo, s: ast.Prefetch, scope: Scope) -> None:
     offsets.check_prefetch(box, s)
     if scope.pipeline is not None:
         _in_block(s)
-    if not scope.elected:
-        raise error("E450", f"TMA prefetch issued by every thread of role '{scope.role.name}'", s.span,
-                    "wrap it in `elect { ... }` so that one thread issues it")
     if box.pair:
         raise error("E452", f"box '{box.name}' is a pair box, whose tensor map covers half of its rows", s.span,
                     "declare a second box over the tensor for the prefetch")

@@ -44,11 +44,25 @@ def check(info: KernelInfo, s: ast.Store, scope, store_rules) -> None:
     if s.gather:
         raise error("E593", "a staged store writes boxes at tile or element coordinates, not scattered rows", s.span)
     store_rules(info, s, tile, scope)
+    _tiles_need_one_block(info, s, blocks, scope)
     for j in range(blocks):
         target = StagingRef(s.through.span, buffer.name)
         value = s.source if blocks == 1 else _in_block(s.source, j, scope)
         mma.check_acc_assign(info, ast.Assign(s.span, target, value), scope)
     s.blocks = blocks
+
+
+def _tiles_need_one_block(info: KernelInfo, s: ast.Store, blocks: int, scope) -> None:
+    """An epilogue reads a row vector or residual tile in the target's columns, which are the
+    block's: the same tile cannot serve every block, so tiles join a staged store of one block."""
+    if blocks == 1:
+        return
+    for r in ast.refs(s.source):
+        local = r.name in scope.accs or r.name in scope.rows or r.field is not None and _is_accumulator(r, scope)
+        if not local and (r.field is not None or isinstance(info.symbols.get(r.name), SmemBuffer)):
+            raise error("E594", f"'{r.text()}' is a tile, and this staged store writes {blocks} blocks: an "
+                        "epilogue reads a tile in the columns of the block it writes", r.span,
+                        "stage the whole tile in one block: a staging box of the tile's shape")
 
 
 def _staging(info: KernelInfo, s: ast.Store) -> SmemBuffer:

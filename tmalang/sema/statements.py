@@ -239,9 +239,7 @@ def _store(info: KernelInfo, s: ast.Store, scope: Scope) -> None:
     box = info.box_for(s.target)
     tile = tile_ref(info, s.source, scope, strided_ok=True)
     _same_tile(box, tile, s.span)
-    _store_rules(info, s, box, scope)
-    if scope.pipeline is None:
-        _require_elected(s, scope, "TMA reduce" if s.reduce else "TMA store")
+    _store_rules(info, s, box, scope)   # outside pipelines and elect: the compiler elects it (stage_stores)
 
 
 def _store_rules(info: KernelInfo, s: ast.Store, box: Box, scope: Scope) -> None:
