@@ -260,7 +260,7 @@ def test_explain_shows_both_positions_and_one_phase_of_bytes():
     rows = {line.split()[0]: line for line in blocksum_kernel(4).explain().splitlines() if line.startswith("ring.")}
     assert rows["ring.full"].split()[1:4] == ["4", "1", "16384"]
     assert " ".join(rows["ring.full"].split()[4:]) == "worker ((%ring.get / 4) & 1) worker"
-    assert " ".join(rows["ring.empty"].split()[4:]) == "worker (((%ring.put / 4) & 1) ^ 1) worker"
+    assert " ".join(rows["ring.empty"].split()[4:]) == "worker (1 - ((%ring.put / 4) & 1)) worker"
 
 
 # ---- the H100 ---------------------------------------------------------------------------------------

@@ -201,5 +201,12 @@ def parity_of(counter: Expr, stages: int) -> Expr:
     return Bin("&", Bin("/", counter, Const(stages)), Const(1))
 
 
+def other_parity(parity: Expr) -> Expr:
+    """1 - parity: the other phase parity of a 0/1 value. Written with `-` rather than `^` because
+    it is what --explain and the docs show, and the language's integer expressions (§18), in
+    which a user writes the explicit layer's waits, have no `^`. LLVM emits the same code."""
+    return Bin("-", Const(1), parity)
+
+
 def stage_of(counter: Expr, stages: int) -> Expr:
     return Bin("%", counter, Const(stages))

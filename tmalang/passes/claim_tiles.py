@@ -15,7 +15,7 @@ I the loop's index and the vals of the static walk before the loop (lower_tile_w
     loop count=I {
       val %I.slot = I mod 2,  val %I.round = (I / 2) & 1
       elect role {                                   the claimer only: the first role that walks
-        mbar_wait @claims.empty[slot] parity=round ^ 1   the slot's previous claim was read by all
+        mbar_wait @claims.empty[slot] parity=1 - round   the slot's previous claim was read by all
         tile_claim slot=@claims.queue[slot] tiles=%I.tiles      atom.global.add, st.shared
         mbar_arrive @claims.full[slot]               release: the claim is in the slot
       }
@@ -138,7 +138,7 @@ def _lower(kernel: ops.KernelOp, o: ops.ForTiles, claimer: bool) -> list[ops.Op]
     if claimer:
         claim = _cancel_claim(o, at(QUEUE)) if _cancels(kernel) else [ops.TileClaim(at(QUEUE), var("tiles"), span=span)]
         head.append(ops.Elect("role", [
-            ops.MbarWait(at(EMPTY), ex.Bin("^", var("round"), ex.Const(1)), span=span),
+            ops.MbarWait(at(EMPTY), ex.other_parity(var("round")), span=span),
             *claim,
             ops.MbarArrive(at(FULL), span=span),
         ], span=span))

@@ -148,7 +148,7 @@ def _slot(p: ops.PipelineDecl, at: ex.Var, name: str, span) -> ops.Let:
 
 def _wait_free(p: ops.PipelineDecl, at: ex.Var, name: str, span) -> ops.MbarWait:
     """The producer waits until the consumer released stage `name` (its first pass is free)."""
-    parity = ex.Bin("^", ex.parity_of(at, p.stages), ex.Const(1))
+    parity = ex.other_parity(ex.parity_of(at, p.stages))
     return ops.MbarWait(ex.BufferRef(f"{p.symbol}.empty", ex.Var(name)), parity, span=span)
 
 
