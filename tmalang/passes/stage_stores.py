@@ -13,8 +13,9 @@ statement, in order:
   - `elect { tma_store ...; bulk_commit }` of the block's box, one group per block.
 fence_proxy_writes later puts the proxy fence and role sync between the epilogue and the store.
 A store of an smem tile outside pipelines and `elect` (a bare store, §13) becomes
-`elect { tma_store; bulk_commit; bulk_wait read=true pending=0 }` and `sync scope=role`: the tile
-is free again for every thread once it returns.
+`elect { tma_store; bulk_commit }`, and before the first later thread write into that tile (along
+every path, around loops: the next iteration's rewrite too) come `elect { bulk_wait read=true
+pending=0 }` and `sync scope=role`, so the store has read the tile before any thread rewrites it.
 Every role with a staged or bare store ends with `elect { bulk_wait read=false pending=0 }`, so no store is
 in flight when the CTA exits. Block j's store overlaps the conversion of the blocks after it (up
 to S-1 of them), and the last S-1 stores of a tile overlap the next tile's mainloop.
@@ -34,42 +35,71 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
     boxes = ops.decls(kernel, ops.BoxDecl)
     for role in ops.roles(kernel):
         derived = _Derived(buffers, boxes)
-        role.body = derived.region(role.body, in_block=False)
+        role.body, _ = derived.region(role.body, in_block=False)
         if derived.stores:
             role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
 
 
 class _Derived:
-    """One role's walk: staged stores and bare stores outside pipelines become their protocol."""
+    """One role's walk: staged stores and bare stores outside pipelines become their protocol.
+
+    A bare store leaves its source tile `pending` (the TMA engine may still read it) until a
+    `bulk_wait read` covers it; the walk carries that set forward, around loops to a fixpoint
+    (a store at the end of an iteration is pending at the next one's start), and puts the wait
+    and a role sync before the first thread write into a pending tile."""
 
     def __init__(self, buffers: dict, boxes: dict):
         self.buffers, self.boxes, self.stores = buffers, boxes, 0
 
-    def region(self, region: list[ops.Op], in_block: bool) -> list[ops.Op]:
+    def region(self, region: list[ops.Op], in_block: bool, pending: frozenset = frozenset(),
+               emit: bool = True) -> tuple[list[ops.Op], frozenset]:
         out: list[ops.Op] = []
         for o in region:
-            for r in o.regions():
-                r[:] = self.region(r, in_block or isinstance(o, _BLOCKS))
+            if _written(o) in pending:
+                out += [ops.Elect("role", [ops.BulkWait(0, True, span=o.span)], span=o.span), ops.Sync("role", span=o.span)]
+                pending = frozenset()
+            if isinstance(o, ops.Elect) and any(isinstance(x, ops.BulkWait) and x.pending == 0 for x in o.body):
+                pending = frozenset()      # the user's own wait (explicit layer) covers every store
+            pending = self.nested(o, in_block or isinstance(o, _BLOCKS), pending, emit)
             if isinstance(o, ops.StagedStore):
-                self.stores += 1
-                out += _expand(o, self.buffers, self.boxes)
+                out += _expand(o, self.buffers, self.boxes) if emit else [o]
+                self.stores += emit
             elif isinstance(o, ops.TmaStore) and not in_block:
-                self.stores += 1
-                out += _bare(o)
+                out.append(ops.Elect("role", [o, ops.BulkCommit(span=o.span)], span=o.span) if emit else o)
+                pending |= {o.source.name}
+                self.stores += emit
             else:
                 out.append(o)
-        return out
+        return out, pending
+
+    def nested(self, o: ops.Op, in_block: bool, pending: frozenset, emit: bool) -> frozenset:
+        """The pending set after `o`'s regions, rewriting them when `emit`; a loop's body starts
+        with what is pending before the loop or at the end of an iteration, and may run no time."""
+        for r in o.regions():
+            head = pending
+            if isinstance(o, _LOOPS):
+                while True:
+                    _, end = self.region(list(r), in_block, head, emit=False)
+                    if end <= head:
+                        break
+                    head = head | end
+            body, end = self.region(r, in_block, head, emit)
+            if emit:
+                r[:] = body
+            pending = head | end if isinstance(o, (*_LOOPS, ops.If)) else end
+        return pending
 
 
 # Inside these, stores are the pipeline's (expand_pipelines, order_slot_release) or the user's (elect).
 _BLOCKS = (ops.Elect, ops.Produce, ops.Consume)
+_LOOPS = (ops.ForRange, ops.ForTiles, ops.ForStep, ops.Loop)
+_WRITES = (ops.TileAssign, ops.AccStore, ops.TmemEpilogue, ops.RowAssign)
 
 
-def _bare(o: ops.TmaStore) -> list[ops.Op]:
-    """A store of an smem tile outside pipelines and `elect`: one thread issues it as a bulk group
-    and waits until it has read the tile, and the role syncs, so no thread rewrites the tile under it."""
-    return [ops.Elect("role", [o, ops.BulkCommit(span=o.span), ops.BulkWait(0, True, span=o.span)], span=o.span),
-            ops.Sync("role", span=o.span)]
+def _written(o: ops.Op) -> str | None:
+    """The smem tile a thread op writes, if any."""
+    dest = getattr(o, "dest", None) if isinstance(o, _WRITES) else None
+    return dest.name if isinstance(dest, ex.BufferRef) else None
 
 
 def _expand(o: ops.StagedStore, buffers: dict, boxes: dict) -> list[ops.Op]:
