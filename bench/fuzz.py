@@ -4,8 +4,9 @@
 
 Each mutant is an example with one to three edits (`mutate`): token edits (delete, duplicate,
 swap, replace a number or a name), integer edits in context (stages, box sizes, dims, chunk
-sizes, warp ranges, cluster sizes, register budgets), swizzle edits, and statement edits
-(remove or duplicate a line). Mutant i of seed S is the same on every machine, so a finding is
+sizes, warp ranges, cluster sizes, register budgets), swizzle edits, statement edits
+(remove or duplicate a line) and block edits (move a whole statement or block before another, in
+its role or another role: a reordering across roles). Mutant i of seed S is the same on every machine, so a finding is
 replayed with `--only i --seed S`.
 
 Every mutant runs in a worker process with a time limit (a run past it is a hang) and ends in
@@ -136,11 +137,47 @@ def _line_edit(text: str, rng: random.Random) -> str:
     return "\n".join(lines)
 
 
+def _statements(lines: list[str]) -> list[tuple[int, int]]:
+    """(first, last + 1) line ranges of the statements inside roles: one balanced line, or a line
+    that opens a block (a produce/consume/loop/turn/elect block) through the line that closes it."""
+    out, depth, stack = [], 0, []
+    for i, line in enumerate(lines):
+        code = re.sub(r"//.*", "", line)
+        opens, closes = code.count("{"), code.count("}")
+        if depth >= 2 and code.strip() and opens == closes and not code.strip().startswith(("role", "kernel")):
+            out.append((i, i + 1))
+        if opens > closes and depth >= 2:
+            stack.append(i)
+        depth += opens - closes
+        if closes > opens and stack and depth >= 2:
+            out.append((stack.pop(), i + 1))
+    return out
+
+
+def _block_edit(text: str, rng: random.Random) -> str:
+    """Move one statement (a whole block with everything in it) before another statement, in the
+    same role or another one, or swap it with the next: the reorderings whose protocol the
+    compiler derives and checks across roles (a wait cycle, a store moved past a reduce)."""
+    lines = text.split("\n")
+    stmts = _statements(lines)
+    if len(stmts) < 2:
+        return text
+    first, last = rng.choice(stmts)
+    moved = lines[first:last]
+    rest = lines[:first] + lines[last:]
+    targets = [a - (last - first if a >= last else 0) for a, b in stmts if a >= last or b <= first]
+    if not targets:
+        return text
+    at = rng.choice(targets)
+    return "\n".join(rest[:at] + moved + rest[at:])
+
+
 def _blank_comments(text: str) -> str:
     return re.sub(r"//[^\n]*", lambda m: " " * len(m.group()), text)
 
 
-EDITS = [_token_edit, _int_edit, _int_edit, _int_edit, _int_edit, _swizzle_edit, _line_edit, _line_edit]
+EDITS = [_token_edit, _int_edit, _int_edit, _int_edit, _int_edit, _swizzle_edit, _line_edit, _line_edit, _block_edit,
+         _block_edit]
 
 
 def mutate(text: str, rng: random.Random, edits: int | None = None) -> str:
