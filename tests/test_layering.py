@@ -22,7 +22,7 @@ ALLOWED = {
     "cache": set(),        # the CLI reads it before loading the compiler
     "version": set(),
     "target": {"diagnostics"},
-    "syntax": {"diagnostics", "target"},
+    "syntax": {"diagnostics", "target", "cache"},   # the parser's pickles, read with the cache's owner checks
     "ir": {"diagnostics", "target"},
     "contract": {"diagnostics", "target"},
     "sema": {"diagnostics", "target", "syntax"},

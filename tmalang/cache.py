@@ -164,13 +164,44 @@ def _read_entry(entry: Path) -> dict[str, bytes] | None:
     return files
 
 
-def _read_regular(path: Path) -> bytes:
-    """The bytes of `path` if it is a regular file (not a link, FIFO, device or directory)."""
+def read_own_file(path: str | os.PathLike) -> bytes | None:
+    """The bytes of `path` if this user may trust them, else None (absent, a link, not a regular
+    file, another user's, or writable by group or others, who could have put anything there).
+    What a pickle must be before it is unpickled, since unpickling runs whatever the file says.
+    The checks are made on the opened file, so the file read is the file checked."""
+    try:
+        return _read_regular(Path(path), own=True)
+    except OSError:
+        return None
+
+
+def write_own_file(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` at `path`, readable by this user alone (0600), whole or not at all: a reader
+    never sees half of it. A folder that cannot be written is no error (the cache is optional)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, staged = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")   # mode 0600
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(staged, path)
+    except OSError:
+        Path(staged).unlink(missing_ok=True)
+
+
+def _read_regular(path: Path, own: bool = False) -> bytes:
+    """The bytes of `path` if it is a regular file (not a link, FIFO, device or directory), and
+    with `own`, this user's and writable by no one else."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
             raise OSError(f"{path} is not a regular cache file")
+        if own and (info.st_uid != os.getuid() or info.st_mode & 0o022):
+            raise OSError(f"{path} is not this user's alone")
         with os.fdopen(fd, "rb", closefd=False) as f:
             return f.read(MAX_FILE_BYTES + 1)
     finally:

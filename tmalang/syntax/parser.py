@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import os
 import pickle
 import re
-import stat
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from lark.lexer import BasicLexer, ContextualLexer, PatternRE, PatternStr, Termi
 from lark.parse_tree_builder import ParseTreeBuilder
 from lark.parsers.lalr_analysis import Shift
 
+from ..cache import default_root, read_own_file, write_own_file
 from ..diagnostics import Source, Span, error
 from . import ast
 from .bindings import check_default
@@ -33,14 +33,41 @@ def grammar_path(name: str) -> Path:
     return packaged if packaged.is_file() else package.parent / "grammar" / name
 
 
+_LARK_OPTIONS = {"parser": "lalr", "propagate_positions": True, "maybe_placeholders": True}
+
+
 @functools.cache
 def _parser() -> lark.Lark:
-    """lark's parser, built at most once per process (from lark's cache; a fresh build takes
-    ~0.5 s) and only when needed: for a syntax error's message, and to make the parse tables."""
+    """lark's parser, made at most once per process and only when needed: for a syntax error's
+    message, and to make the parse tables. It is kept in tmalang's cache folder beside the tables
+    (a fresh build takes 0.1-0.5 s, a load 15 ms) and loaded only when the file is the user's own.
+    Not lark's `cache=True`: that unpickles whatever file has a predictable name in the shared temp
+    folder, so another user could plant one and run code as whoever makes a typo."""
     text = grammar_path("tmalang.lark").read_text()
-    parser = lark.Lark(text, parser="lalr", propagate_positions=True, maybe_placeholders=True, cache=True)
+    path = _lark_file(text)
+    parser = _load_lark(path) if path is not None else None
+    if parser is None:
+        parser = lark.Lark(text, **_LARK_OPTIONS)
+        if path is not None:
+            saved = io.BytesIO()
+            parser.save(saved)
+            write_own_file(path, saved.getvalue())
     _scan_terminal_by_terminal(parser)
     return parser
+
+
+def _lark_file(grammar: str) -> Path | None:
+    return _cache_file("parser-lark", grammar, repr(sorted(_LARK_OPTIONS.items())))
+
+
+def _load_lark(path: Path) -> lark.Lark | None:
+    data = read_own_file(path)
+    if data is None:
+        return None
+    try:
+        return lark.Lark.load(io.BytesIO(data))
+    except Exception:   # damaged (whatever unpickling says): built anew
+        return None
 
 
 # ---- lexing without a regex per parser state
@@ -205,15 +232,18 @@ class _Tables:
 
 
 def _tables_file(grammar: str) -> Path | None:
-    """The pickle's place, in tmalang's cache folder as tmalang/cache.py finds it (TMALANG_CACHE_DIR,
-    else $XDG_CACHE_HOME/tmalang, else ~/.cache/tmalang; beside its entries, which are two-letter
-    folders), named by everything the tables depend on; None under TMALANG_CACHE=0."""
+    return _cache_file("parser", grammar, str(_TABLES_FORMAT))
+
+
+def _cache_file(kind: str, grammar: str, form: str) -> Path | None:
+    """A parser pickle's place, in tmalang's cache folder as tmalang/cache.py finds it
+    (TMALANG_CACHE_DIR, else $XDG_CACHE_HOME/tmalang, else ~/.cache/tmalang; beside its entries,
+    which are two-letter folders), named by everything the pickle depends on; None under
+    TMALANG_CACHE=0."""
     if os.environ.get("TMALANG_CACHE", "1") == "0":
         return None
-    key = hashlib.sha256("\0".join([grammar, lark.__version__, sys.version, str(_TABLES_FORMAT)]).encode())
-    home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    root = os.environ.get("TMALANG_CACHE_DIR") or Path(home) / "tmalang"
-    return Path(root) / f"parser-{key.hexdigest()[:24]}.pickle"
+    key = hashlib.sha256("\0".join([grammar, lark.__version__, sys.version, form]).encode())
+    return default_root() / f"{kind}-{key.hexdigest()[:24]}.pickle"
 
 
 @functools.cache
@@ -223,32 +253,16 @@ def _tables() -> _Tables:
     path = _tables_file(grammar_path("tmalang.lark").read_text())
     if path is None:
         return _Tables.of(_parser()).prepare()
+    data = read_own_file(path)   # another user's file, or one others may write, is never unpickled
     try:
-        info = path.lstat()
-        if stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022:
-            tables = pickle.loads(path.read_bytes())
-            if isinstance(tables, _Tables):
-                return tables.prepare()
-    except Exception:   # missing or damaged (whatever unpickling says): built anew below
+        tables = pickle.loads(data) if data is not None else None
+        if isinstance(tables, _Tables):
+            return tables.prepare()
+    except Exception:   # damaged (whatever unpickling says): built anew below
         pass
     tables = _Tables.of(_parser())
-    _keep(tables, path)
+    write_own_file(path, pickle.dumps(tables, protocol=pickle.HIGHEST_PROTOCOL))
     return tables.prepare()
-
-
-def _keep(tables: _Tables, path: Path) -> None:
-    """Write the pickle (the user's alone) whole or not at all: a reader never sees half of it."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, staged = tempfile.mkstemp(dir=path.parent, prefix=".parser-")   # mode 0600
-    except OSError:
-        return
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(pickle.dumps(tables, protocol=pickle.HIGHEST_PROTOCOL))
-        os.replace(staged, path)
-    except OSError:
-        Path(staged).unlink(missing_ok=True)
 
 
 def _fast_tree(text: str) -> lark.Tree | None:
