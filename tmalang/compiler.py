@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from llvmlite import ir as llir
 
-from .backend import codegen, llvm_to_ptx, ptxas, timeline_codegen, watchdog_codegen
+from .backend import assumptions, codegen, llvm_to_ptx, ptxas, timeline_codegen, watchdog_codegen
 from .contract.manifest import GridSpec, Manifest, ScalarArg, TensorArg
 from .contract.watchdog import enabled_by_default as watchdog_enabled_by_default
 from .diagnostics import TmalangError, error
@@ -196,4 +196,5 @@ def build_manifest(kernel: ops.KernelOp, arch: str, grid: GridSpec) -> Manifest:
         elif isinstance(o, ops.ScalarDecl):
             args.append(ScalarArg(o.symbol, o.dtype))
     return Manifest(kernel.symbol, arch, tuple(args), tuple(codegen.ptx_params(kernel)), kernel.threads,
-                    kernel.smem_bytes, grid, cluster=(kernel.cluster, 1, 1))
+                    kernel.smem_bytes, grid, cluster=(kernel.cluster, 1, 1),
+                    assumptions=assumptions.manifest_assumptions(kernel))

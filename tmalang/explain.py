@@ -3,7 +3,8 @@
 Barrier table (name, stages, arrivals per phase, tx bytes, who waits with which parity, who
 arrives), the smem map, and roles → warps/threads/register budget; where a kernel has them, L2
 prefetches, peer pushes, im2col walks, panelled boxes (each copy's panels) and the named
-barriers of the roles whose warpgroups take turns, and a dynamic tile loop's claims.
+barriers of the roles whose warpgroups take turns, a dynamic tile loop's claims, and the
+assumptions every launch must satisfy.
 """
 
 from __future__ import annotations
@@ -37,7 +38,14 @@ def explain(kernel: ops.KernelOp, target: Target, grid: GridSpec | None = None) 
     lines += _im2col(kernel)
     lines += _panels(kernel)
     lines += _claims(kernel)
+    lines += _assumptions(kernel)
     return "\n".join(lines) + "\n"
+
+
+def _assumptions(kernel: ops.KernelOp) -> list[str]:
+    """The kernel's `assume` lines (§2b): the launch refuses arguments that break one (E219)."""
+    rows = [f"  {o.text}" for o in kernel.body if isinstance(o, ops.AssumeDecl)]
+    return ["", "assumptions (every launch must satisfy them, or it is refused: E219):", *rows] if rows else []
 
 
 def _split(grid: GridSpec | None) -> list[str]:

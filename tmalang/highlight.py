@@ -25,7 +25,7 @@ from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation
 # expects of a keyword.
 KEYWORDS = {
     "declaration": ("kernel", "grid", "cluster", "cta_group", "box", "bulk", "im2col", "pipeline",
-                    "smem", "mbarrier", "tmem", "role", "accumulator", "row"),
+                    "smem", "mbarrier", "tmem", "role", "accumulator", "row", "assume"),
     "control": ("for", "in", "as", "produce", "consume", "elect", "turn"),
     "statement": ("mma", "load", "store", "reduce", "prefetch", "expect_tx", "arrive", "wait",
                   "fence", "sync", "commit_group", "wait_group"),
@@ -174,7 +174,7 @@ def _literal_rules() -> list:
 def _punctuation_rules() -> list:
     """Operators before punctuation, so `<-` is one arrow and not a `<`."""
     return [
-        ("operator", r"->|<-|\.\.|[-+*/%&=@]", "keyword.operator"),
+        ("operator", r"->|<-|==|!=|<=|>=|\.\.|[-+*/%&=@]", "keyword.operator"),
         ("comma", r",", "punctuation.separator.comma"),
         ("colon", r":", "punctuation.separator.colon"),
         ("accessor", r"\.", "punctuation.accessor"),

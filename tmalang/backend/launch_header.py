@@ -33,6 +33,7 @@ import json
 import re
 
 from ..contract import watchdog as watchdog_layout
+from . import assumptions
 from ..contract.manifest import (
     BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, Manifest, ScalarParam, TensorArg, TensorMapParam,
 )
@@ -123,6 +124,7 @@ def render(manifest: Manifest, source: str, kernel: ops.KernelOp | None = None, 
     )
     env.filters["field"] = field_name
     env.filters["cpp_string"] = cpp_string
+    env.filters["comment"] = comment_text
     template = env.get_template("launch.h.j2")
     tensors = [a for a in manifest.args if isinstance(a, TensorArg)]
     dims: dict[str, list] = {}
@@ -148,7 +150,7 @@ def render(manifest: Manifest, source: str, kernel: ops.KernelOp | None = None, 
             getattr(p, "box", None) or getattr(p, "symbol", None) or p.name))
     return template.render(
         m=manifest, source=comment_text(source), cubin=cubin, cubin_lines=cubin_lines(cubin) if cubin else [],
-        watchdog=watchdog_description(manifest),
+        watchdog=watchdog_description(manifest), assumptions=assumptions.cpp_checks(manifest, field_name, cpp_string),
         capability=target_named(manifest.arch).compute_capability,
         counter=any(isinstance(p, CounterParam) for p in manifest.ptx_params), tensors=tensors, dims=dims, literal_dims=literal_dims,
         maps=[p for p in manifest.ptx_params if isinstance(p, TensorMapParam)],

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..target import dtypes, tma
+from . import assumptions
 from .arrays import array_view, is_array_like
 from .manifest import BulkParam, DimParam, Manifest, ScalarArg, TensorArg, TensorMapParam
 from .errors import (
@@ -71,6 +72,7 @@ def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None,
         else:
             scalars[spec.name] = _bind_scalar(spec, value)
     symbols.check_complete()
+    assumptions.check(manifest, symbols.values, scalars)   # what the kernel takes for granted, first
     _check_tile_count(manifest, symbols.values, scalars)
     _check_bulk_chunks(manifest, views)
     _check_interleave(manifest, views)

@@ -32,6 +32,8 @@ E216  a written array whose elements overlap in memory (e.g. `as_strided` rows t
 E217  the device cannot run the kernel's target (an sm_100a kernel on an sm_90 GPU, ...)
 E218  the watchdog fired: a warp waited on an mbarrier phase longer than the timeout (the kernel
       hung); names every reported wait; the device's context was reset
+E219  a kernel assumption (`assume C % 64 == 0`) does not hold for the bound dims and scalars;
+      points at the `assume` line, quotes it and names the values (contract/assumptions.py)
 
 E485  an im2col box's pixel box is empty along a spatial dim of the bound tensor (it runs from
       `lower` to dim - 1 + `upper`; cuTensorMapEncodeIm2col refuses an empty one)
@@ -60,6 +62,7 @@ GRID = "E215"
 OVERLAP = "E216"
 WRONG_TARGET = "E217"
 WATCHDOG = "E218"
+ASSUMPTION = "E219"
 
 
 class LaunchError(TmalangError):

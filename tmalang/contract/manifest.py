@@ -168,6 +168,31 @@ class EventSite:
 
 
 @dataclass(frozen=True)
+class Assumption:
+    """An `assume` of the kernel (§2b), which every launch must satisfy before it runs: `lhs
+    compare rhs`. Each side is a tree: an int, a name (a dim or an integer scalar argument), or
+    (op, a, b) for + - * / % & min max and ("neg", a), computed in 64-bit signed integers, `/`
+    and `%` truncating toward zero (contract/assumptions.py evaluates it). `written` is the
+    comparison as the source has it; file, line, col, end_col and text (the source line) place the
+    caret of the launch error."""
+
+    written: str
+    lhs: int | str | tuple
+    compare: str                    # == != < <= > >=
+    rhs: int | str | tuple
+    file: str
+    line: int
+    col: int
+    end_col: int
+    text: str
+
+
+def _tree(value):
+    """A side read back from JSON: lists become tuples again."""
+    return tuple(_tree(v) for v in value) if isinstance(value, list) else value
+
+
+@dataclass(frozen=True)
 class Manifest:
     kernel: str                     # entry name in the PTX
     arch: str                       # e.g. "sm_90a"
@@ -180,6 +205,7 @@ class Manifest:
     extra: dict = field(default_factory=dict)
     waits: tuple[WaitSite, ...] = ()   # the watchdog's wait sites; empty when compiled without it
     events: tuple[EventSite, ...] = ()   # the timeline's event sites; empty when compiled without it
+    assumptions: tuple[Assumption, ...] = ()   # the kernel's `assume` lines, checked at every launch
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -193,6 +219,8 @@ class Manifest:
             del data["waits"]
         if not self.events:  # or without the timeline
             del data["events"]
+        if not self.assumptions:   # or without assumptions
+            del data["assumptions"]
         return data
 
     @staticmethod
@@ -219,4 +247,6 @@ class Manifest:
             extra=data.get("extra", {}),
             waits=tuple(WaitSite(**w) for w in data.get("waits", ())),
             events=tuple(EventSite(**e) for e in data.get("events", ())),
+            assumptions=tuple(Assumption(**{**a, "lhs": _tree(a["lhs"]), "rhs": _tree(a["rhs"])})
+                              for a in data.get("assumptions", ())),
         )

@@ -144,6 +144,81 @@ inline Error validate(const Tensor& t, uint64_t itemsize, const char* name) {
   return {};
 }
 
+// ---- kernel assumptions (`assume C % 64 == 0`; E219 in the Python runtime, contract/assumptions.py)
+//
+// An assumption's sides compute in 64-bit signed integers, `/` and `%` truncating. An operation
+// that divides by zero or whose value leaves 64 bits gives 0 and is noted (the first one, in the
+// order the generated steps run, which is the Python runtime's), and the assumption fails.
+
+struct Trouble {
+  const char* where = nullptr;   // the operation's text
+  const char* what = nullptr;    // "divides by zero" or "overflows 64 bits"
+};
+
+inline int64_t assumed_trouble(Trouble* trouble, const char* where, const char* what) {
+  if (trouble->where == nullptr) {
+    trouble->where = where;
+    trouble->what = what;
+  }
+  return 0;
+}
+
+inline int64_t assumed_add(int64_t a, int64_t b, const char* where, Trouble* trouble) {
+  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return assumed_trouble(trouble, where, "overflows 64 bits");
+  return a + b;
+}
+
+inline int64_t assumed_sub(int64_t a, int64_t b, const char* where, Trouble* trouble) {
+  if ((b < 0 && a > INT64_MAX + b) || (b > 0 && a < INT64_MIN + b)) return assumed_trouble(trouble, where, "overflows 64 bits");
+  return a - b;
+}
+
+inline int64_t assumed_mul(int64_t a, int64_t b, const char* where, Trouble* trouble) {
+  if (a == 0 || b == 0) return 0;
+  const bool over = a > 0 ? (b > 0 ? a > INT64_MAX / b : b < INT64_MIN / a) : (b > 0 ? a < INT64_MIN / b : b < INT64_MAX / a);
+  return over ? assumed_trouble(trouble, where, "overflows 64 bits") : a * b;
+}
+
+inline int64_t assumed_neg(int64_t a, const char* where, Trouble* trouble) {
+  return a == INT64_MIN ? assumed_trouble(trouble, where, "overflows 64 bits") : -a;
+}
+
+inline int64_t assumed_quotient(int64_t a, int64_t b, const char* where, Trouble* trouble) {
+  if (b == 0) return assumed_trouble(trouble, where, "divides by zero");
+  if (a == INT64_MIN && b == -1) return assumed_trouble(trouble, where, "overflows 64 bits");
+  return a / b;
+}
+
+inline int64_t assumed_remainder(int64_t a, int64_t b, const char* where, Trouble* trouble) {
+  if (b == 0) return assumed_trouble(trouble, where, "divides by zero");
+  return b == -1 ? 0 : a % b;   // INT64_MIN % -1 is 0, though C leaves it undefined
+}
+
+struct Bound {
+  const char* name;
+  int64_t value;
+};
+
+// The Error of an assumption that does not hold, in the Python runtime's words: the message quotes
+// it and names the bound values; the note is the trouble, or else the value of each side that is
+// an operation (its text; null for a side that is a name or a literal).
+inline Error assumption_failed(const char* kernel, const char* written, const Bound* bound, int count,
+                               const Trouble& trouble, const char* lhs_text, int64_t lhs, const char* rhs_text,
+                               int64_t rhs) {
+  std::string message = std::string("kernel '") + kernel + "' assumes " + written + ", but ";
+  for (int i = 0; i < count; ++i)
+    message += (i ? ", " : "") + std::string(bound[i].name) + " = " + std::to_string(bound[i].value);
+  Error e = fail(CUDA_ERROR_INVALID_VALUE, message.c_str());
+  auto note = [&e](const std::string& text) { e.notes += (e.notes.empty() ? "note: " : "\nnote: ") + text; };
+  if (trouble.where != nullptr) {
+    note(std::string(trouble.where) + " " + trouble.what);
+    return e;
+  }
+  if (lhs_text != nullptr) note(std::string(lhs_text) + " = " + std::to_string(lhs));
+  if (rhs_text != nullptr) note(std::string(rhs_text) + " = " + std::to_string(rhs));
+  return e;
+}
+
 // Encodes a tiled tensor map; tmalang's outermost-first order becomes the driver's innermost-first.
 inline Error encode_tiled(CUtensorMap* map, CUtensorMapDataType dtype, uint64_t itemsize, const Tensor& t,
                           const uint32_t* box, const uint32_t* element_strides, CUtensorMapSwizzle swizzle,

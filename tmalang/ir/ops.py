@@ -93,6 +93,26 @@ class ScalarDecl(Op):
     dtype: str
 
 
+COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
+ASSUME_OPS = ("+", "-", "*", "/", "%", "&", "min", "max")   # the operators of an assumption's sides
+
+
+@op("assume")
+@dataclass
+class AssumeDecl(Op):
+    """`assume C % 64 == 0` (§2b): a comparison that every launch must satisfy, checked by the host
+    before the kernel runs (the manifest carries it); no code in the kernel. `lhs` and `rhs` read
+    constants and launch-bound values ($dims, integer $scalars) and compute in 64-bit signed
+    integers, `/` and `%` truncating; nothing wraps: a division by zero or a value past 64 bits
+    fails the assumption (contract/assumptions.py). `text` is the comparison as written, which the
+    launch error quotes."""
+
+    text: str
+    lhs: Expr
+    compare: str                    # COMPARISONS
+    rhs: Expr
+
+
 @op("box")
 @dataclass
 class BoxDecl(Op):

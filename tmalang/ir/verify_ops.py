@@ -116,6 +116,18 @@ def _scalar(v: Scope, o: ops.ScalarDecl) -> None:
     v.check(o, "dtype", o.dtype in SCALAR_DTYPES, "not a scalar parameter type")
 
 
+def _assume(v: Scope, o: ops.AssumeDecl) -> None:
+    v.within(o, ops.KernelOp)
+    v.check(o, "compare", o.compare in ops.COMPARISONS, f"not one of {' '.join(ops.COMPARISONS)}")
+    for side in ("lhs", "rhs"):   # host arithmetic: integers and launch-bound values, nothing of the kernel's
+        v.check(o, side, all(_host_integer(x) for x in ex.walk(getattr(o, side))), "not an integer expression of $values")
+
+
+def _host_integer(x: ex.Expr) -> bool:
+    return (isinstance(x, (ex.Param, ex.Neg)) or isinstance(x, ex.Const) and type(x.value) is int
+            or isinstance(x, ex.Bin) and x.op in ops.ASSUME_OPS)
+
+
 def _box(v: Scope, o: ops.BoxDecl) -> None:
     v.within(o, ops.KernelOp)
     tensor = v.decl(o, "tensor", ops.TensorDecl)
@@ -636,6 +648,7 @@ def _tmem_zero(v: Scope, o: ops.TmemZero) -> None:
 
 VERIFY: dict[type[ops.Op], Callable[[Scope, ops.Op], None]] = {
     ops.KernelOp: _kernel, ops.TensorDecl: _tensor, ops.ScalarDecl: _scalar, ops.BoxDecl: _box,
+    ops.AssumeDecl: _assume,
     ops.PipelineDecl: _pipeline, ops.BufferDecl: _buffer, ops.MbarrierDecl: _mbarrier, ops.TmemDecl: _tmem,
     ops.TmemAlloc: _tmem_alloc, ops.TmemDealloc: _tmem_dealloc,
     ops.RoleOp: _role, ops.WarpgroupBlock: _warpgroups, ops.SetMaxNReg: _setmaxnreg,

@@ -24,6 +24,7 @@ from ..target import cluster, tma
 
 def lower_kernel(info: KernelInfo) -> ops.KernelOp:
     body: list[ops.Op] = [_param(info.symbols[p.name]) for p in info.node.params]
+    body += _assumptions(info)
     for sym in info.symbols.values():
         decl = _declaration(sym, _slices(info, getattr(sym, "name", "")))
         if decl is not None:
@@ -51,6 +52,13 @@ def _slices(info: KernelInfo, box: str) -> int:
     if not info.multicast_boxes.get(box):
         return 1
     return cluster.size(_shape(info), info.multicast_sets[box])
+
+
+def _assumptions(info: KernelInfo) -> list[ops.Op]:
+    """The kernel's `assume` lines, beside its parameters: the host checks them at launch (§2b)."""
+    exprs = _Statements(info)
+    return [ops.AssumeDecl(a.text, exprs.int_expr(a.lhs), a.op, exprs.int_expr(a.rhs), span=a.span)
+            for a in info.assumptions]
 
 
 def _param(sym) -> ops.Op:

@@ -6,7 +6,7 @@ from ..diagnostics import error
 from ..syntax import ast
 from ..target.arch import Target
 from . import declarations as d
-from . import bulk, dsmem, gather, im2col, im2col_wide, pairs, prefetch, split
+from . import assumptions, bulk, dsmem, gather, im2col, im2col_wide, pairs, prefetch, split
 from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 
@@ -20,6 +20,7 @@ _DECLS = {
     ast.GridDecl: d.check_grid, ast.ClusterDecl: d.check_cluster, ast.BoxDecl: _box_decl, ast.PipelineDecl: d.check_pipeline,
     ast.SmemDecl: d.check_smem, ast.MbarrierDecl: d.check_mbarrier, ast.TmemDecl: d.check_tmem,
     ast.CtaGroupDecl: pairs.check_cta_group, ast.PrefetchDecl: prefetch.check_decl,
+    ast.AssumeDecl: assumptions.check_decl,
 }
 
 # The kernel's name is its PTX entry name, which the launcher looks up, so it is never mangled.
@@ -56,6 +57,7 @@ def check_kernel(kernel: ast.Kernel, target: Target) -> KernelInfo:
     d.check_roles(info, [i for i in kernel.items if isinstance(i, ast.RoleDecl)])
     for role in info.roles:
         check_role_body(info, role)
+    assumptions.check_im2col_slices(info)
     _check_pipelines_used(info)
     dsmem.check_kernel(info)
     prefetch.check_kernel(info)

@@ -169,6 +169,7 @@ class KernelInfo:
     gather_sites: list[Span] = field(default_factory=list)  # gathered loads / scattered stores (sema/gather.py)
     gather_boxes: dict = field(default_factory=dict)        # box name -> copied by rows (True) or as a box
     index_tensors: dict = field(default_factory=dict)       # index tensor name -> the first copy naming it
+    assumptions: list = field(default_factory=list)         # the accepted ast.AssumeDecls (sema/assumptions.py)
 
     def lookup(self, ref: ast.Ref, *kinds: type, what: str):
         """The declaration `ref` names, which must be one of `kinds`."""

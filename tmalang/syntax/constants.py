@@ -32,7 +32,7 @@ from .bindings import DEFAULT, DTYPE, HOLDS, INT32, INTEGER, SIZE_KIND, WANTED, 
 EXPR_FIELDS = {
     ast.ForTiles: ("split",), ast.ForSteps: ("extent",), ast.Load: ("coords", "offsets"),
     ast.Store: ("coords",), ast.Prefetch: ("coords",), ast.Assign: ("value",),
-    ast.ExpectTx: ("bytes",), ast.Wait: ("parity",),
+    ast.ExpectTx: ("bytes",), ast.Wait: ("parity",), ast.AssumeDecl: ("lhs", "rhs"),
 }
 
 

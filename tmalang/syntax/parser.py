@@ -380,8 +380,8 @@ def _expected(exc: lark.UnexpectedInput) -> set[str]:
 _PUNCT = {
     "LPAR": "(", "RPAR": ")", "LBRACE": "{", "RBRACE": "}", "LSQB": "[", "RSQB": "]",
     "COMMA": ",", "COLON": ":", "EQUAL": "=", "DOT": ".", "PLUS": "+", "MINUS": "-",
-    "STAR": "*", "SLASH": "/", "PERCENT": "%", "AMPERSAND": "&", "__ANON_0": "..",
-}
+    "STAR": "*", "SLASH": "/", "PERCENT": "%", "AMPERSAND": "&",
+}   # lark names the other literals __ANON_n, in an order a grammar edit changes: _literal_terminals
 
 
 _CLASSES = {"NAME": "a name", "INT": "an integer", "NUMBER": "a number", "SIZE": "a size like 128B",
