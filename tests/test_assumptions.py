@@ -20,7 +20,7 @@ import pytest
 
 import tmalang
 from conftest import ROOT
-from references import conv2d_inputs
+from references import conv2d_inputs, flash_attention_case
 from tmalang.backend.launch_header import field_name, render
 from tmalang.cli import main as tmalangc
 from tmalang.contract.binding import bind
@@ -200,6 +200,33 @@ def test_an_assumption_of_constants_only_needs_no_launch_check():
     k = tmalang.compile(ARITHMETIC.replace("assume n / d > -2 ", "assume 7 / 2 == 3 "), name="k.tma")
     assert [a.written for a in k.manifest.assumptions][0] == "(0 - M) % 3 == 0 - M % 3"
     assert 'assume text="7 / 2 == 3"' in k.ir
+
+
+# ---- the assumptions the examples and the library state ------------------------------------------
+
+
+@pytest.mark.parametrize("kernel", ["flash_attention", "flash_attention_hd128"])
+def test_attention_takes_causal_to_be_0_or_1(kernel):
+    """Its key masks compute with 1 - causal: causal = 2 would mask nonsense."""
+    k = tmalang.compile_file(ROOT / "examples" / "attention_sm90.tma", kernel=kernel)
+    head = 64 if kernel == "flash_attention" else 128
+    args, _ = flash_attention_case(np.random.default_rng(2), (65, 70))
+    if head == 128:
+        args = [np.concatenate([a, a], axis=-1) if a.ndim == 3 else a for a in args]
+    for causal, bound in ((2, "causal <= 1"), (-1, "causal >= 0")):
+        args[4] = np.int32(causal)
+        error = _refused(k.interpret, args)
+        assert error.message == f"kernel '{kernel}' assumes {bound}, but causal = {causal}"
+
+
+def test_the_library_split_k_keeps_a_slab_for_every_part():
+    """gemm_parts writes part p into slab p of its workspace: a part past the last slab was lost."""
+    k = tmalang.compile_file(ROOT / "tmalang" / "library" / "gemm_sm90.tma", kernel="gemm_parts")
+    rng = np.random.default_rng(4)
+    a, b = (rng.standard_normal((rows, 64)).astype(DTYPES["bf16"].numpy) for rows in (130, 136))
+    w, c = np.zeros((2, 130, 136), np.float32), np.zeros((130, 136), DTYPES["bf16"].numpy)
+    error = _refused(k.interpret, [np.int32(3), a, b, w, c])
+    assert error.message == "kernel 'gemm_parts' assumes S <= P, but S = 3, P = 2"
 
 
 # ---- the im2col K slices (E035) -----------------------------------------------------------------
