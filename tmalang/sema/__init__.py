@@ -9,6 +9,7 @@ from . import declarations as d
 from . import assumptions, bulk, dsmem, gather, im2col, im2col_wide, pairs, prefetch, split
 from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
+from . import wait_cycles
 
 def _box_decl(info: KernelInfo, x) -> None:
     wide = x.im2col and (x.wide or x.halo is not None)
@@ -71,6 +72,7 @@ def check_kernel(kernel: ast.Kernel, target: Target) -> KernelInfo:
         raise error("E055", f"kernel '{kernel.name}' has no tile loop", kernel.name_span,
                     "the grid is sized from a `for tile (...) in tiles(T, BOX)` loop")
     split.check_used(info)
+    wait_cycles.check(info)   # needs each pipeline's roles and blocks checked (E056, E068, E103)
     return info
 
 
