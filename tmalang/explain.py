@@ -89,28 +89,44 @@ def _claims(kernel: ops.KernelOp) -> list[str]:
 
 
 def _turns(kernel: ops.KernelOp) -> list[str]:
-    """Per role with turns: the named barrier each warpgroup syncs on to enter a turn and the one
-    it arrives on to leave it, the turn blocks, and who opens the first turn."""
-    rows = []
+    """Per chain of warpgroups with turns (a role's, or the roles a `by warpgroup` role became):
+    the named barrier each warpgroup syncs on to enter a turn and the one it arrives on to leave
+    it, the turn blocks, and who opens the first turn."""
+    rows, chains = [], {}
     for role in ops.roles(kernel):
-        enter, sites = {}, {}
-        for o in ops.walk(role.body):
-            if isinstance(o, ops.InWarpgroup) and isinstance(o.body[0], ops.NamedBarSync):
-                enter[o.group] = o.body[0]
-                sites[o.body[0].span.location() if o.body[0].span else "?"] = None
-        opener = next((o for o in role.body if isinstance(o, ops.InWarpgroup)
-                       and isinstance(o.body[0], ops.NamedBarArrive)), None)
-        if not enter:
+        chains.setdefault(role.group or role.symbol, []).append(role)
+    for name, roles in chains.items():
+        places, sites, opener = [], {}, None
+        for role in roles:
+            first = {}
+            for o in ops.walk(role.body):
+                if isinstance(o, ops.InWarpgroup) and isinstance(o.body[0], (ops.NamedBarSync, ops.NamedBarArrive)):
+                    first.setdefault((o.group, type(o.body[0])), o.body[0])
+                    if isinstance(o.body[0], ops.NamedBarSync):
+                        sites[o.body[0].span.location() if o.body[0].span else "?"] = None
+            start = next((o for o in role.body if isinstance(o, ops.InWarpgroup)
+                          and isinstance(o.body[0], ops.NamedBarArrive)), None)
+            opener = opener or (start and (role, start))
+            leaves = {g: b for o in ops.walk(role.body) if isinstance(o, ops.InWarpgroup) and o is not start
+                      for g, b in [(o.group, o.body[0])] if isinstance(b, ops.NamedBarArrive)}
+            places += [(role, g, sync, leaves.get(g)) for (g, kind), sync in sorted(first.items(), key=lambda x: x[0][0])
+                       if kind is ops.NamedBarSync]
+        if not places:
             continue
-        n = len(enter)
-        rows.append(f"  {role.symbol}: warpgroups 0..{n - 1} issue each turn one at a time, round-robin "
+        who = (f"{name}: warpgroups 0..{len(places) - 1}" if len(roles) == 1 else
+               f"{name} (by warpgroup: {', '.join(r.symbol for r in roles)}): {len(places)} warpgroups")
+        rows.append(f"  {who} issue each turn one at a time, round-robin "
                     f"({len(sites)} turn block(s) at {', '.join(sites)})")
-        for g in sorted(enter):
-            rows.append(f"    warpgroup {g}: enters with bar.sync {enter[g].id}, {enter[g].count}; leaves with bar.arrive "
-                        f"{enter[(g + 1) % n].id}, {enter[g].count} (after the turn's last wgmma commit)")
+        for role, g, sync, leave in places:
+            where = f"warpgroup {g}" if len(roles) == 1 else f"{role.symbol} (warpgroup {g})"
+            out = f"; leaves with bar.arrive {leave.id}, {leave.count}" if leave is not None else ""
+            rows.append(f"    {where}: enters with bar.sync {sync.id}, {sync.count}{out} (after the turn's last "
+                        "wgmma commit)")
         if opener is not None:
-            rows.append(f"    warpgroup {opener.group} arrives on {opener.body[0].id} at role start: warpgroup 0 "
-                        "goes first")
+            role, o = opener
+            where, first = ((f"warpgroup {o.group}", "warpgroup 0") if len(roles) == 1 else
+                            (role.symbol, roles[0].symbol))
+            rows.append(f"    {where} arrives on {o.body[0].id} at role start: {first} goes first")
     return ["", "turns (named barriers; 0 is the block's sync, 1..R the roles'):", *rows] if rows else []
 
 

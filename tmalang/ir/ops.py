@@ -365,6 +365,9 @@ class RoleOp(Op):
     last_warp: int                  # inclusive
     regs: int                       # 0: keep the launch budget
     body: list[Op]
+    # `by warpgroup` (§15f): the source role this one-warpgroup role is a part of, "" otherwise;
+    # the roles of a group take tiles in turn (their for_tiles' offset) and chain their turns
+    group: str = ""
 
 
 # ---- control -------------------------------------------------------------------------------
@@ -402,6 +405,10 @@ class ForTiles(Op):
     extent: Expr = Const(0)
     chunk: int = 0
     stream: list[str] = field(default_factory=list)
+    # `by warpgroup`: this loop takes tiles offset, offset + every, ... of the CTA's walk (the
+    # other offsets are the other warpgroups' roles); 1: every tile
+    every: int = 1
+    offset: int = 0
 
 
 @op("for_range")

@@ -313,7 +313,7 @@ def _warpgroups_of(role: ops.RoleOp) -> int:
 
 def _turn(v: Scope, o: ops.Turn) -> None:
     v.in_role(o)
-    if _warpgroups_of(v.role) < 2:
+    if _warpgroups_of(v.role) < 2 and not v.role.group:   # a group's roles take turns with each other
         v.fail("turn in a role of fewer than 2 whole warpgroups: nobody to take turns with", o)
     if v.inside(ops.Elect) or v.inside(ops.Turn) or v.inside(ops.Produce):
         v.fail("turn inside elect, produce or another turn", o)

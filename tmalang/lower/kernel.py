@@ -25,22 +25,60 @@ from ..target import cluster, tma
 def lower_kernel(info: KernelInfo) -> ops.KernelOp:
     body: list[ops.Op] = [_param(info.symbols[p.name]) for p in info.node.params]
     body += _assumptions(info)
+    copies = _warpgroup_buffers(info)
     for sym in info.symbols.values():
-        decl = _declaration(sym, _slices(info, getattr(sym, "name", "")))
-        if decl is not None:
-            body.append(decl)
+        for name in copies.get(getattr(sym, "name", None), [None]):
+            decl = _declaration(sym, _slices(info, getattr(sym, "name", "")))
+            if decl is not None and name is not None:
+                decl.symbol = name
+            if decl is not None:
+                body.append(decl)
     if info.prefetch_maps is not None:   # one thread, before anything else: the maps are in cache for every role
         maps = [ops.TensorMapPrefetch(b.name, span=info.prefetch_maps.span)
                 for b in info.symbols.values() if isinstance(b, Box) and not b.bulk]
         body.append(ops.Elect("block", maps, span=info.prefetch_maps.span))
     lowerer = _Statements(info)
     for role in info.roles:
-        lowerer.accs = {name for (owner, name) in info.accumulators if owner == role.name}
-        lowerer.rows = set()
-        body.append(ops.RoleOp(role.name, role.first_warp, role.last_warp, role.regs or 0,
-                               lowerer.block(role.decl.body), span=role.decl.span))
+        for g, (name, first, last) in enumerate(_warpgroup_roles(role)):
+            lowerer.accs = {name for (owner, name) in info.accumulators if owner == role.name}
+            lowerer.rows = set()
+            lowerer.warpgroup = (g, (role.warps // 4) if role.by_warpgroup else 1)
+            lowerer.buffers = {b: names[g] for b, names in copies.items() if role.name in info.symbols[b].users}
+            body.append(ops.RoleOp(name, first, last, role.regs or 0, lowerer.block(role.decl.body),
+                                   group=role.name if role.by_warpgroup else "", span=role.decl.span))
     return ops.KernelOp(info.node.name, info.grid, info.cluster, info.cta_group, 0, 0, body,
                         cluster_cols=info.cluster_cols, span=info.node.span)
+
+
+def _warpgroup_roles(role) -> list[tuple[str, int, int]]:
+    """(name, first warp, last warp) of the IR roles a role becomes: itself, or with `by warpgroup`
+    (§15f) one role per warpgroup, each walking its share of the tiles with its own registers,
+    syncs and buffers; `group` names the role they came from (order_turns chains their turns)."""
+    if not role.by_warpgroup:
+        return [(role.name, role.first_warp, role.last_warp)]
+    return [(f"{role.name}.wg{g}", role.first_warp + 4 * g, role.first_warp + 4 * g + 3)
+            for g in range(role.warps // 4)]
+
+
+def _warpgroup_buffers(info: KernelInfo) -> dict[str, list[str]]:
+    """smem buffer -> its per-warpgroup copies, for the buffers of `by warpgroup` roles: each
+    warpgroup stages its own tiles (sema: such a buffer has no other user)."""
+    taken = set(info.symbols) | set(info.dims)
+    copies = {}
+    for role in info.roles:
+        if not role.by_warpgroup:
+            continue
+        for b in info.symbols.values():
+            if isinstance(b, SmemBuffer) and role.name in b.users:
+                names = []
+                for g in range(role.warps // 4):
+                    name = f"{b.name}_wg{g}"
+                    while name in taken:
+                        name += "_"
+                    taken.add(name)
+                    names.append(name)
+                copies[b.name] = names
+    return copies
 
 
 def _shape(info: KernelInfo) -> tuple[int, int]:
@@ -94,6 +132,8 @@ class _Statements:
         self.slots: dict[str, str] = {}   # slot name -> pipeline name, inside produce/consume
         self.loops = 0
         self.elected = False               # inside `elect`
+        self.warpgroup = (0, 1)            # (g, n): warpgroup g of n walking tiles by warpgroup
+        self.buffers: dict[str, str] = {}  # an smem buffer -> this warpgroup's copy of it
         self.accs: set[str] = set()        # accumulators of the role being lowered
         self.split: ex.Expr = ex.Const(1)  # the enclosing tile loop's parts per tile
         self.renamed: dict[str, ex.Expr] = {}   # a `part` steps loop's index: its first step + the count
@@ -116,8 +156,9 @@ class _Statements:
         if s.stream is not None:
             return self._stream_tiles(s, index, box)
         if s.split is None:
+            g, n = self.warpgroup
             return ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, s.group or 0,
-                                self.block(s.body), dynamic=s.dynamic, span=s.span)
+                                self.block(s.body), dynamic=s.dynamic, every=n, offset=g, span=s.span)
         self.split = self.int_expr(s.split)
         body = self.block(s.body)
         loop = ops.ForTiles(list(s.vars[1:]), box.tensor.name, box.name, index, s.group or 0, body,
@@ -205,7 +246,8 @@ class _Statements:
         if not s.elements:
             coords[-1] = ex.Bin("*", coords[-1], ex.Const(s.blocks))
         self.block_cols = staging.box.shape[-1]
-        return ops.StagedStore(staging.box.name, coords, self.tile_expr(s.source), staging.name, s.blocks,
+        return ops.StagedStore(staging.box.name, coords, self.tile_expr(s.source),
+                               self.buffers.get(staging.name, staging.name), s.blocks,
                                s.reduce, s.elements, span=s.span)
 
     def copy_coords(self, s) -> list[ex.Expr]:
@@ -293,7 +335,7 @@ class _Statements:
     def tile(self, ref: ast.Ref) -> ex.BufferRef:
         if ref.field is not None:
             return ex.BufferRef(f"{self.slots[ref.name]}.{ref.field}", ex.Var(ref.name))
-        return ex.BufferRef(ref.name, ex.Const(0))
+        return ex.BufferRef(self.buffers.get(ref.name, ref.name), ex.Const(0))
 
     def _tile_box(self, ref: ast.Ref) -> Box:
         if self._is_tmem(ref):

@@ -28,6 +28,10 @@ A produce block without loads or MMAs is filled by the role's threads with row m
 `empty`, write the slot, fence shared-memory writes to the async proxy and all arrive on `full`.
 Blocks nest: an inner block expands first, inside the outer block's wait and release.
 
+A role that walks its tiles by warpgroup (one role per warpgroup, `by warpgroup`, §15f) takes
+every n-th tile, and the rings it consumes are filled for every tile: its position skips the
+other warpgroups' tiles' uses (g tiles' worth before the loop, n - 1 after each of its tiles).
+
 A peer pipeline (`peer +K`, distributed shared memory) also gets send slots `@P.f.send`: its
 produce blocks write them and push them into the receive slots of the CTA K ranks on, and its
 consumers release on that CTA's `empty` (passes/peer_slots.py says why that is sound).
@@ -64,10 +68,64 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
         own = {p for p in used if (p, True) in sides and (p, False) in sides}
         counters = [ops.Let(name, ex.Const(0), span=pipelines[p].span)
                     for p in used for name in _counter_names(p, own)]
+        skips = _warpgroup_skips(role.body, own)
         role.body = counters + _expand(role.body, pipelines, boxes, multicast, own, (buffers, kernel.cluster))
+        role.body = _skip_other_warpgroups(role.body, skips)
         role.body += [_drain(pipelines[p], _counter(p, True, own))
                       for p in used if p in committed and (p, True) in sides]
     kernel.body = body
+
+
+def _warpgroup_skips(region: list[ops.Op], own: set[str]) -> dict[int, list[tuple[ex.Var, ex.Expr]]]:
+    """For each tile loop `by warpgroup` (id -> ...): the ring counters of the pipelines it
+    consumes, with the uses one tile makes of each (sema: the same for every tile)."""
+    skips = {}
+    for o in ops.walk(region):
+        if isinstance(o, ops.ForTiles) and o.every > 1:
+            consumed = sorted({x.pipeline for x in ops.walk(o.body) if isinstance(x, ops.Consume)})
+            skips[id(o)] = [(_counter(p, False, own), _uses_per_pass(o.body, p)) for p in consumed]   # sema: not None
+    return skips
+
+
+def _uses_per_pass(region: list[ops.Op], pipeline: str) -> ex.Expr | None:
+    """How many consume blocks of `pipeline` one pass over `region` runs (loops by their counts);
+    None for none."""
+    terms: list[ex.Expr] = []
+    for o in region:
+        if isinstance(o, ops.Consume) and o.pipeline == pipeline:
+            terms.append(ex.Const(1))
+        for r in o.regions():
+            inner = _uses_per_pass(r, pipeline)
+            if inner is not None:
+                times = isinstance(o, ops.ForRange) and inner != ex.Const(1)
+                terms.append(ex.Bin("*", o.count, inner) if times else o.count if isinstance(o, ops.ForRange)
+                             else inner)
+    if not terms:
+        return None
+    total = terms[0]
+    for t in terms[1:]:
+        total = ex.add(total, t)
+    return total
+
+
+def _times(n: int, e: ex.Expr) -> ex.Expr:
+    return e if n == 1 else ex.Bin("*", ex.Const(n), e)
+
+
+def _skip_other_warpgroups(region: list[ops.Op], skips: dict) -> list[ops.Op]:
+    """Warpgroup g of n walking tiles by warpgroup takes the CTA's tiles g, g + n, ..: each ring
+    it consumes is filled for every tile, so its position starts g tiles' uses in and moves on
+    n - 1 tiles' uses after each of its own (the other warpgroups' slots)."""
+    out: list[ops.Op] = []
+    for o in region:
+        for r in o.regions():
+            r[:] = _skip_other_warpgroups(r, skips)
+        for at, per_tile in skips.get(id(o), []):
+            if o.offset:
+                out.append(ops.Let(at.name, ex.add(at, _times(o.offset, per_tile)), span=o.span))
+            o.body.append(ops.Let(at.name, ex.add(at, _times(o.every - 1, per_tile)), span=o.span))
+        out.append(o)
+    return out
 
 
 def _release_sets(kernel: ops.KernelOp, blocks) -> dict[str, str]:

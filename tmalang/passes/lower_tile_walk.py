@@ -29,6 +29,9 @@ in dims 0 and 1 of one part), so a multicast box is the same K slice for all of 
 A stream walk (`stream`, stream-K) gives each CTA one contiguous range of the tiles' K steps
 instead, and visits the tiles that range touches one after another (passes/stream_walk.py).
 
+A loop `by warpgroup` (every = n, offset = g: warpgroup g of n, each its own role) starts g
+strides later and strides n times as far, so the n roles take the CTA's tiles in turn.
+
 A persistent grid strides over the tiles by the grid size; a `tiles` grid runs one iteration per
 CTA. `%I` counts the iterations, as the loop's index did. Division and comparison are unsigned
 32-bit. A banded walk (`group` G, 2-D; G' = G / R rows of clusters per band) takes tile t to band
@@ -61,8 +64,12 @@ def _lower(kernel: ops.KernelOp, o: ops.ForTiles) -> list[ops.Op]:
     prologue, coords, ctaid = tile_space(kernel, o)
     cluster = kernel.cluster
     step = _udiv(ex.Sreg("nctaid.x"), cluster)
-    loop = ops.ForStep(f"{o.index}.tile", o.index, _udiv(ctaid, cluster), ex.Var(f"{o.index}.tiles"), step,
-                       coords + o.body, span=o.span)
+    start = _udiv(ctaid, cluster)
+    if o.every > 1:   # `by warpgroup`: this warpgroup's share, every n-th of the CTA's tiles
+        start = ex.add(start, step if o.offset == 1 else ex.Bin("*", ex.Const(o.offset), step)) if o.offset else start
+        step = ex.Bin("*", ex.Const(o.every), step)
+    loop = ops.ForStep(f"{o.index}.tile", o.index, start, ex.Var(f"{o.index}.tiles"), step, coords + o.body,
+                       span=o.span)
     return prologue + [loop]
 
 

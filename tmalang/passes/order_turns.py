@@ -4,7 +4,8 @@ Requires: every op the passes before it insert already in place (order_wgmma's f
 waits and role syncs, the slot releases of order_slot_release, the counted barriers of
 schedule_barriers, the deferred releases of defer_mma_release), so that what ends up inside a
 turn is final.
-Guarantees, for a role of n >= 2 whole warpgroups that has turns: its warpgroups g = 0..n-1 get
+The roles a `by warpgroup` role became (one warpgroup each, `group` naming it) form one chain,
+as the warpgroups of one role do. Guarantees, for a role of n >= 2 whole warpgroups that has turns: its warpgroups g = 0..n-1 get
 named barrier ids B_g (after the ids 1..R the roles' `sync` uses, B_g = 1 + R + earlier turn
 roles' warpgroups + g), each with count 256: the 128 threads of warpgroup g that sync on it
 and the 128 of warpgroup g - 1 that arrive. Then
@@ -37,36 +38,50 @@ WARPGROUP = 4    # warps
 def run(kernel: ops.KernelOp, target: Target) -> None:
     roles = ops.roles(kernel)
     next_id = 1 + len(roles)            # ids 1..R: the roles' own `sync` (backend/codegen.py)
-    for role in roles:
-        turns = [o for o in ops.walk(role.body) if isinstance(o, ops.Turn)]
+    for chain in _chains(roles):
+        turns = [o for role, _ in chain for o in ops.walk(role.body) if isinstance(o, ops.Turn)]
         if not turns:
             continue
-        n = (role.last_warp - role.first_warp + 1) // WARPGROUP
+        n = sum((role.last_warp - role.first_warp + 1) // WARPGROUP for role, _ in chain)
         ids = list(range(next_id, next_id + n))
         next_id += n
         if ids[-1] >= ops.NAMED_BARRIERS:
-            raise error("E532", f"the turns of role '{role.symbol}' need named barriers {ids[0]}..{ids[-1]}, "
-                        f"but a CTA has {ops.NAMED_BARRIERS} (0..{ops.NAMED_BARRIERS - 1})", turns[0].span,
-                        f"block syncs use 0 and the {len(roles)} roles' syncs 1..{len(roles)}; each warpgroup of "
-                        "a role with turns takes one more")
-        role.body = _region(role.body, ids)
-        start = next(i for i, o in enumerate(role.body) if not isinstance(o, (ops.AccDecl, ops.RowDecl)))
-        role.body.insert(start, _in(n - 1, ops.NamedBarArrive(ids[0], THREADS, span=turns[0].span)))
+            raise error("E532", f"the turns of role '{chain[0][0].group or chain[0][0].symbol}' need named barriers "
+                        f"{ids[0]}..{ids[-1]}, but a CTA has {ops.NAMED_BARRIERS} (0..{ops.NAMED_BARRIERS - 1})",
+                        turns[0].span, f"block syncs use 0 and the {len(roles)} roles' syncs 1..{len(roles)}; each "
+                        "warpgroup of a role with turns takes one more")
+        for role, first in chain:
+            last = (role.last_warp - role.first_warp + 1) // WARPGROUP - 1
+            role.body = _region(role.body, ids, range(first, first + last + 1))
+            if first + last == n - 1:   # the chain's last warpgroup lets the first one in
+                start = next(i for i, o in enumerate(role.body) if not isinstance(o, (ops.AccDecl, ops.RowDecl)))
+                role.body.insert(start, _in(last, ops.NamedBarArrive(ids[0], THREADS, span=turns[0].span)))
 
 
-def _region(region: list[ops.Op], ids: list[int]) -> list[ops.Op]:
+def _chains(roles: list[ops.RoleOp]) -> list[list[tuple[ops.RoleOp, int]]]:
+    """The warpgroups that take turns together, as (role, its first warpgroup's place in the
+    chain): a role's own warpgroups, or the one-warpgroup roles a `by warpgroup` role became."""
+    chains: dict[str, list] = {}
+    for role in roles:
+        chain = chains.setdefault(role.group or f"@{role.symbol}", [])
+        chain.append((role, sum((r.last_warp - r.first_warp + 1) // WARPGROUP for r, _ in chain)))
+    return list(chains.values())
+
+
+def _region(region: list[ops.Op], ids: list[int], places: range) -> list[ops.Op]:
     out: list[ops.Op] = []
     for o in region:
         if isinstance(o, ops.Turn):
-            out += _lowered(o, ids)
+            out += _lowered(o, ids, places)
             continue
         for r in o.regions():
-            r[:] = _region(r, ids)
+            r[:] = _region(r, ids, places)
         out.append(o)
     return out
 
 
-def _lowered(turn: ops.Turn, ids: list[int]) -> list[ops.Op]:
+def _lowered(turn: ops.Turn, ids: list[int], places: range) -> list[ops.Op]:
+    """The turn in a role whose warpgroup w holds place places[w] of the chain of len(ids)."""
     nested = next((o for o in ops.walk(turn.body) if isinstance(o, ops.Turn)), None)
     if nested is not None:
         raise error("E527", "turns cannot nest: the inner turn would wait for warpgroups that wait for the "
@@ -75,8 +90,8 @@ def _lowered(turn: ops.Turn, ids: list[int]) -> list[ops.Op]:
     inside, after = turn.body[:cut], turn.body[cut:]
     _refuse_role_wide(turn, inside)
     n = len(ids)
-    entry = [_in(g, ops.NamedBarSync(ids[g], THREADS, span=turn.span)) for g in range(n)]
-    leave = [_in(g, ops.NamedBarArrive(ids[(g + 1) % n], THREADS, span=turn.span)) for g in range(n)]
+    entry = [_in(w, ops.NamedBarSync(ids[p], THREADS, span=turn.span)) for w, p in enumerate(places)]
+    leave = [_in(w, ops.NamedBarArrive(ids[(p + 1) % n], THREADS, span=turn.span)) for w, p in enumerate(places)]
     return [*entry, *inside, *leave, *after]
 
 

@@ -139,6 +139,16 @@ class Role:
     def warps(self) -> int:
         return self.last_warp - self.first_warp + 1
 
+    @property
+    def by_warpgroup(self) -> bool:
+        """Whether each warpgroup walks tiles by itself (`by warpgroup`, §15f)."""
+        return any(isinstance(s, ast.ForTiles) and s.by_warpgroup for s in ast.statements(self.decl.body))
+
+    @property
+    def tile_warpgroups(self) -> int:
+        """The warpgroups that hold one tile's accumulator rows: all of the role's, or one each."""
+        return 1 if self.by_warpgroup else self.warps // 4
+
 
 @dataclass
 class KernelInfo:
@@ -333,10 +343,10 @@ MAX_STAGING = 8   # staging tiles per staged store: more only costs smem, a stor
 
 
 def check_smem(info: KernelInfo, d: ast.SmemDecl) -> None:
-    if d.stages and not 1 <= d.stages <= MAX_STAGING:
+    if d.stages is not None and not 1 <= d.stages <= MAX_STAGING:
         raise error("E590", f"a staged store takes 1..{MAX_STAGING} staging tiles, got {d.stages}", d.span,
                     "two let one block's store overlap the next block's conversion")
-    declare(info, d.name, SmemBuffer(d.name, info.lookup(d.box, Box, what="box"), d.span, stages=d.stages),
+    declare(info, d.name, SmemBuffer(d.name, info.lookup(d.box, Box, what="box"), d.span, stages=d.stages or 0),
             d.span)
 
 

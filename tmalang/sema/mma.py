@@ -39,9 +39,11 @@ def declare(info: KernelInfo, s: ast.AccumulatorDecl, scope) -> None:
         raise error("E086", f"role '{role.name}' (warps {role.first_warp}..{role.last_warp}) is not whole "
                     "warpgroups; tensor-core MMA is issued by warpgroups", role.decl.warps_span,
                     "a warpgroup is 4 consecutive warps starting at a multiple of 4")
-    if rows != 64 * (role.warps // 4):
-        raise error("E087", f"accumulator rows must be 64 per warpgroup: role '{role.name}' has "
-                    f"{role.warps // 4} warpgroup(s), so {64 * (role.warps // 4)} rows, not {rows}", s.span)
+    if rows != 64 * role.tile_warpgroups:
+        holds = ("walks its tiles by warpgroup (each warpgroup holds a tile's accumulator alone)" if role.by_warpgroup
+                 else f"has {role.warps // 4} warpgroup(s)")
+        raise error("E087", f"accumulator rows must be 64 per warpgroup: role '{role.name}' {holds}, so "
+                    f"{64 * role.tile_warpgroups} rows, not {rows}", s.span)
     if cols % 8 or not 8 <= cols <= 256:
         raise error("E087", f"accumulator columns must be a multiple of 8 in 8..256, got {cols}", s.span)
     acc = Accumulator(s.name, s.dtype.name, list(s.shape), role, s.span)

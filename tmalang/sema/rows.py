@@ -147,7 +147,7 @@ def _target_width(info: KernelInfo, target: ast.Ref, scope) -> int:
 def _row_vector_width(info: KernelInfo, target: ast.Ref, scope) -> int:
     """An smem target of fragment row math holds one value per accumulator row: [R] or [1, R]."""
     tile = tile_ref(info, target, scope)
-    rows = 64 * (scope.role.warps // 4)
+    rows = 64 * scope.role.tile_warpgroups
     if [n for n in tile.matrix if n != 1] != [rows] or tile.swizzle != "none":
         raise error("E536", f"row math writes one value per accumulator row into smem: '{target.text()}' is "
                     f"{tile.matrix} swizzle {tile.swizzle}, not an unswizzled [{rows}] or [1, {rows}]", target.span,

@@ -30,6 +30,7 @@ class Scope:
     tile_vars: tuple = ()                       # the enclosing tile loop's indices (not its split index)
     split_var: str | None = None                # the enclosing tile loop's split index (`split S`)
     stream: bool = False                        # inside a stream tile loop (`stream`, stream-K)
+    by_warpgroup: bool = False                  # inside a `by warpgroup` tile loop (§15f)
     steps_vars: tuple = ()                      # the enclosing steps loops' indices, outermost first
     loaded: set = field(default_factory=set, compare=False)  # fields a produce block fills
     accs: dict = field(default_factory=dict, compare=False)  # the role's accumulators (sema/mma.py)

@@ -7,7 +7,7 @@ from dataclasses import replace
 from ..diagnostics import error
 from ..syntax import ast
 from . import bulk, dsmem, dynamic, gather, im2col, im2col_wide, mma, multicast, offsets, own_pipelines, prefetch, reduce, rows, split
-from . import staged, stream, turns
+from . import staged, stream, turns, warpgroups
 from .declarations import (
     MAX_TX_BYTES,
     Box,
@@ -51,6 +51,7 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
     if box.tensor is not tensor:
         raise error("E051", f"box '{box.name}' cuts tensor '{box.tensor.name}', not '{s.tensor.name}'", s.box.span)
     streamed = stream.check_tile_loop(info, s)
+    warpgroups.check_tile_loop(info, s, scope.role)
     parts = split.check_tile_split(info, s, len(box.shape))
     if parts is None and len(s.vars) != len(box.shape):
         raise error("E052", f"tiles of rank-{len(box.shape)} box '{box.name}' bind {len(box.shape)} "
@@ -85,7 +86,7 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
     split_var = s.vars[0] if parts is not None else None
     _block(info, s.body, replace(scope, ints=scope.ints | set(names), in_loop=True, nest=scope.nest + (loop,),
                                  tile_vars=tuple(s.vars[1:] if split_var else s.vars), split_var=split_var,
-                                 stream=streamed))
+                                 stream=streamed, by_warpgroup=s.by_warpgroup is not None))
 
 
 def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
@@ -97,6 +98,7 @@ def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
         raise error("E077", "steps(..., 0) divides by zero", s.span)
     split.check_part(s, scope.split_var)
     stream.check_steps(info, s, scope.stream)
+    warpgroups.check_steps(s, scope)
     loop = ("steps", ast.expr_text(s.extent, grouped=True), s.chunk, s.part is not None, s.stream is not None)
     _block(info, s.body, replace(scope, ints=scope.ints | {s.var}, nest=scope.nest + (loop,),
                                  steps_vars=scope.steps_vars + (s.var,)))
@@ -115,6 +117,8 @@ def _pipeline_block(info: KernelInfo, s, scope: Scope, producing: bool) -> None:
         raise error("E076", "produce/consume blocks cannot sit inside elect", s.span)
     if producing and scope.turn:
         turns.refuse_inside(s, "a produce block")
+    if scope.by_warpgroup:
+        warpgroups.check_block(s, scope, producing)
     if any(open_pipe is pipe for _, open_pipe, _ in scope.slots):
         raise error("E076", f"a block of pipeline '{pipe.name}' inside another of the same pipeline", s.span,
                     "the inner block would wait for a slot the outer one holds: a hang")

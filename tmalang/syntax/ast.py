@@ -121,6 +121,8 @@ class ForTiles(Node):
     # `stream` (stream-K): the span of the keyword; the walk visits the tiles this CTA's equal share
     # of all tiles' K steps touches
     stream: Span | None = field(default=None, repr=False, compare=False)
+    # `by warpgroup`: the span of the words; each warpgroup of the role walks every n-th tile alone
+    by_warpgroup: Span | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass
@@ -381,7 +383,7 @@ class PipelineDecl(Node):
 class SmemDecl(Node):
     name: str
     box: Ref
-    stages: int = 0         # `smem cs[2]: C`: staging tiles of a staged store; 0: one plain buffer
+    stages: int | None = None   # `smem cs[2]: C`: staging tiles of a staged store; None: one plain buffer
 
 
 @dataclass

@@ -606,7 +606,7 @@ class _Builder(Transformer):
 
     def smem_decl(self, meta, children):
         name, stages, box = children
-        return ast.SmemDecl(self._span(meta), str(name), self._ref(box), 0 if stages is None else self._int(stages))
+        return ast.SmemDecl(self._span(meta), str(name), self._ref(box), None if stages is None else self._int(stages))
 
     def mbarrier_decl(self, meta, children):
         name, count = children
@@ -637,13 +637,16 @@ class _Builder(Transformer):
 
     # ---- statements
     def for_tiles(self, meta, children):
-        *names, tensor, box, split, stream, group, dynamic, index, body = children
+        *names, tensor, box, split, stream, group, dynamic, by_warpgroup, index, body = children
         index = str(index) if index is not None else None
         vars_ = [str(n) for n in names]
         group = self._int(group) if group is not None else None
         stream = self._tok(stream) if stream is not None else None
         return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body, group, split,
-                            dynamic=dynamic is not None, stream=stream)
+                            dynamic=dynamic is not None, stream=stream, by_warpgroup=by_warpgroup)
+
+    def by_warpgroup(self, meta, children):
+        return self._span(meta)
 
     def tile_split(self, meta, children):
         (count,) = children
