@@ -19,6 +19,7 @@ from ..ir import ops
 from ..target import tma, wgmma
 from ..target.dtypes import DTYPES
 from . import panel_codegen
+from .conversions import f32_to_i32
 from .tile_math import STORAGE
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
@@ -219,6 +220,8 @@ def _float(g, e: ex.Expr, acc: ir.Value, at) -> ir.Value:
         return g.b.fneg(_float(g, e.operand, acc, at))
     if isinstance(e, ex.Cast):
         inner = _float(g, e.operand, acc, at)
+        if e.dtype == "i32":    # toward zero, saturating (§14), and on in f32
+            return g.b.sitofp(f32_to_i32(g.b, inner), F32)
         return inner if e.dtype == "f32" else g.b.fpext(g.b.fptrunc(inner, STORAGE[e.dtype]), F32)
     lhs, rhs = _float(g, e.lhs, acc, at), _float(g, e.rhs, acc, at)
     if e.op in ("max", "min"):

@@ -14,6 +14,7 @@ from llvmlite import ir
 from ..ir import exprs as ex
 from ..ir import ops
 from ..target.dtypes import DTYPES
+from .conversions import f32_to_i32
 
 I32 = ir.IntType(32)
 F32 = ir.FloatType()
@@ -115,7 +116,7 @@ class _VectorMath:
     def convert(self, value: ir.Value, kind: str, dtype: str) -> ir.Value:
         """A computed vector (kind f: f32, i: i32) in the storage type of `dtype`."""
         if dtype == "i32":
-            return value if kind == "i" else self.b.fptosi(value, self.vec(I32))
+            return value if kind == "i" else f32_to_i32(self.b, value)   # defined for NaN, ±inf, out of range
         value = value if kind == "f" else self.b.sitofp(value, self.vec(F32))
         return value if dtype == "f32" else self.b.fptrunc(value, self.vec(STORAGE[dtype]))
 

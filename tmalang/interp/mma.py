@@ -20,6 +20,7 @@ from .meet import barrier
 from .state import ProtocolError
 
 
+from .conversions import convert
 from .tiles import _store_as, float_node
 
 
@@ -135,7 +136,7 @@ def _evaluate(m, w, e: ex.Expr, acc: np.ndarray, block: slice):
     if isinstance(e, ex.RowVar):
         return w.rows[e.name]
     if isinstance(e, ex.BufferRef):
-        tile = m.matrix(w, e).astype(np.float32)
+        tile = convert(m.matrix(w, e), np.float32)     # widened as cvt.f32.f16/bf16 do
         return tile[None, :] if tile.ndim == 1 else tile[block]
     return float_node(m, e, lambda x: _evaluate(m, w, x, acc, block))
 

@@ -16,6 +16,7 @@ from ..ir import ops
 from ..target import tma
 from ..target.dtypes import DTYPES
 from . import shares
+from .conversions import convert
 from .state import ProtocolError
 
 
@@ -151,14 +152,14 @@ def _evaluate(m, w, e: ex.Expr, index: np.ndarray) -> np.ndarray:
 
 
 def _compute_type(values: np.ndarray) -> np.ndarray:
-    return values.astype(np.int32) if values.dtype.kind in "iu" else values.astype(np.float32)
+    """A tile's elements as computed: i32, or floats widened to f32 (interp/conversions.py)."""
+    return values.astype(np.int32) if values.dtype.kind in "iu" else convert(values, np.float32)
 
 
 def _store_as(values, dtype: np.dtype) -> np.ndarray:
-    values = np.asarray(values)
-    if dtype.kind in "iu" and values.dtype.kind == "f":
-        return np.trunc(values).astype(dtype)   # fptosi truncates
-    return values.astype(dtype)
+    """A computed value converted to a tile's dtype: the cast's semantics of interp/conversions.py
+    (toward zero and saturating into i32, NaN 0; round to nearest even into f16/bf16)."""
+    return convert(values, dtype)
 
 
 def float_node(m, e, child):
