@@ -43,7 +43,7 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
         m.races.tick(agent)     # epoch 2: the global writes, which only a full wait_group acquires
         for region in regions:
             m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, True, o.span,
-                                   f"{who} in CTA {m.cta}", reduce=bool(o.reduce))
+                                   f"{who} in CTA {m.cta}", reduce=bool(o.reduce), steps=box.strides)
         if o.gather:
             gather.write_rows(target, box, picked, coords[1], source.copy())
         else:

@@ -13,8 +13,10 @@ atomic, .relaxed.gpu), so two reduces never race, whatever their operations and 
 and a plain store, or a reduce and a load, of the same elements do, unless ordered.
 
 Only tensors that some TMA store of the kernel writes are tracked, and within them each access
-is kept under its box's region, found through a grid of the first box's shape. CTAs of
-different clusters share no barrier, so their accesses to the same elements are never ordered.
+is kept under its box's region, found through a grid of the first box's shape. A box with
+element strides touches every stride-th element of its range, and its region says so: two such
+boxes that interleave (even and odd rows) share no element. CTAs of different clusters share no
+barrier, so their accesses to the same elements are never ordered.
 """
 
 from __future__ import annotations
@@ -46,8 +48,10 @@ class GlobalMemory:
     claims: int = 0                                  # claims made on it in this launch
 
     def access(self, races, cluster: int, tensor: str, region: tuple, agent, write: bool, span, who: str,
-               reduce: bool = False) -> None:
-        """Check one TMA access of `region` (((start, stop), ...) per dim) against earlier ones."""
+               reduce: bool = False, steps: tuple = ()) -> None:
+        """Check one TMA access of `region` (((start, stop), ...) per dim; `steps`: the box's element
+        strides) against earlier ones."""
+        region = _stepped(region, steps)
         clock = races.clock(agent)
         current = GlobalAccess(agent, clock[agent], write, cluster, span, who, reduce)
         for other in self._near(tensor, region):
@@ -66,11 +70,11 @@ class GlobalMemory:
         self._add(tensor, region, current)
 
     def _grid(self, tensor: str, region: tuple) -> tuple:
-        return self.grids.setdefault(tensor, tuple(max(1, e - s) for s, e in region))
+        return self.grids.setdefault(tensor, tuple(max(1, d[1] - d[0]) for d in region))
 
     def _cells(self, tensor: str, region: tuple):
         grid = self._grid(tensor, region)
-        return itertools.product(*(range(s // g, (e - 1) // g + 1) for (s, e), g in zip(region, grid)))
+        return itertools.product(*(range(d[0] // g, (d[1] - 1) // g + 1) for d, g in zip(region, grid)))
 
     def _near(self, tensor: str, region: tuple) -> set:
         near = set()
@@ -86,6 +90,13 @@ class GlobalMemory:
         self.accesses[(tensor, region)].append(access)
 
 
+def _stepped(region: tuple, steps: tuple) -> tuple:
+    """(start, stop, step) for each dimension a strided box takes every step-th element of."""
+    if not any(step > 1 for step in steps):
+        return region
+    return tuple(d if step == 1 else (d[0], d[1], step) for d, step in zip(region, steps))
+
+
 def _hides(new: GlobalAccess, old: GlobalAccess) -> bool:
     """Whether `new`, ordered after `old` and covering it, stands for it against later accesses:
     a plain write conflicts with everything `old` conflicts with; a reduce only with what a
@@ -97,7 +108,7 @@ def _race(tensor: str, region: tuple, first: GlobalAccess, second: GlobalAccess)
     def verb(a: GlobalAccess) -> str:
         return "reduces into" if a.reduce else "writes" if a.write else "reads"
     where = first.span.location() if first.span else "?"
-    elements = ", ".join(f"{s}:{e}" for s, e in region)
+    elements = ", ".join(":".join(map(str, d)) for d in region)
     why = ("CTAs of different clusters share no barrier: nothing orders their accesses" if first.cluster != second.cluster
            else "a TMA store's writes to global memory complete only at its thread's `wait_group N` without "
                 "`read` (`wait_group read` only frees its shared source); whoever accesses the elements next "

@@ -460,7 +460,7 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         for region in regions if box.tensor in m.stored else []:   # it reads what a store may write
             if region is not None:
                 m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, False, o.span,
-                                       f"{who} in CTA {m.cta}")
+                                       f"{who} in CTA {m.cta}", steps=() if box.im2col or o.gather else box.strides)
         for c, signalled, bar, dest, key in deliveries:
             c.races.access(key, agent, True, share, o.span, who)
             dest[...] = data

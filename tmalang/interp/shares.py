@@ -10,7 +10,9 @@ two roles that touch the same elements conflict however their warps are numbered
     ("vectors", threads, position, width, row_elems, elems)
                                               tile math: the 16-byte vectors v (of `width`
                                               elements) with (v % threads) // 32 == position
-    ("region", ((start, stop), ...))          a box's elements of a tensor in global memory
+    ("region", ((start, stop), ...))          a box's elements of a tensor in global memory; a
+                                              dimension (start, stop, step) holds every step-th
+                                              element from start (a box with element strides)
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def _overlaps(a: tuple, b: tuple) -> bool:
     if ra and rb:
         return ra[0] < rb[1] and rb[0] < ra[1]
     if a[0] == b[0] == "region":
-        return all(s0 < e1 and s1 < e0 for (s0, e0), (s1, e1) in zip(a[1], b[1]))
+        return all(_dims_meet(da, db) for da, db in zip(a[1], b[1]))
     if a[0] == b[0] == "vectors" and (a[1], a[3], a[5]) == (b[1], b[3], b[5]):
         return a[2] == b[2]
     ma, mb = _mask(a, b), _mask(b, a)
@@ -95,5 +97,29 @@ def covers(a: tuple | None, b: tuple | None) -> bool:
     if ra and rb:
         return ra[0] <= rb[0] and rb[1] <= ra[1]
     if a[0] == b[0] == "region":
-        return all(s0 <= s1 and e1 <= e0 for (s0, e0), (s1, e1) in zip(a[1], b[1]))
+        return all(_dim_covers(da, db) for da, db in zip(a[1], b[1]))
     return False
+
+
+def _step(dim: tuple) -> int:
+    return dim[2] if len(dim) > 2 else 1
+
+
+def _dims_meet(a: tuple, b: tuple) -> bool:
+    """Whether two dimensions of regions share an element: their ranges meet and, with steps,
+    some element of one's progression is one of the other's."""
+    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+    if lo >= hi:
+        return False
+    sa, sb = _step(a), _step(b)
+    if sa == sb == 1:
+        return True
+    first = lo + (a[0] - lo) % sa          # a's first element at or after lo
+    return any((x - b[0]) % sb == 0 for x in range(first, hi, sa))
+
+
+def _dim_covers(a: tuple, b: tuple) -> bool:
+    """Whether every element of dimension b is one of a's."""
+    sa, sb = _step(a), _step(b)
+    inside = a[0] <= b[0] and b[1] <= a[1]
+    return inside and (sa == 1 or (sb % sa == 0 and (b[0] - a[0]) % sa == 0))
