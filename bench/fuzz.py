@@ -261,7 +261,7 @@ def _interpret(kernel, text, original, seed):
     dims = _small_dims(kernel.manifest, rng)
     if dims is None:
         return "ptxas_ok", "launch too large to interpret"
-    inputs = _random_inputs(kernel.manifest, dims, np.random.default_rng(seed))
+    inputs = _assumed_inputs(kernel.manifest, dims, np.random.default_rng(seed), _random_inputs)
     try:
         kernel.interpret(*inputs, dims=dims, seed=rng.randrange(1 << 30), explore=2)
     except TmalangError as exc:
@@ -271,6 +271,83 @@ def _interpret(kernel, text, original, seed):
             return "explicit_protocol", exc.render()
         return "protocol_error", f"dims {dims}\n{exc.render()}"
     return "interp_clean", f"dims {dims}"
+
+
+def _largest_tensor(manifest, dims: dict[str, int]) -> tuple[int, tuple]:
+    """(elements, shape) of the kernel's largest tensor at these dims."""
+    from tmalang.contract.manifest import TensorArg
+
+    sizes = [(math.prod(dims[d] if isinstance(d, str) else d for d in a.shape), tuple(a.shape))
+             for a in manifest.args if isinstance(a, TensorArg)]
+    return max(sizes, key=lambda s: s[0], default=(0, ()))
+
+
+def _settled_names(manifest) -> set[str]:
+    """The dims an assumption moves (a name alone on one side of `==`, D of `D % k == 0`)."""
+    names = set()
+    for a in manifest.assumptions:
+        if a.compare == "==":
+            for side in (a.lhs, a.rhs):
+                names |= {side} if isinstance(side, str) else {side[1]} if _multiple_of(side) else set()
+    return names
+
+
+def _multiple_of(tree) -> bool:
+    return isinstance(tree, tuple) and tree[0] == "%" and isinstance(tree[1], str) and isinstance(tree[2], int)
+
+
+def _settle_all(manifest, dims: dict[str, int]) -> None:
+    """Move dims so that the kernel's assumptions (§2b) hold where a simple move does: a dim alone
+    on one side of `==` takes the other side's value, a dim D in `D % k == 0` rounds up to a
+    multiple of k. What still breaks one is the launch's E219 (interp_refused), which says
+    nothing of the compiler."""
+    from tmalang.contract import assumptions
+
+    for _ in range(3):
+        for a in manifest.assumptions:
+            _settle(a, dims, assumptions)
+
+
+def _assumed_inputs(manifest, dims: dict[str, int], rng, random_inputs) -> list:
+    """Random inputs whose scalars satisfy the kernel's assumptions, drawn again up to 32 times."""
+    from tmalang.contract import assumptions
+    from tmalang.contract.manifest import TensorArg
+
+    scalars = [x for x in manifest.args if not isinstance(x, TensorArg)]
+    for _ in range(32):
+        inputs = random_inputs(manifest, dims, rng)
+        values = {**dims, **{x.name: v for x, v in zip(manifest.args, inputs) if x in scalars}}
+        try:
+            if all(assumptions.broken(a, {n: int(values[n]) for n in assumptions.names(a)}) is None
+                   for a in manifest.assumptions):
+                return inputs
+        except (KeyError, TypeError, ValueError):
+            return inputs
+    return inputs
+
+
+def _settle(a, dims: dict[str, int], assumptions) -> None:
+    """Make one assumption hold by moving a dim, where it has the simple forms _assumed_inputs names."""
+    if a.compare != "==":
+        return
+    for lhs, rhs in ((a.lhs, a.rhs), (a.rhs, a.lhs)):
+        if isinstance(lhs, str) and lhs in dims and all(n in dims for n in _tree_names(rhs)):
+            value = assumptions.evaluate(rhs, dims, [])
+            if value >= 1:
+                dims[lhs] = value
+            return
+        if isinstance(lhs, tuple) and lhs[0] == "%" and isinstance(lhs[1], str) and lhs[1] in dims \
+                and isinstance(lhs[2], int) and lhs[2] > 0 and rhs == 0:
+            dims[lhs[1]] = -(-dims[lhs[1]] // lhs[2]) * lhs[2]
+            return
+
+
+def _tree_names(tree) -> list[str]:
+    if isinstance(tree, str):
+        return [tree]
+    if isinstance(tree, tuple):
+        return [n for operand in tree[1:] for n in _tree_names(operand)]
+    return []
 
 
 def _whole_bulk_chunks(manifest, dims: dict[str, int]) -> None:
@@ -319,14 +396,22 @@ def _small_dims(manifest, rng: random.Random) -> dict[str, int] | None:
                     dims[d] = rng.choice([1, box - 1, box, box + 3, 2 * box + 5, rng.randint(1, 200)])
                     dims[d] = max(1, dims[d])
     _whole_bulk_chunks(manifest, dims)
-    _fit_images(manifest, dims)
-    for arg in manifest.args:
-        if isinstance(arg, TensorArg):
-            n = 1
-            for d in arg.shape:
-                n *= dims[d] if isinstance(d, str) else d
-            if n > MAX_ELEMENTS:
-                return None
+    settled = _settled_names(manifest)
+    for _ in range(12):     # an assumption can tie a dim to a product of others: shrink them until it fits
+        _settle_all(manifest, dims)
+        _fit_images(manifest, dims)
+        _settle_all(manifest, dims)
+        largest = _largest_tensor(manifest, dims)
+        if largest[0] <= MAX_ELEMENTS:
+            break
+        free = [d for d in largest[1] if isinstance(d, str) and d not in settled and dims[d] > 1]
+        if not free:
+            return None
+        shrink = max(free, key=dims.get)
+        dims[shrink] = max(1, dims[shrink] // 2)
+    _settle_all(manifest, dims)
+    if _largest_tensor(manifest, dims)[0] > MAX_ELEMENTS:
+        return None
     tiles = 1
     for d, box in manifest.grid.tile_dims:
         tiles *= -(-(dims[d] if isinstance(d, str) else d) // box)

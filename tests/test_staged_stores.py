@@ -197,3 +197,13 @@ def test_h100_reduce_through_staging_adds_into_c():
     k(torch.from_numpy(a.view(np.int16)).view(torch.bfloat16).cuda(),
       torch.from_numpy(b.view(np.int16)).view(torch.bfloat16).cuda(), c)
     assert _close(c.cpu().numpy(), c0 + product, "f32")
+
+
+@pytest.mark.parametrize("shape", [(100, 132), (33, 36), (1, 4)])
+def test_a_buffer_stored_inside_a_consume_block_is_not_rewritten_under_the_store(shape):
+    """Its store is the compiler's too: the next slot's tile math into the buffer waits for it
+    (the interpreter reported E405 before)."""
+    kernel = tmalang.compile_file(Path(__file__).parent / "user_kernels" / "convert_in_consume.tma")
+    x = (np.random.default_rng(shape[0]).standard_normal(shape) * 100).astype(np.float32)
+    got = kernel.interpret(x, np.zeros(shape, np.int32), explore=8, ctas=2)[0]
+    assert np.array_equal(got, np.trunc(x).astype(np.int32))

@@ -12,7 +12,8 @@ statement, in order:
     j mod S, with the accumulator read j blocks to the right;
   - `elect { tma_store ...; bulk_commit }` of the block's box, one group per block.
 fence_proxy_writes later puts the proxy fence and role sync between the epilogue and the store.
-A store of an smem tile outside pipelines and `elect` (a bare store, §13) becomes
+A store of an smem tile outside pipelines and `elect` (a bare store, §13), or of an smem
+buffer (not a slot) inside a consume block, becomes
 `elect { tma_store; bulk_commit }`, and before the first later thread write into that tile (along
 every path, around loops: the next iteration's rewrite too) come `elect { bulk_wait read=true
 pending=0 }` and `sync scope=role`, so the store has read the tile before any thread rewrites it.
@@ -60,11 +61,11 @@ class _Derived:
                 pending = frozenset()
             if isinstance(o, ops.Elect) and any(isinstance(x, ops.BulkWait) and x.pending == 0 for x in o.body):
                 pending = frozenset()      # the user's own wait (explicit layer) covers every store
-            pending = self.nested(o, in_block or isinstance(o, _BLOCKS), pending, emit)
+            pending = self.nested(o, _inside(o, in_block), pending, emit)
             if isinstance(o, ops.StagedStore):
                 out += _expand(o, self.buffers, self.boxes) if emit else [o]
                 self.stores += emit
-            elif isinstance(o, ops.TmaStore) and not in_block:
+            elif isinstance(o, ops.TmaStore) and _derived_here(o, in_block):
                 out.append(ops.Elect("role", [o, ops.BulkCommit(span=o.span)], span=o.span) if emit else o)
                 pending |= {o.source.name}
                 self.stores += emit
@@ -90,8 +91,19 @@ class _Derived:
         return pending
 
 
-# Inside these, stores are the pipeline's (expand_pipelines, order_slot_release) or the user's (elect).
-_BLOCKS = (ops.Elect, ops.Produce, ops.Consume)
+def _inside(o: ops.Op, where):
+    """Where `o`'s regions stand: False (the role's own code), "consume" (a consume block, whose
+    stores of its slots are the pipeline's: expand_pipelines, order_slot_release) or True (elect,
+    whose stores are the user's, or a produce block)."""
+    if where is True or isinstance(o, (ops.Elect, ops.Produce)):
+        return True
+    return "consume" if isinstance(o, ops.Consume) else where
+
+
+def _derived_here(o: ops.TmaStore, where) -> bool:
+    """A bare store this pass derives: outside elect and produce blocks, and in a consume block
+    only from a tile that is not a slot (a slot's store is released with the slot)."""
+    return where is False or (where == "consume" and "." not in o.source.name)
 _LOOPS = (ops.ForRange, ops.ForTiles, ops.ForStep, ops.Loop)
 _WRITES = (ops.TileAssign, ops.AccStore, ops.TmemEpilogue, ops.RowAssign)
 
