@@ -1,6 +1,6 @@
 """Fuzz the compiler with mutants of the examples: a diagnostic or working code, never a crash.
 
-    python bench/fuzz.py [--count 5000] [--seed 0] [--jobs 2] [--timeout 120] [--out fuzz-out]
+    python bench/fuzz.py [--count 5000] [--seed 0] [--jobs 2] [--timeout 120] [--out fuzz-out] [--json FILE]
 
 Each mutant is an example with one to three edits (`mutate`): token edits (delete, duplicate,
 swap, replace a number or a name), integer edits in context (stages, box sizes, dims, chunk
@@ -41,6 +41,7 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse
 import collections
 import math
+import os
 import multiprocessing
 import multiprocessing.connection
 import random
@@ -498,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", type=int, action="append", default=[], help="run only mutant INDEX (repeatable)")
     p.add_argument("--no-interp", action="store_true", help="skip the interpreter")
     p.add_argument("--no-ptxas", action="store_true", help="skip ptxas")
+    p.add_argument("--json", type=Path, help="also write the outcome counts, per example, to this JSON file")
     args = p.parse_args(argv)
     if args.count < 1 or args.jobs < 1 or args.timeout <= 0:
         p.error("--count, --jobs and --timeout must be positive")
@@ -514,7 +516,31 @@ def main(argv: list[str] | None = None) -> int:
     if hangs:  # a slow mutant on a loaded machine is not a hang: again, alone, with more time
         print(f"  re-running {len(hangs)} hang(s) alone with {4 * args.timeout:.0f} s", file=sys.stderr)
         results.update(run(hangs, 1, 4 * args.timeout, args.memory << 20, lambda done: None))
+    if args.json:
+        write_summary(args.json, tasks, results, args, time.monotonic() - started)
     return report(tasks, results, args)
+
+
+def write_summary(path: Path, tasks, results, args, seconds: float) -> None:
+    """The run as JSON: seed, count, outcomes overall and per example, the machine and the date."""
+    import datetime
+    import json
+    import platform
+
+    names = {t[0]: t[1] for t in tasks}
+    per_example: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for i, (outcome, _) in results.items():
+        per_example[names[i]][outcome] += 1
+    summary = {
+        "benchmark": "bench/fuzz.py: mutants of every example, compiled, assembled with ptxas and interpreted",
+        "date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "command": f"python bench/fuzz.py --count {args.count} --seed {args.seed} --jobs {args.jobs}",
+        "seed": args.seed, "mutants": len(results), "seconds": round(seconds),
+        "failures": sum(n for o, n in collections.Counter(o for o, _ in results.values()).items() if o in FAILURES),
+        "outcomes": dict(collections.Counter(o for o, _ in results.values()).most_common()),
+        "per_example": {name: dict(c) for name, c in sorted(per_example.items())},
+    }
+    path.write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def report(tasks, results, args) -> int:
