@@ -53,7 +53,7 @@ kernel shift(x: f32[M, N], out: f32[M, N]) {{
 """
 
 # The bottom 16 rows and columns 8..39 of each 64x64 tile, stored at element coordinates inside
-# the tile (E461's form); the rest of out keeps its old values.
+# the tile (so tiles store disjoint elements: no E580); the rest of out keeps its old values.
 INNER = """
 kernel inner(x: f32[M, N], out: f32[M, N]) {
     grid persistent
@@ -106,7 +106,8 @@ kernel layered(x: f32[M, N], out: f32[M, N]) {
 """
 
 # One tile (literal shapes), stored twice by one thread, one row apart, with nothing ordering the
-# two stores: sema's E461 concerns different tiles; this race is the interpreter's to find.
+# two stores: with its own mbarriers the kernel is in the explicit layer, whose protocol within
+# a CTA and tile is the user's (E580 checks across tiles and CTAs); this race is the interpreter's.
 OVERLAP = """
 kernel overlap(x: f32[64, 32], out: f32[80, 32]) {
     grid tiles

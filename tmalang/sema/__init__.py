@@ -10,6 +10,7 @@ from . import assumptions, bulk, dsmem, gather, im2col, im2col_wide, pairs, pref
 from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 from . import wait_cycles
+from . import global_races
 
 def _box_decl(info: KernelInfo, x) -> None:
     wide = x.im2col and (x.wide or x.halo is not None)
@@ -73,6 +74,7 @@ def check_kernel(kernel: ast.Kernel, target: Target) -> KernelInfo:
                     "the grid is sized from a `for tile (...) in tiles(T, BOX)` loop")
     split.check_used(info)
     wait_cycles.check(info)   # needs each pipeline's roles and blocks checked (E056, E068, E103)
+    global_races.check_kernel(info)   # needs every access checked: it compares them pairwise
     return info
 
 

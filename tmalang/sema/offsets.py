@@ -4,13 +4,9 @@ range are E028, as everywhere), and the box may sit anywhere:
 across the tensor's edge or before its start (a load fills what lies outside with the box's
 `oob` value, a store skips it), overlapping other boxes.
 
-Loads, reduces and prefetches at element coordinates need no more than their tile-index forms:
-reading overlapping boxes is harmless and reduces are atomic per element. A plain store is
-different: two tiles storing overlapping boxes race (E421 in the interpreter), and the compiler
-must not accept a program that races. So a store at element coordinates inside a tile loop must
-keep its box inside its own tile, in a form sema can check (E461): along each tile index v with
-tile extent E (more than one tile), the coordinate is `v*E + c` with 0 <= c and c + B <= E, B
-the box's extent. Tiles then own disjoint elements, as with tile coordinates (E105).
+Whether boxes at element coordinates overlap, across tiles, CTAs and roles, is decided for every
+access alike by global_races (E580): two stores of different tiles whose boxes overlap race,
+while boxes that leave gaps, or interleave by element strides, do not.
 
 Two rules come from the H100 itself, which faults (illegal instruction) rather than fill or clip
 (tests/test_offsets.py probes it with hand-written PTX): the innermost coordinate of every copy
@@ -115,46 +111,14 @@ def _check_not_negative(coords: list, ints: frozenset, what: str) -> None:
 
 def check_store(info: KernelInfo, box: Box, s: ast.Store, scope: Scope) -> None:
     """A store or reduce at element coordinates starts 16-byte aligned innermost (E476) and at no
-    negative coordinate (E461); a plain store inside a tile loop stays inside its own tile (E461)."""
+    negative coordinate (E461). Whether stores of different tiles overlap is global_races' (E580)."""
     if not s.elements:
         return
     _whole_chunks(box, s)
     if box.pair:
         raise error("E460", f"pair box '{box.name}' takes tile coordinates, not element coordinates", s.span)
     check_inner_alignment(box, s.coords)
-    if not s.reduce and scope.tile_vars:   # reduces are atomic per element; outside a tile loop, as for
-        _check_own_tiles(info, box, s, scope)   # tile coordinates
     _check_not_negative(s.coords, scope.ints, "a reduce" if s.reduce else "a store")
-
-
-def _check_own_tiles(info: KernelInfo, box: Box, s: ast.Store, scope: Scope) -> None:
-    shape, extents = info.tile_space[0], info.tile_space[1]
-    if len(s.coords) != len(scope.tile_vars):
-        raise error("E461", f"this store has {len(s.coords)} element coordinates but the tile loop has "
-                    f"{len(scope.tile_vars)} indices, so sema cannot tell that tiles store disjoint elements",
-                    s.span, "store a box of the tile loop's rank, each coordinate `index*extent + c`")
-    for coord, var, dim, extent, size in zip(s.coords, scope.tile_vars, shape, extents, box.shape):
-        if isinstance(dim, int) and dim <= extent:
-            continue     # one tile along this index: the others keep the tiles apart
-        _own_tile(coord, var, extent, size)
-
-
-def _own_tile(coord, var: str, extent: int, size: int) -> None:
-    if size > extent:
-        raise error("E461", f"this store's box ({size} elements) is larger than a tile ({extent} elements along "
-                    f"'{var}'): neighbouring tiles' boxes overlap", coord.span,
-                    "store a box no larger than the tile loop's, or reduce (atomic per element)")
-    form = _linear(coord)
-    hint = (f"write `{var}*{extent} + c` with 0 <= c <= {extent - size}, so that each tile's box stays inside "
-            f"its own {extent} elements; overlapping stores of different tiles race (a reduce may overlap)")
-    if form is None or set(form[0]) != {var} or form[0][var] != extent:
-        raise error("E461", f"element coordinate `{ast.expr_text(coord)}` of this store is not `{var}*{extent} + c`: sema "
-                    "cannot tell that tiles store disjoint elements", coord.span, hint)
-    c = form[1]
-    if not 0 <= c <= extent - size:
-        where = f"{var}*{extent} {'-' if c < 0 else '+'} {abs(c)}"
-        raise error("E461", f"this store's box ({size} elements from {where}) leaves its own tile of {extent} "
-                    f"elements, into the {'previous' if c < 0 else 'next'} tile's", coord.span, hint)
 
 
 def _linear(e) -> tuple[dict, int] | None:
