@@ -207,3 +207,15 @@ def test_a_buffer_stored_inside_a_consume_block_is_not_rewritten_under_the_store
     x = (np.random.default_rng(shape[0]).standard_normal(shape) * 100).astype(np.float32)
     got = kernel.interpret(x, np.zeros(shape, np.int32), explore=8, ctas=2)[0]
     assert np.array_equal(got, np.trunc(x).astype(np.int32))
+
+
+def test_a_cache_policy_on_the_block_box_qualifies_the_staged_stores():
+    """The stores go through the staging tiles' box, so its policy applies (and one on the tile box,
+    which no copy goes through, is E455)."""
+    gemm = (Path(__file__).resolve().parents[1] / "examples" / "gemm_sm90.tma").read_text()
+    hinted = tmalang.compile(gemm.replace("swizzle CSWIZZLE", "swizzle CSWIZZLE cache evict_first", 1)).ptx
+    stores = [line for line in hinted.splitlines() if "cp.async.bulk.tensor" in line and "global.shared" in line]
+    assert len(stores) == 4 and all("evict_first" in line and "cache_hint" in line for line in stores)
+    with pytest.raises(tmalang.TmalangError) as refused:
+        tmalang.compile(gemm.replace("box Tile = c[BM, BN]", "box Tile = c[BM, BN] cache evict_first", 1))
+    assert refused.value.code == "E455"

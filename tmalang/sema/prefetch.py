@@ -64,7 +64,9 @@ def check_kernel(info: KernelInfo) -> None:
     copied: set[str] = set()
     for role in info.roles:
         for s in ast.statements(role.decl.body):
-            if isinstance(s, (ast.Load, ast.Store, ast.Prefetch)):
+            if isinstance(s, ast.Store) and s.through is not None:   # a staged store copies through its blocks' box
+                copied.add(info.symbols[s.through.name].box.name)
+            elif isinstance(s, (ast.Load, ast.Store, ast.Prefetch)):
                 box = info.box_for(s.source if isinstance(s, ast.Load) else
                                    s.target if isinstance(s, ast.Store) else s.box)
                 copied.add(box.name)
