@@ -76,7 +76,8 @@ def _is(kind):
 
 
 def _sync_after_tmem_reads(region, i):
-    return isinstance(region[i], ops.Sync) and i >= 2 and isinstance(region[i - 2], ops.TmemEpilogue)
+    """The role sync after an epilogue's Tensor Memory reads (its proxy fence may stand between)."""
+    return isinstance(region[i], ops.Sync) and any(isinstance(o, ops.TmemEpilogue) for o in region[max(0, i - 3):i])
 
 
 def _regions(body):

@@ -55,7 +55,7 @@ def test_every_tile_runs_once_while_ctas_take_different_counts(gemm, monkeypatch
     monkeypatch.setitem(machine.SEMANTICS, ops.TileTake, recording)
     a, b, c = operands(520, 780, 64, 5)   # 5 x 4 = 20 tiles of 128 x 256
     counts = set()
-    for seed in range(5):
+    for seed in range(12):   # the epilogue's staged store holds its tmem slot a while: few schedules differ
         taken.clear()
         gemm.interpret(a, b, c, seed=seed, ctas=4)
         tiles = [t for _, t in taken if t < 20]

@@ -55,7 +55,7 @@ POSITIONS = {
     "steps_chunk": lambda v: BLOCKSUM.replace("steps(K, 64)", f"steps(K, {v})"),
     "steps_extent": lambda v: BLOCKSUM.replace("steps(K, 64)", f"steps({v}, 64)"),
     "grouped": lambda v: BLOCKSUM.replace("in tiles(out, O)", f"in tiles(out, O) grouped {v}"),
-    "wait_group": lambda v: BLOCKSUM.replace("wait_group read 0", f"wait_group read {v}"),
+    "wait_group": lambda v: EXPLICIT.replace("wait_group read 0", f"wait_group read {v}"),
     "stages": lambda v: BLOCKSUM.replace("ring[4]", f"ring[{v}]"),
     "box_extent": lambda v: BLOCKSUM.replace("x[64, 64]", f"x[64, {v}]"),
     "warp": lambda v: BLOCKSUM.replace("warp 0", f"warp {v}"),

@@ -63,7 +63,7 @@ def test_print_ir_after_and_list_passes(tmp_path, capsys):
     assert main(["opt", "--list-passes"]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in listed] == PASS_NAMES
-    assert listed[1].startswith("expand_pipelines         produce/consume blocks become explicit")
+    assert listed[2].startswith("expand_pipelines         produce/consume blocks become explicit")
 
 
 def test_no_passes_verifies_and_prints(tmp_path, capsys):
