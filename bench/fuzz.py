@@ -503,6 +503,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.count < 1 or args.jobs < 1 or args.timeout <= 0:
         p.error("--count, --jobs and --timeout must be positive")
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        # one BLAS thread per worker: a thread pool per worker reserves address space that the
+        # worker's memory limit then denies to LLVM and NumPy (seen on a 16-core machine)
+        os.environ.setdefault(name, "1")
     indices = args.only or range(args.count)
     tasks = [(i, *mutant(args.seed, i), args.seed, not args.no_interp, not args.no_ptxas) for i in indices]
     started = time.monotonic()
