@@ -196,6 +196,12 @@ PIPELINE_BARRIERS = (".full", ".empty")
 PIPELINE_COUNTERS = (".it", ".put", ".get")
 
 
+def is_pipeline_buffer(name: str) -> bool:
+    """Whether a buffer or barrier name is one expand_pipelines made (`P.field`, `P.full`): a
+    pipeline's names hold a dot, user names never do."""
+    return "." in name
+
+
 def pipeline_of(name: str, suffixes: tuple[str, ...] = PIPELINE_BARRIERS) -> str | None:
     """P for a name `P<suffix>` that expand_pipelines made, else None."""
     return next((name[: -len(s)] for s in suffixes if name.endswith(s)), None)

@@ -50,8 +50,7 @@ def _ends_waiting(body: list[ops.Op]) -> bool:
             and last.body[0].pending == 0 and not last.body[0].read)
 
 
-def _pipelined(buffer: str) -> bool:
-    return "." in buffer  # buffers made by expand_pipelines are named PIPELINE.FIELD
+_pipelined = ops.is_pipeline_buffer   # a slot of a pipeline (PIPELINE.FIELD), not a user's smem buffer
 
 
 def _region(region: list[ops.Op], boxes: dict) -> list[ops.Op]:

@@ -37,7 +37,7 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
     for role in ops.roles(kernel):
         derived = _Derived(buffers, boxes)
         role.body, _ = derived.region(role.body, in_block=False)
-        if derived.stores:
+        if derived.stored:
             role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
 
 
@@ -50,7 +50,8 @@ class _Derived:
     and a role sync before the first thread write into a pending tile."""
 
     def __init__(self, buffers: dict, boxes: dict):
-        self.buffers, self.boxes, self.stores = buffers, boxes, 0
+        self.buffers, self.boxes = buffers, boxes
+        self.stored = False      # the role issues a store this pass derived
 
     def region(self, region: list[ops.Op], in_block: bool, pending: frozenset = frozenset(),
                emit: bool = True) -> tuple[list[ops.Op], frozenset]:
@@ -62,15 +63,16 @@ class _Derived:
             if isinstance(o, ops.Elect) and any(isinstance(x, ops.BulkWait) and x.pending == 0 for x in o.body):
                 pending = frozenset()      # the user's own wait (explicit layer) covers every store
             pending = self.nested(o, _inside(o, in_block), pending, emit)
-            if isinstance(o, ops.StagedStore):
-                out += _expand(o, self.buffers, self.boxes) if emit else [o]
-                self.stores += emit
-            elif isinstance(o, ops.TmaStore) and _derived_here(o, in_block):
-                out.append(ops.Elect("role", [o, ops.BulkCommit(span=o.span)], span=o.span) if emit else o)
-                pending |= {o.source.name}
-                self.stores += emit
-            else:
+            derived = isinstance(o, ops.StagedStore) or (isinstance(o, ops.TmaStore) and _derived_here(o, in_block))
+            self.stored |= derived
+            if not emit or not derived:
                 out.append(o)
+            elif isinstance(o, ops.StagedStore):
+                out += _expand(o, self.buffers, self.boxes)
+            else:
+                out.append(ops.Elect("role", [o, ops.BulkCommit(span=o.span)], span=o.span))
+            if derived and isinstance(o, ops.TmaStore):
+                pending |= {o.source.name}
         return out, pending
 
     def nested(self, o: ops.Op, in_block: bool, pending: frozenset, emit: bool) -> frozenset:
@@ -103,7 +105,9 @@ def _inside(o: ops.Op, where):
 def _derived_here(o: ops.TmaStore, where) -> bool:
     """A bare store this pass derives: outside elect and produce blocks, and in a consume block
     only from a tile that is not a slot (a slot's store is released with the slot)."""
-    return where is False or (where == "consume" and "." not in o.source.name)
+    return where is False or (where == "consume" and not ops.is_pipeline_buffer(o.source.name))
+
+
 _LOOPS = (ops.ForRange, ops.ForTiles, ops.ForStep, ops.Loop)
 _WRITES = (ops.TileAssign, ops.AccStore, ops.TmemEpilogue, ops.RowAssign)
 
