@@ -219,3 +219,34 @@ def test_a_cache_policy_on_the_block_box_qualifies_the_staged_stores():
     with pytest.raises(tmalang.TmalangError) as refused:
         tmalang.compile(gemm.replace("box Tile = c[BM, BN]", "box Tile = c[BM, BN] cache evict_first", 1))
     assert refused.value.code == "E455"
+
+
+RESIDUAL = Path(__file__).parent / "user_kernels" / "residual_epilogue.tma"
+
+
+def _residual_case(m, n, k, seed):
+    a, b, product = _operands(m, n, k, seed)
+    r = np.random.default_rng(seed + 1).standard_normal((m, n)).astype(np.float32)
+    return a, b, r, 0.5 * product + r
+
+
+@pytest.mark.parametrize("shape", [(201, 132, 72), (1, 4, 8), (130, 68, 200)], ids=lambda s: "x".join(map(str, s)))
+def test_a_residual_epilogue_from_the_docs_matches_float64(shape):
+    a, b, r, reference = _residual_case(*shape, seed=shape[0])
+    got = tmalang.compile_file(RESIDUAL).interpret(a, b, r, np.zeros(shape[:2], np.float32), explore=4, ctas=3)[0]
+    assert _close(got, reference, "f32")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1001, 1036, 264), (129, 68, 72)], ids=lambda s: "x".join(map(str, s)))
+def test_h100_residual_epilogue_matches_float64_and_the_interpreter(shape):
+    torch = pytest.importorskip("torch")
+    kernel = tmalang.compile_file(RESIDUAL)
+    a, b, r, reference = _residual_case(*shape, seed=3)
+    c = torch.full(shape[:2], float("nan"), device="cuda")
+    kernel(*(torch.from_numpy(x.view(np.int16)).view(torch.bfloat16).cuda() for x in (a, b)),
+           torch.from_numpy(r).cuda(), c)
+    got = c.cpu().numpy()
+    assert _close(got, reference, "f32")
+    interpreted = kernel.interpret(a, b, r, np.zeros(shape[:2], np.float32), ctas=4)[0]
+    assert _close(got, interpreted.astype(np.float64), "f32")
