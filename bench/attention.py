@@ -4,7 +4,8 @@ run. bf16 in and out, (B, H, S, D) with S = T, causal and not.
 
 FLOPs are 4·B·H·S·T·D (two GEMMs), halved when causal, as FlashAttention counts them. Every
 contender's output is checked against float32 SDPA (math backend) on the first shape's data
-first. Timing as in bench/gemm.py: medians of event-timed batches, contenders in turns.
+first. Each contender is timed three ways (bench/timing.py: cold-L2 GPU time, warm-L2
+CUDA-graph replay, host-inclusive eager calls).
 
     python bench/attention.py --out bench/results/attention-<date>-h100.json
 """
@@ -28,7 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from gemm import timed_in_turns  # noqa: E402  (as bench/prefetch.py does)
+from timing import METHOD, rates, ratios, summary, three_ways  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4, 16, 4096, 128), (2, 16, 8192, 128), (4, 32, 4096, 64), (16, 16, 1024, 128)]
@@ -71,14 +72,13 @@ def row(kernel, shape, causal: bool, samples: int) -> dict:
         result[name] = {"rel_err_vs_f32": ((got - reference).norm() / reference.norm()).item()}
     flops = 4 * b * h * s * s * d / (2 if causal else 1)
     batch = max(3, int(2e12 // flops))
-    for name, ms in timed_in_turns(runs, samples, batch).items():
-        result[name].update(ms=ms, tflops=flops / ms / 1e9)
+    for name, times in three_ways(runs, samples, batch).items():
+        result[name].update(times, tflops=rates(flops, times))
     if kernel is not None:
         for other in ("flash", "cudnn"):
-            result[f"tmalang_vs_{other}"] = result["tmalang"]["tflops"] / result[other]["tflops"]
-    print(" ".join(f"{k}" if not isinstance(v, dict) else f"{k}={v['tflops']:.0f}" for k, v in result.items()
-                   if k in runs) + f"  {shape} causal={causal}  "
-          + " ".join(f"{k}={v:.3f}" for k, v in result.items() if k.startswith("tmalang_vs")), flush=True)
+            result[f"tmalang_vs_{other}"] = ratios(result["tmalang"], result[other])
+    print(f"{shape} causal={causal}  " + "  ".join(f"{k}: {summary(v)}" for k, v in result.items()
+                                                   if k.startswith("tmalang_vs")), flush=True)
     return result
 
 
@@ -92,8 +92,7 @@ def main() -> None:
     report = {
         "benchmark": "attention forward, bf16 (examples/attention_sm90.tma) vs SDPA FLASH and CUDNN backends",
         "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(), "torch": torch.__version__,
-        "method": f"median of {args.samples} event-timed batches per contender after warm-up, the contenders "
-                  "timed in turns within each round; FLOPs 4·B·H·S²·D, halved when causal",
+        "method": f"{METHOD}; {args.samples} rounds; FLOPs 4·B·H·S²·D, halved when causal",
         "results": rows,
     }
     if args.out:

@@ -7,10 +7,9 @@ cudnn.benchmark on), in the same run, on the ResNet-50 3x3 layers with N = 32: C
 The tmalang kernel reads the very memory cuDNN reads: a channels_last activation [N, C, H, W] is
 NHWC in memory (its permute to [N, H, W, C] is a view), channels_last weights [K, C, 3, 3] are
 KRSC (viewed as [K, 9·C]), and the output rows [N·P·Q, K] are the NHWC output. Every contender's
-result is checked against a float64 convolution first (relative Frobenius error). Each sample
-times a batch of back-to-back launches between CUDA events, contenders in turns within each
-round (bench/gemm.py's timed_in_turns), rotating between two input sets; the figure is the
-median after warm-up. Tile-width and stage variants of the example are measured too, to show
+result is checked against a float64 convolution first (relative Frobenius error). Each
+contender is timed three ways (bench/timing.py: cold-L2 GPU time, warm-L2 CUDA-graph replay,
+host-inclusive eager calls), two input sets alternating. Tile-width and stage variants of the example are measured too, to show
 where the example's 128 x 128 tile sits (the 64-channel layer wastes half of a 128-wide tile).
 
     python bench/conv2d.py --out bench/results/conv2d-<date>-h100.json
@@ -35,7 +34,7 @@ import torch.nn.functional as F  # noqa: E402
 import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from gemm import timed_in_turns  # noqa: E402  (as bench/prefetch.py does)
+from timing import METHOD, rates, ratios, summary, three_ways  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = (ROOT / "examples" / "conv2d_sm90.tma").read_text()
@@ -109,11 +108,11 @@ def layer_row(kernels: dict, n: int, c: int, hw: int, stride: int, samples: int)
         assert error < 1e-2, f"{name} at {row['layer']}: relative error {error}"
         row[name] = {"rel_err_vs_float64": error}
     batch = max(4, int(2e12 // flops))
-    for name, ms in timed_in_turns(runs, samples, batch).items():
-        row[name].update(ms=ms, tflops=flops / ms / 1e9)
+    for name, times in three_ways(runs, samples, batch).items():
+        row[name].update(times, tflops=rates(flops, times))
     for label in kernels:
-        row[label]["ratio_vs_cudnn"] = row[label]["tflops"] / row["cudnn"]["tflops"]
-    best = max(kernels, key=lambda label: row[label]["tflops"])
+        row[label]["ratio_vs_cudnn"] = ratios(row[label], row["cudnn"])
+    best = max(kernels, key=lambda label: row[label]["tflops"]["cold_l2"])
     row["best_variant"] = best
     return row
 
@@ -131,17 +130,14 @@ def main() -> None:
         row = layer_row(kernels, n, c, hw, stride, args.samples)
         rows.append(row)
         example = next(iter(VARIANTS))
-        print(f"N={n} C=K={c} {hw}x{hw} stride {stride}: cuDNN {row['cudnn']['tflops']:.0f}  "
-              f"example {row[example]['tflops']:.0f} ({row[example]['ratio_vs_cudnn']:.3f}x)  "
-              f"best {row['best_variant']} {row[row['best_variant']]['tflops']:.0f} "
-              f"({row[row['best_variant']]['ratio_vs_cudnn']:.3f}x) TFLOP/s", flush=True)
+        print(f"N={n} C=K={c} {hw}x{hw} stride {stride}: example/cuDNN {summary(row[example]['ratio_vs_cudnn'])}  "
+              f"best {row['best_variant']} {summary(row[row['best_variant']]['ratio_vs_cudnn'])}", flush=True)
     report = {
         "benchmark": "3x3 conv forward, padding 1, bf16 NHWC (examples/conv2d_sm90.tma) vs cuDNN "
                      "(torch.nn.functional.conv2d, channels_last, cudnn.benchmark)",
         "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
         "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-        "method": f"median of {args.samples} event-timed batches per contender after warm-up, the contenders "
-                  "timed in turns within each round, two input sets alternating; TFLOP/s = 2·N·P·Q·K·9·C / time",
+        "method": f"{METHOD}; {args.samples} rounds, two input sets alternating; TFLOP/s = 2·N·P·Q·K·9·C / time",
         "results": rows,
     }
     if args.out:

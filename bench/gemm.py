@@ -1,9 +1,9 @@
 """bf16 GEMM throughput: examples/gemm_sm90.tma against torch.matmul (cuBLAS) and a Triton
 matmul, in the same run. C = A · Bᵀ with A [M, K], B [N, K] (K-major), bf16 out, f32 accumulate.
 
-Each sample times a batch of back-to-back launches between CUDA events; the figure is the
-median over samples after warm-up, on random data (never zeros), rotating between two input
-sets so no run measures a warm L2. Every kernel's result is checked against cuBLAS first.
+Every contender is timed three ways (bench/timing.py): GPU time with a cold L2, CUDA-graph
+replay with a warm L2, and host-inclusive eager calls; ratios are given for each. Data is
+random (never zeros), two input sets alternated; every kernel's result is checked first.
 
     python bench/gemm.py --out bench/results/gemm-<date>-h100.json
 """
@@ -19,11 +19,13 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
-import statistics  # noqa: E402
 
 import torch  # noqa: E402
 
 import tmalang  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
+from timing import METHOD, rates, ratios, summary, three_ways  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (16384, 2048, 8192)]
@@ -64,31 +66,6 @@ def triton_matmul():
     return run
 
 
-def timed_in_turns(contenders: dict, rounds: int, batch: int) -> dict[str, float]:
-    """Median per-launch milliseconds of each contender `fn(i)` (i picks the input set).
-
-    Round r times one batch of every contender in turn, so drift in the GPU's clocks (power,
-    temperature) during the run falls on all of them alike instead of on whoever ran last.
-    Each batch enqueues one untimed launch first, so the start event fires when the GPU is
-    already busy: host-side launch work then overlaps the GPU instead of showing up as idle time."""
-    for fn in contenders.values():
-        for _ in range(3):
-            fn(0)
-    torch.cuda.synchronize()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for r in range(rounds):
-        for name, fn in contenders.items():
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            fn(1)
-            start.record()
-            for i in range(batch):
-                fn((r * batch + i) % 2)
-            stop.record()
-            stop.synchronize()
-            times[name].append(start.elapsed_time(stop) / batch)
-    return {name: statistics.median(t) for name, t in times.items()}
-
-
 def fp8_row(samples: int, size: int = 8192) -> dict:
     """e4m3 inputs, bf16 out: examples/gemm_fp8_sm90.tma against cuBLAS through torch._scaled_mm."""
     kernel = tmalang.compile_file(ROOT / "examples" / "gemm_fp8_sm90.tma")
@@ -105,11 +82,10 @@ def fp8_row(samples: int, size: int = 8192) -> dict:
         torch.cuda.synchronize()
         out = c if out is None else out
         row[name] = {"rel_err_vs_fp32": ((out.double() - reference.double()).norm() / reference.double().norm()).item()}
-    for name, ms in timed_in_turns(runs, samples, 8).items():
-        row[name].update(ms=ms, tflops=flops / ms / 1e9)
-    row["tmalang_vs_cublas"] = row["tmalang"]["tflops"] / row["cublas"]["tflops"]
-    print(f"fp8 {size}^3: cuBLAS {row['cublas']['tflops']:.0f}  tmalang {row['tmalang']['tflops']:.0f} "
-          f"({row['tmalang_vs_cublas']:.3f}x) TFLOP/s", flush=True)
+    for name, times in three_ways(runs, samples, 8).items():
+        row[name].update(times, tflops=rates(flops, times))
+    row["tmalang_vs_cublas"] = ratios(row["tmalang"], row["cublas"])
+    print(f"fp8 {size}^3: tmalang/cuBLAS {summary(row['tmalang_vs_cublas'])}", flush=True)
     return row
 
 
@@ -137,19 +113,18 @@ def main() -> None:
             run(0)
             torch.cuda.synchronize()
             result[name] = {"rel_err_vs_cublas": ((c.double() - reference.double()).norm() / reference.double().norm()).item()}
-        for name, ms in timed_in_turns(runs, args.samples, batch).items():
-            result[name].update(ms=ms, tflops=flops / ms / 1e9)
-        result["tmalang_vs_cublas"] = result["tmalang"]["tflops"] / result["cublas"]["tflops"]
-        result["triton_vs_cublas"] = result["triton"]["tflops"] / result["cublas"]["tflops"]
+        for name, times in three_ways(runs, args.samples, batch).items():
+            result[name].update(times, tflops=rates(flops, times))
+        result["tmalang_vs_cublas"] = ratios(result["tmalang"], result["cublas"])
+        result["triton_vs_cublas"] = ratios(result["triton"], result["cublas"])
         rows.append(result)
-        print(f"{m}x{n}x{k}: cuBLAS {result['cublas']['tflops']:.0f}  tmalang {result['tmalang']['tflops']:.0f} "
-              f"({result['tmalang_vs_cublas']:.3f}x)  Triton {result['triton']['tflops']:.0f} TFLOP/s", flush=True)
+        print(f"{m}x{n}x{k}: tmalang/cuBLAS {summary(result['tmalang_vs_cublas'])}  "
+              f"Triton/cuBLAS {summary(result['triton_vs_cublas'])}", flush=True)
     rows.append(fp8_row(args.samples))
     report = {
         "benchmark": "bf16 GEMM C = A·Bᵀ (examples/gemm_sm90.tma) vs cuBLAS and Triton",
         "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
-        "torch": torch.__version__, "method": f"median of {args.samples} event-timed batches per contender after warm-up, the "
-                  "contenders timed in turns within each round",
+        "torch": torch.__version__, "method": f"{METHOD}; {args.samples} rounds",
         "results": rows,
     }
     if args.out:

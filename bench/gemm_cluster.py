@@ -30,7 +30,7 @@ import torch
 import tmalang
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from gemm import timed_in_turns  # noqa: E402  (as bench/gemm_sweep.py does)
+from timing import timed_in_turns  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]

@@ -4,9 +4,8 @@ examples/gemm_pingpong_tiles_sm90.tma (CUTLASS-style: each consumer warpgroup ow
 §15f) and examples/gemm_pingpong_sm90.tma (the two warpgroups share each tile and issue each
 k-step's wgmmas in turn, §15e). C = A · Bᵀ with A [M, K], B [N, K], bf16 out.
 
-Method (bench/gemm.py's): each sample times a batch of back-to-back launches between CUDA events;
-the figure is the median over samples after warm-up, on random data, rotating between two input
-sets; the contenders are timed in turns within each round. Every kernel's result is checked
+Each contender is timed three ways (bench/timing.py: cold-L2 GPU time, warm-L2 CUDA-graph
+replay, host-inclusive eager calls), on random data, two input sets alternating. Every kernel's result is checked
 against cuBLAS before it is timed.
 
     python bench/gemm_pingpong.py                     # writes bench/results/gemm-pingpong-<date>-<gpu>.json
@@ -30,7 +29,7 @@ import torch  # noqa: E402
 import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from gemm import timed_in_turns  # noqa: E402  (as bench/prefetch.py does)
+from timing import METHOD, rates, ratios, summary, three_ways  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 1024), (16384, 2048, 8192), (1000, 1000, 1000)]
@@ -53,15 +52,14 @@ def row(kernels: dict, m: int, n: int, k: int, samples: int) -> dict:
         if not error < 1e-2:
             raise SystemExit(f"{name} at {m}x{n}x{k}: relative error {error} against cuBLAS")
         result[name] = {"rel_err_vs_cublas": error}
-    for name, ms in timed_in_turns(runs, samples, max(4, int(4e12 // flops))).items():
-        result[name].update(ms=ms, tflops=flops / ms / 1e9)
+    for name, times in three_ways(runs, samples, max(4, int(4e12 // flops))).items():
+        result[name].update(times, tflops=rates(flops, times))
+    for name in ("gemm_sm90", "pingpong", "pingpong_tiles"):
+        result[f"{name}_vs_cublas"] = ratios(result[name], result["cublas"])
     for name in ("pingpong", "pingpong_tiles"):
-        result[f"{name}_vs_cublas"] = result[name]["tflops"] / result["cublas"]["tflops"]
-        result[f"{name}_vs_gemm_sm90"] = result[name]["tflops"] / result["gemm_sm90"]["tflops"]
-    print(f"{m}x{n}x{k}: cuBLAS {result['cublas']['tflops']:.0f}  gemm_sm90 {result['gemm_sm90']['tflops']:.0f}  "
-          f"pingpong (turns) {result['pingpong']['tflops']:.0f}  pingpong_tiles {result['pingpong_tiles']['tflops']:.0f}"
-          f" TFLOP/s (tiles: {result['pingpong_tiles_vs_cublas']:.3f}x cuBLAS, "
-          f"{result['pingpong_tiles_vs_gemm_sm90']:.3f}x gemm_sm90)", flush=True)
+        result[f"{name}_vs_gemm_sm90"] = ratios(result[name], result["gemm_sm90"])
+    print(f"{m}x{n}x{k}: pingpong_tiles/cuBLAS {summary(result['pingpong_tiles_vs_cublas'])}  "
+          f"/gemm_sm90 {summary(result['pingpong_tiles_vs_gemm_sm90'])}", flush=True)
     return result
 
 
@@ -81,8 +79,7 @@ def main() -> None:
                      "tiles, mainloops in turns) and examples/gemm_pingpong_sm90.tma (warpgroups take turns on "
                      "shared tiles) vs examples/gemm_sm90.tma and cuBLAS",
         "gpu": gpu, "date": today, "torch": torch.__version__,
-        "method": f"median of {args.samples} event-timed batches per contender after warm-up, the contenders "
-                  "timed in turns within each round",
+        "method": f"{METHOD}; {args.samples} rounds",
         "results": rows,
     }
     short = "h100" if "H100" in gpu else gpu.lower().replace(" ", "-")

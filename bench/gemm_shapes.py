@@ -28,12 +28,13 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
-import statistics  # noqa: E402
 
 import torch  # noqa: E402
 
 import tmalang  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
+from timing import CALLS_PER_ROUND, timed_flushed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [
@@ -47,43 +48,9 @@ SHAPES = [
 TOLERANCE = 2e-2       # relative Frobenius error against float64 (bf16 outputs round at ~4e-3)
 
 
-FLUSH_BYTES = 256 << 20   # written before every timed call: the H100's 50 MiB L2 holds none of the inputs
-CALLS_PER_ROUND = 5
-HEAD_START_CYCLES = 4_000_000   # ~2 ms of spinning before each round: the host queues the round's calls
-
-
 def input_sets(make, bytes_per_set: int) -> list:
     """Two input sets, alternated (the L2 is flushed before each timed call anyway)."""
     return [make() for _ in range(2)]
-
-
-def timed_flushed(contenders: dict, rounds: int) -> dict[str, float]:
-    """Median milliseconds of one call of each contender, timed alone with CUDA events right
-    after the L2 is flushed (as triton.testing.do_bench does); contenders take turns each round,
-    so clock drift falls on all alike. The flush keeps the GPU busy while the host prepares the
-    call, and each round starts behind a ~2 ms spin kernel, so the host has queued the round's
-    calls before the GPU reaches them: the events time the GPU's work alone, whatever the host's
-    cost per call (a slow host or a checked first call would otherwise open gaps that are timed
-    too). That is the time a call costs in a stream of real work, where the host runs ahead."""
-    flush = torch.empty(FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    for fn in contenders.values():
-        for _ in range(3):
-            fn(0)
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            events = []
-            torch.cuda._sleep(HEAD_START_CYCLES)
-            for i in range(CALLS_PER_ROUND):
-                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                flush.zero_()
-                start.record()
-                fn(i)
-                stop.record()
-                events.append((start, stop))
-            torch.cuda.synchronize()
-            times[name] += [start.elapsed_time(stop) for start, stop in events]
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def rotating(sets: list, run):

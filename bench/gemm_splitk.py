@@ -3,11 +3,11 @@ S parts that TMA-reduce-add into C) against torch.matmul (cuBLAS, bf16 out) and 
 examples/gemm_sm90.tma (no split, bf16 out), in the same run, on shapes with few output tiles and
 a long K, where one CTA per tile leaves most of the H100's 132 SMs idle.
 
-Method (bench/gemm.py's): each sample times a batch of back-to-back launches between CUDA events;
-the figure is the median over samples after warm-up, on random data, rotating between two input
-sets; the contenders are timed in turns within each round. Every variant is checked against a
-float32 product of the same bf16 inputs before it is timed; a variant that fails to compile,
-launch or match is reported in the JSON with its error and left out of the timing, never fatal.
+Each contender is timed three ways (bench/timing.py: cold-L2 GPU time, warm-L2 CUDA-graph
+replay, host-inclusive eager calls), on random data, two input sets alternating. Every variant is
+checked against a float32 product of the same bf16 inputs before it is timed; a variant that
+fails to compile, launch or match is reported in the JSON with its error and left out of the
+timing, never fatal.
 
 The split-K kernel needs C zeroed before each product. `splitk_S` times the zeroing (c.zero_())
 and the kernel together, the cost a caller pays; `splitk_S_nozero` times the kernel alone (C then
@@ -31,7 +31,6 @@ import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
 import re  # noqa: E402
-import statistics  # noqa: E402
 import traceback  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -39,46 +38,15 @@ import torch  # noqa: E402
 
 import tmalang  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
+from timing import METHOD, rates, ratios, three_ways  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 # (M, N, K): the issue's two shapes, a third with 16 output tiles and K = 12288, and a large
 # square one where one CTA per tile already fills the GPU (split-K should not help there)
 SHAPES = [(128, 8192, 8192), (1024, 1024, 8192), (256, 2048, 12288), (4096, 4096, 4096)]
 SPLITS = [2, 4, 8, 16]
 TOLERANCE = 1e-2   # relative Frobenius error against the f32 product (bf16 outputs round at ~4e-3)
-
-
-def timed_in_turns(contenders: dict, rounds: int, batch: int, failed: dict) -> dict[str, float]:
-    """Median per-launch milliseconds of each contender `fn(i)` (i picks the input set); a
-    contender that raises is moved to `failed` and the others go on.
-
-    Round r times one batch of every contender in turn, so drift in the GPU's clocks falls on all
-    of them alike. Each batch enqueues one untimed launch first, so the start event fires when the
-    GPU is already busy and host-side launch work overlaps the GPU."""
-    live = dict(contenders)
-    for name, fn in list(live.items()):
-        try:
-            for _ in range(3):
-                fn(0)
-            torch.cuda.synchronize()
-        except Exception as exc:   # noqa: BLE001 - reported, not fatal
-            failed[name] = _describe(exc)
-            del live[name]
-    times: dict[str, list[float]] = {name: [] for name in live}
-    for r in range(rounds):
-        for name, fn in list(live.items()):
-            try:
-                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                fn(1)
-                start.record()
-                for i in range(batch):
-                    fn((r * batch + i) % 2)
-                stop.record()
-                stop.synchronize()
-                times[name].append(start.elapsed_time(stop) / batch)
-            except Exception as exc:   # noqa: BLE001
-                failed[name] = _describe(exc)
-                del live[name], times[name]
-    return {name: statistics.median(t) for name, t in times.items() if t}
 
 
 def _describe(exc: BaseException) -> str:
@@ -150,15 +118,14 @@ def shape_row(m: int, n: int, k: int, splits: list[int], samples: int, gemm, spl
     for s in splits:   # the kernel alone only where the kernel with its zeroing was correct
         if f"splitk_{s}" not in checked:
             checked.pop(f"splitk_{s}_nozero", None)
-    for name, ms in timed_in_turns(checked, samples, batch, failed).items():
-        row.setdefault(name, {}).update(ms=ms, tflops=flops / ms / 1e9)
+    for name, times in three_ways(checked, samples, batch).items():
+        row.setdefault(name, {}).update(times, tflops=rates(flops, times))
     for name, why in failed.items():
         row.setdefault(name, {})["error"] = why
-    cublas = row.get("cublas", {}).get("ms")
-    if cublas:
+    if "cold_l2_ms" in row.get("cublas", {}):
         for name, entry in row.items():
-            if isinstance(entry, dict) and "ms" in entry and name not in ("cublas", "zero_c"):
-                entry["vs_cublas"] = cublas / entry["ms"]
+            if isinstance(entry, dict) and "cold_l2_ms" in entry and name not in ("cublas", "zero_c"):
+                entry["vs_cublas"] = ratios(entry, row["cublas"])
     _print(row, splits)
     return row
 
@@ -168,15 +135,15 @@ def _print(row: dict, splits: list[int]) -> None:
 
     def fig(name: str) -> str:
         e = row.get(name, {})
-        if "ms" not in e:
+        if "cold_l2_ms" not in e:
             return f"{name} FAILED ({e.get('error', 'not run')[:80]})"
-        ratio = f" {e['vs_cublas']:.2f}x" if "vs_cublas" in e else ""
-        return f"{name} {e['tflops']:.0f} TF/s{ratio}"
+        ratio = " ".join(f"{v:.2f}" for v in e["vs_cublas"].values()) + "x" if "vs_cublas" in e else ""
+        return f"{name} {e['tflops']['cold_l2']:.0f} TF/s {ratio}"
 
     best = [f"S={s}: {fig(f'splitk_{s}')} | no zero {fig(f'splitk_{s}_nozero')} | "
             f"{fig(f'splitk_cluster2_{s}')}" for s in splits]
     print(f"{m}x{n}x{k} ({row['tiles_128x256']} tiles): {fig('cublas')}; {fig('gemm_sm90')}; zero_c "
-          f"{row.get('zero_c', {}).get('ms', float('nan')) * 1e3:.1f} us", flush=True)
+          f"{row.get('zero_c', {}).get('cold_l2_ms', float('nan')) * 1e3:.1f} us", flush=True)
     for line in best:
         print("    " + line, flush=True)
 
@@ -207,9 +174,8 @@ def main() -> None:
                          "cuBLAS (torch.matmul, bf16 out) and the persistent examples/gemm_sm90.tma (bf16 out); "
                          "splitk_cluster2_S: the example with cluster 2 and B multicast",
             "gpu": gpu, "date": date, "torch": torch.__version__,
-            "method": f"median of {args.samples} event-timed batches per contender after warm-up, contenders timed "
-                      "in turns within each round; splitk_S includes zeroing C (c.zero_()), splitk_S_nozero is the "
-                      "kernel alone, zero_c the zeroing alone; vs_cublas = cuBLAS ms / variant ms",
+            "method": f"{METHOD}; {args.samples} rounds; splitk_S includes zeroing C (c.zero_()), splitk_S_nozero is "
+                      "the kernel alone, zero_c the zeroing alone; vs_cublas = cuBLAS ms / variant ms, in each way",
             "compile_errors": {k: v for k, v in (("gemm_sm90", gemm_error), ("gemm_splitk", splitk_error),
                                                  ("gemm_splitk_cluster2", clustered_error)) if v},
             "results": rows,

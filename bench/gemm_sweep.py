@@ -24,7 +24,7 @@ import torch  # noqa: E402
 import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gemm import timed_in_turns  # noqa: E402
+from timing import timed_in_turns  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "gemm_sm90.tma"

@@ -27,7 +27,7 @@ import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
 from attention import ours  # noqa: E402
-from gemm import timed_in_turns  # noqa: E402
+from timing import timed_in_turns  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM_SHAPES = [(8192, 8192, 8192), (4096, 4096, 4096), (8192, 8192, 1024)]
