@@ -14,6 +14,9 @@ every path (loops walked to a fixpoint, so a write in one iteration reaches a re
     when an async-proxy op of another role reads that buffer, there is `fence kind=proxy_async` run
     by every thread; before an elected arrive also `sync scope=role`, so that the one arriving
     thread hands on every thread's fenced writes. The reader waits on that arrive's phase.
+  - a turn (one warpgroup at a time runs it, so no role sync may stand in it) whose ops read
+    buffers written before it gets that fence and sync right before its entry, where every
+    warpgroup reaches them; only writes inside the turn are fenced inside it.
 A `fence proxy_async` written by the user outside `elect` counts; a `sync` just before the reader
 is reused instead of adding a second one. Without the fence the async proxy may read stale
 smem; without the sync it may read a part of the tile another warp has not written yet.
@@ -49,7 +52,7 @@ def _region(region: list[ops.Op], dirty: frozenset, cx: _Context):
     """The region with fences inserted, and the buffers still unfenced at its end."""
     out: list[ops.Op] = []
     for o in region:
-        need = _needs_fence(o, dirty, cx)
+        need = "sync" if isinstance(o, ops.Turn) and _turn_needs_sync(o, dirty, cx) else _needs_fence(o, dirty, cx)
         if need:
             _fence_before(out, o, sync=need == "sync")
             dirty = frozenset()
@@ -87,6 +90,14 @@ def _needs_fence(o: ops.Op, dirty: frozenset, cx: _Context) -> str | None:
     if dirty & cx.foreign and any(isinstance(s, _ARRIVES) for s in inner):
         return "sync" if isinstance(o, ops.Elect) else "fence"
     return None
+
+
+def _turn_needs_sync(turn: ops.Turn, dirty: frozenset, cx: _Context) -> bool:
+    """Whether something in the turn reads (or hands on by one thread's arrive) buffers written
+    before it. The warpgroups pass a turn one at a time, so the role sync that orders those
+    writes cannot stand inside it (order_turns refuses it, E531): fence and sync before the
+    turn's entry instead, where every warpgroup reaches them."""
+    return any(_needs_fence(o, dirty, cx) == "sync" for o in ops.walk(turn.body))
 
 
 def _fence_before(out: list[ops.Op], o: ops.Op, sync: bool) -> None:

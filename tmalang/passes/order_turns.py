@@ -19,9 +19,12 @@ and the 128 of warpgroup g - 1 that arrive. Then
 All the turns of a role share the one chain, so together they run in one order: warpgroup g's
 k-th entry into any turn of the role follows warpgroup g - 1's k-th exit, and warpgroup 0's
 (k+1)-th follows warpgroup n - 1's k-th.
-Refused (E531, at the turn): a `sync` left between entry and exit, which would wait for
-warpgroups that wait for this one (the passes insert one before a slot release whose slot the
-threads touched, or before a write into a tile a wgmma read); a turn inside another (E527);
+Refused (E531, at the turn): in a role of several warpgroups, a `sync` left between entry and
+exit, which would wait for warpgroups that wait for this one (the passes insert one before a slot
+release whose slot the threads touched, or before a write into a tile a wgmma read; what orders
+writes made before the turn, fence_proxy_writes puts before it). A one-warpgroup role of a `by
+warpgroup` chain syncs its own 128 threads, which wait for no one: its turns may hold syncs.
+A turn inside another (E527);
 more than 16 named barrier ids in the CTA (E532).
 """
 
@@ -88,7 +91,8 @@ def _lowered(turn: ops.Turn, ids: list[int], places: range) -> list[ops.Op]:
                     "outer one", nested.span)
     cut = _exit_point(turn.body)
     inside, after = turn.body[:cut], turn.body[cut:]
-    _refuse_role_wide(turn, inside)
+    if len(places) > 1:     # a one-warpgroup role's sync (a `by warpgroup` tile's) waits for no one else
+        _refuse_role_wide(turn, inside)
     n = len(ids)
     entry = [_in(w, ops.NamedBarSync(ids[p], THREADS, span=turn.span)) for w, p in enumerate(places)]
     leave = [_in(w, ops.NamedBarArrive(ids[(p + 1) % n], THREADS, span=turn.span)) for w, p in enumerate(places)]
