@@ -32,15 +32,17 @@ def test_interpreter_matches_float64(residual, m, n, ctas):
 
 
 def test_the_copy_is_what_the_mmas_add_to(residual):
-    """Without the copies, the first tile's first MMA overwrites (C = A·Bᵀ there) and later
-    tiles add onto the previous tile's accumulator: the copy, not the epilogue, adds R."""
+    """Without the copies, each CTA's first tile overwrites (C = A·Bᵀ there): the copy, not the
+    epilogue, adds R. With two tiles per CTA the second one adds onto stage 1 of the accumulator,
+    which nothing has written (E422)."""
     kernel = _edit(residual, _drop_copies)
     args, expected = gemm_residual_case(np.random.default_rng(1), (130, 140))
-    interpret(kernel, residual.manifest, *args)
+    interpret(kernel, residual.manifest, *args, ctas=4)     # 2 x 2 tiles: one per CTA
     a, b, _, c = args
-    assert not _error(c, expected) < 0.1   # NaN where a tile added onto never-written Tensor Memory
-    first = a[:128].astype(np.float64) @ b[:128].astype(np.float64).T
-    assert _error(c[:128, :128], first) < 1e-2
+    assert not _error(c, expected) < 0.1
+    assert _error(c, a.astype(np.float64) @ b.astype(np.float64).T) < 1e-2
+    with pytest.raises(tmalang.TmalangError, match=r"E422\]: tcgen05.mma accumulates into 'accs.d\[1\]'"):
+        interpret(kernel, residual.manifest, *args, ctas=2)
 
 
 def _drop_copies(kernel):

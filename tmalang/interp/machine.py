@@ -19,7 +19,7 @@ from ..ir import exprs as ex
 from ..ir import ops
 from ..target import cluster as geometry
 from ..target.tma import matrix_shape
-from . import bulk, claims, dsmem, gather, mma, named, pairs, prefetch, rows, tcgen05
+from . import bulk, claims, dsmem, gather, mma, named, pairs, prefetch, rows, tcgen05, tmem_init
 from .meet import barrier, settle
 from .races import RaceDetector
 from .shares import rows as row_share
@@ -108,6 +108,7 @@ class CTA:
         self.tmem_columns = 0          # Tensor Memory this CTA holds (tcgen05.alloc'ed, not freed)
         memory = launch.target.tensor_memory            # None: sema refused every use of tmem
         self.tmem = np.full((memory.lanes, memory.columns) if memory else (0, 0), np.nan, np.float32)
+        self.tmem_written = tmem_init.fresh(*self.tmem.shape)   # which cells hold a value (E422)
         self.tmem_tiles = ops.decls(kernel, ops.TmemDecl)
         self.tmem_accumulating: set = set()   # tiles whose next tcgen05.mma adds to their contents
         roles = ops.roles(kernel)
@@ -317,6 +318,7 @@ def _tmem_dealloc(m: CTA, w: Warp, o: ops.TmemDealloc):
         raise ProtocolError("E415", f"tcgen05.dealloc of {o.columns} columns, but {m.tmem_columns} are allocated",
                             o.span, [m.who(w)])
     m.tmem_columns -= o.columns
+    tmem_init.freed(m, m.tmem_columns)
 
 
 def _arrivals(w: Warp) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import mma, shares, tcgen05
+from . import mma, shares, tcgen05, tmem_init
 from .tiles import _store_as, float_node
 
 LANE_ROWS = 32         # rows of a warp in a tcgen05 role
@@ -70,6 +70,10 @@ def row_assign(m, w, o: ops.RowAssign) -> None:
     who = f"row math in {m.who(w)}"
     with np.errstate(all="ignore"):
         value = _evaluate(m, w, o.value, held, (who, o.span))
+    reads = tmem_init.tmem_reads(m, w, o.value)
+    if not dest_tmem:   # the values leave Tensor Memory: each must have been written (E422)
+        for tile, stage, col in reads:
+            tmem_init.read(m, tile, stage, held.rows, col, None, "row math (tcgen05.ld) reads", o.span, who)
     if isinstance(o.dest, ex.RowVar):
         w.rows[o.dest.name] = np.broadcast_to(value, w.rows[o.dest.name].shape).astype(np.float32)
     elif isinstance(o.dest, ex.AccRef):
@@ -79,6 +83,7 @@ def row_assign(m, w, o: ops.RowAssign) -> None:
         m.races.access(tcgen05.tmem_key(m, w, o.dest), w.agent, True, held.share, o.span, who)
         target = tcgen05.tmem_tile(m, w, o.dest)
         target[held.rows] = np.broadcast_to(value, target[held.rows].shape)
+        tmem_init.stored(m, o.dest, m.value(w, o.dest.index), held.rows, tmem_init.carried(m, reads, held.rows))
     else:
         m.races.access(m.tile_key(w, o.dest), w.agent, True, held.share, o.span, who)
         _store_rows(m.matrix(w, o.dest), held, value)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from . import pairs
+from . import pairs, tmem_init
 from .meet import settle
 from .mma import _evaluate  # the register epilogue's expression semantics, shared
 from .races import join
@@ -95,12 +95,14 @@ def tcgen05_mma(m, w, o: ops.Tcgen05Mma) -> None:
     ctas = pairs.pair(m)
     overwrite = _flag_key(m, o.d) not in m.tmem_accumulating
     m.tmem_accumulating.add(_flag_key(m, o.d))
+    stage, who = m.value(w, o.d.index), f"tcgen05.mma issued by {m.who(w)}"
     b = np.concatenate([c.tile(w, o.b) for c in ctas])
     a, d = [c.tile(w, o.a) for c in ctas], [tmem_tile(c, w, o.d) for c in ctas]
     operands = [(c, c.tile_key(w, ref), ref.name) for c in ctas for ref in (o.a, o.b)]
 
     def compute():
-        for a_c, d_c in zip(a, d):
+        for c, a_c, d_c in zip(ctas, a, d):
+            tmem_init.mma_into(c, o, stage, overwrite, who)
             product = _as_input(a_c) @ _as_input(b).T
             d_c[...] = product if overwrite else d_c + product
 
@@ -115,9 +117,11 @@ def tcgen05_cp(m, w, o: ops.Tcgen05Cp) -> None:
     source = m.tile(w, o.source)
     dest = tmem_tile(m, w, o.d)[:, o.col : o.col + source.shape[1]]
     check_aligned(m, w, f"{o.d.name} + {o.col}", m.tmem_tiles[o.d.name].stage_column(m.value(w, o.d.index)) + o.col)
+    copied = tmem_init.cells(m, o.d, m.value(w, o.d.index), o.col, source.shape[1])
 
     def compute():
         dest[...] = source
+        tmem_init.wrote(m, copied)
 
     _queue(m, w, o, [(m, m.tile_key(w, o.source), o.source.name)], [m], compute, "tcgen05.cp")
 
@@ -210,6 +214,8 @@ def tmem_epilogue(m, w, o: ops.TmemEpilogue) -> None:
     accumulator = tmem_tile(m, w, ref.tile)[rows, ref.col : ref.col + dest.shape[-1]]
     check_aligned(m, w, f"{ref.tile.name} + {ref.col}",
                   m.tmem_tiles[ref.tile.name].stage_column(m.value(w, ref.tile.index)) + ref.col)
+    tmem_init.read(m, ref.tile, m.value(w, ref.tile.index), rows, ref.col, dest.shape[-1],
+                   "an epilogue (tcgen05.ld) reads", o.span, who)
     with np.errstate(all="ignore"):
         value = _evaluate(m, w, o.value, accumulator, rows)
         dest[rows] = _store_as(np.broadcast_to(value, dest[rows].shape), dest.dtype)
