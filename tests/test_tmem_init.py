@@ -1,6 +1,8 @@
 """Tensor Memory that nothing initialised (issue 28, item 3): the interpreter reports an MMA that
 adds onto, or a tcgen05.ld whose values leave Tensor Memory from, cells that no overwriting MMA,
-tcgen05.cp or tcgen05.st wrote since the allocation (E422). The kernels below are written from
+tcgen05.cp or tcgen05.st wrote since the allocation (E422); sema refuses an MMA role whose
+accumulate flag carries over onto a stage of its ring that nothing has written (E106,
+tests/diagnostics/tmem_init.tma has the words). The kernels below are written from
 docs/language.md §15a-§15c; numerics are checked against float64 on random data."""
 
 from __future__ import annotations
@@ -128,8 +130,8 @@ def _without_resets(kernel):
 
 
 def test_second_tile_of_a_persistent_loop_adds_onto_an_unwritten_stage():
-    """gemm_sm100 without its `t.d = 0` (taken out of the IR): the first tile overwrites stage 0;
-    the CTA's second tile adds onto stage 1."""
+    """gemm_sm100 without its `t.d = 0` (taken out of the IR, since sema refuses the source with
+    E106): the first tile overwrites stage 0; the CTA's second tile adds onto stage 1."""
     gemm = tmalang.compile_file(ROOT / "examples" / "gemm_sm100.tma", arch="sm_100a")
     a, b, c = _gemm_case(300, 512, 64, seed=2)     # 3 x 2 tiles: three per CTA
     error = _interp_error(_without_resets(gemm), gemm.manifest, a, b, c, ctas=2)
@@ -192,3 +194,98 @@ def test_a_dealloc_forgets_what_was_written():
     tmem_init.wrote(Cta, (slice(0, 128), slice(0, 512)))
     tmem_init.freed(Cta, 256)
     assert Cta.tmem_written[:, :256].all() and not Cta.tmem_written[:, 256:].any()
+
+
+# ---- sema: E106 --------------------------------------------------------------------------------
+
+def test_a_persistent_loop_that_forgets_the_reset_is_refused():
+    with pytest.raises(tmalang.TmalangError) as caught:
+        _compile(TRUNCATED.replace(RESET, ""))
+    error = caught.value
+    assert error.code == "E106" and "stage 1 of 'accs.d'" in error.message
+    assert "mma t.d, s.a, s.b" in error.render()
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_refused_exactly_when_the_interpreter_finds_an_unwritten_stage(stages):
+    """Without resets, the refusal and the interpreter agree, whatever the depth: tiles 2 .. S of
+    a CTA each find a stage nothing wrote."""
+    source = TRUNCATED.replace(RESET, "").replace("pipeline accs[2]", f"pipeline accs[{stages}]")
+    with pytest.raises(tmalang.TmalangError, match="E106"):
+        _compile(source)
+    kernel = _compile(TRUNCATED.replace("pipeline accs[2]", f"pipeline accs[{stages}]"))
+    ir = _without_resets(kernel)
+    a, b, c = _gemm_case(128 * stages, 64, 64, seed=stages)     # S tiles, one CTA walks them all
+    error = _interp_error(ir, kernel.manifest, a, b, np.int32(64), c, ctas=1)
+    assert error.code == "E422" and "'accs.d[1]'" in error.message
+
+
+def test_a_single_stage_ring_is_not_refused():
+    """With one stage the second tile adds onto the first tile's result: a value, though not the
+    wanted one (the numbers show it); neither check calls it uninitialised."""
+    source = TRUNCATED.replace(RESET, "").replace("pipeline accs[2]", "pipeline accs[1]")
+    kernel = _compile(source)
+    a, b, c = _gemm_case(256, 64, 64, seed=9)
+    kernel.interpret(a, b, np.int32(64), c, ctas=1)
+    assert not gemm_relative_error(c, a, b) < 0.1
+    assert gemm_relative_error(c[:128], a[:128], b) < 1e-2
+
+# Two accumulators per tile, each from one 64-column half of K, through the two stages of one
+# ring: lo = A[:, :64]·B[:, :64]ᵀ and hi = A[:, 64:128]·B[:, 64:128]ᵀ. Each block's `t.d = 0`
+# makes its first MMA overwrite; without the second one, E106 (tests/diagnostics/tmem_init.tma).
+HALVES = """
+kernel halves(a: bf16[M, K], b: bf16[N, K], lo: bf16[M, N], hi: bf16[M, N]) {
+    grid tiles
+    box A = a[128, 64] swizzle 128B
+    box B = b[64, 64] swizzle 128B
+    box T = lo[128, 64]
+    box L = lo[128, 64] swizzle 128B
+    box H = hi[128, 64] swizzle 128B
+    smem ls[1]: L
+    smem hs[1]: H
+    pipeline ring[2] { a: A, b: B }
+    pipeline accs[2] { d: tmem f32[128, 64] }
+    role load: warp 0 {
+        for tile (m, n) in tiles(lo, T) {
+            produce ring as s {
+                load A[m, 0] -> s.a
+                load B[n, 0] -> s.b
+            }
+            produce ring as s {
+                load A[m, 1] -> s.a
+                load B[n, 1] -> s.b
+            }
+        }
+    }
+    role mma: warp 1 {
+        for tile (m, n) in tiles(lo, T) {
+            produce accs as t {
+                t.d = 0
+                consume ring as s { mma t.d, s.a, s.b }
+            }
+            produce accs as t {
+                t.d = 0
+                consume ring as s { mma t.d, s.a, s.b }
+            }
+        }
+    }
+    role epilogue: warps 4..7 {
+        for tile (m, n) in tiles(lo, T) {
+            consume accs as t { store L[m, n] <- bf16(t.d) through ls }
+            consume accs as t { store H[m, n] <- bf16(t.d) through hs }
+        }
+    }
+}
+"""
+
+
+def test_a_second_block_that_resets_is_accepted_and_correct():
+    kernel = _compile(HALVES)
+    a, b, lo = _gemm_case(130, 72, 128, seed=6)
+    hi = lo.copy()
+    kernel.interpret(a, b, lo, hi, seed=1, explore=2)
+    assert gemm_relative_error(lo, a[:, :64], b[:, :64]) < 1e-2
+    assert gemm_relative_error(hi, a[:, 64:], b[:, 64:]) < 1e-2
+    with pytest.raises(tmalang.TmalangError, match="E106"):
+        _compile(HALVES.replace("                t.d = 0\n", "", 2).replace(
+            "            produce accs as t {\n", "            produce accs as t {\n                t.d = 0\n", 1))

@@ -11,6 +11,7 @@ from .declarations import KernelInfo, Pipeline
 from .statements import check_role_body
 from . import wait_cycles
 from . import global_races
+from . import tmem_init
 
 def _box_decl(info: KernelInfo, x) -> None:
     wide = x.im2col and (x.wide or x.halo is not None)
@@ -75,6 +76,7 @@ def check_kernel(kernel: ast.Kernel, target: Target) -> KernelInfo:
     split.check_used(info)
     wait_cycles.check(info)   # needs each pipeline's roles and blocks checked (E056, E068, E103)
     global_races.check_kernel(info)   # needs every access checked: it compares them pairwise
+    tmem_init.check(info)     # needs each pipeline's blocks (E056, E068) and tmem writes (E085, E099) checked
     return info
 
 

@@ -81,7 +81,7 @@ def events(body: list, env: dict, trips: Trips):
             continue
         elif isinstance(stmt, ast.ForTiles):
             for t in range(trips.tiles):
-                yield from events(stmt.body, _tile_env(stmt, t, env, trips), trips)
+                yield from events(stmt.body, tile_env(stmt, t, env, trips), trips)
         elif isinstance(stmt, ast.ForSteps):
             count = trip_count(stmt, env)
             trips.counts[id(stmt)] = count
@@ -91,7 +91,7 @@ def events(body: list, env: dict, trips: Trips):
             yield from events(stmt.body, env, trips)
 
 
-def _tile_env(loop: ast.ForTiles, t: int, env: dict, trips: Trips) -> dict:
+def tile_env(loop: ast.ForTiles, t: int, env: dict, trips: Trips) -> dict:
     bound = {**env, **{v: trips.tile_value for v in loop.vars}}
     if loop.index:
         bound[loop.index] = t

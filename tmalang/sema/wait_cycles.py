@@ -52,7 +52,7 @@ def _first_cycle(info: KernelInfo, roles: dict[str, list], stages: dict[str, int
     """(the cycle, the trips that close it) for the first choice of trip counts that closes one."""
     order = [r.name for r in info.roles]
     budget = EVENTS_PER_KERNEL
-    for trips in _choices(info, roles, stages):
+    for trips in trip_choices(info, roles, stages):
         limit = min(EVENTS_PER_RUN, budget)
         try:
             stuck, used = role_waits.run(roles, stages, trips, limit)
@@ -87,7 +87,7 @@ def _explicit(info: KernelInfo) -> bool:
 
 # ---- the trip counts tried -----------------------------------------------------------------
 
-def _choices(info: KernelInfo, roles: dict[str, list], stages: dict[str, int]):
+def trip_choices(info: KernelInfo, roles: dict[str, list], stages: dict[str, int]):
     """The trip counts to try, fewest items first (so a refusal shows the smallest case)."""
     loops = [s for body in roles.values() for s in ast.statements(body) if isinstance(s, ast.ForSteps)]
     scale = _scales(info, loops)
