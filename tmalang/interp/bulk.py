@@ -30,7 +30,7 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
     what = f"TMA reduce '{o.reduce}'" if o.reduce else "TMA store"
     key, who = m.tile_key(w, o.source), f"the {what} issued by {m.who(w)}"
     combine = (lambda old, new: reduce.combine(o.reduce, old, new)) if o.reduce else None
-    agent = m.races.issue(w.agent)
+    agent, tile = m.races.issue(w.agent), w.current_tile   # the tile it was issued for, whenever it lands
     if o.gather:   # tile rows to the rows an index tensor names (interp/gather.py)
         picked = gather.rows(m, w, o, box)
         gather.check_distinct(m, w, o, box, picked)
@@ -43,7 +43,7 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
         m.races.tick(agent)     # epoch 2: the global writes, which only a full wait_group acquires
         for region in regions:
             m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, True, o.span,
-                                   f"{who} in CTA {m.cta}", reduce=bool(o.reduce), steps=box.strides)
+                                   f"{who} in CTA {m.cta}", reduce=o.reduce or "", steps=box.strides, tile=tile)
         if o.gather:
             gather.write_rows(target, box, picked, coords[1], source.copy())
         else:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import ops
+from .globalmem import walks_tiles
 from .meet import settle
 from .state import ProtocolError, Transfer
 
@@ -32,11 +33,13 @@ RESPONSE_BYTES = 16
 
 
 def loop(m, w, o: ops.Loop):
+    outer = w.current_tile
     w.env[o.count] = 0
     while True:
         for inner in o.body:
             if isinstance(inner, ops.LeaveIf):
                 if leave(m, w, inner):
+                    w.current_tile = outer
                     return
                 continue
             yield from m.run(w, inner)
@@ -69,6 +72,8 @@ def _publish(m, w, o: ops.TileClaim | ops.TilePublish | ops.ClcQuery, tile: int)
 def tile_take(m, w, o: ops.TileTake) -> None:
     m.races.access(_key(m, w, o.slot), w.agent, False, None, o.span, f"the tile read of {m.who(w)}")
     w.env[o.var] = int(_words(m, w, o.slot)[0])
+    if walks_tiles(o.var):   # the claimed tile: its global accesses are its own (interp/globalmem.py)
+        w.current_tile = w.env[o.var]
 
 
 def clc_try_cancel(m, w, o: ops.ClcTryCancel) -> None:

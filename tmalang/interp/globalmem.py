@@ -9,8 +9,17 @@ wrote must happen after that write; otherwise it may read stale data, or the two
 in either order (E421).
 
 A TMA reduce writes too, but each element's read-modify-write is atomic (PTX: element-wise
-atomic, .relaxed.gpu), so two reduces never race, whatever their operations and CTAs; a reduce
-and a plain store, or a reduce and a load, of the same elements do, unless ordered.
+atomic, .relaxed.gpu), so two reduces of one operation never race, whatever their CTAs: they
+commute. Reduces of two operations do not (max then add is not add then max), so they race
+like two stores unless ordered; so do a reduce and a plain store, or a reduce and a load.
+
+Tiles: an access belongs to the tile its warp is walking when it issues it (`tile`, the linear
+tile of the tile loop, `%I.tile` of passes/lower_tile_walk.py and passes/claim_tiles.py; None
+outside tile loops). The interpreter runs each tile in one CTA of one grid, but the GPU may run
+any two tiles in two CTAs of two clusters, whatever the grid size: so only accesses of one tile
+are ever ordered (by the clocks, within a cluster); two accesses of different tiles, or of a
+tile and code outside the tile loop, are unordered even when this run put both in one CTA and
+that CTA's own waits ordered them.
 
 Only tensors that some TMA store of the kernel writes are tracked, and within them each access
 is kept under its box's region, found through a grid of the first box's shape. A box with
@@ -36,7 +45,8 @@ class GlobalAccess:
     cluster: int
     span: object
     who: str
-    reduce: bool = False      # a TMA reduce: atomic per element, so it never races another reduce
+    reduce: str = ""          # a TMA reduce's operation, atomic per element: reduces of one operation commute
+    tile: object = None       # the tile it belongs to (None: outside tile loops); see the docstring
 
 
 @dataclass
@@ -48,21 +58,20 @@ class GlobalMemory:
     claims: int = 0                                  # claims made on it in this launch
 
     def access(self, races, cluster: int, tensor: str, region: tuple, agent, write: bool, span, who: str,
-               reduce: bool = False, steps: tuple = ()) -> None:
+               reduce: str = "", steps: tuple = (), tile=None) -> None:
         """Check one TMA access of `region` (((start, stop), ...) per dim; `steps`: the box's element
-        strides) against earlier ones."""
+        strides; `reduce`: a reduce's operation; `tile`: the tile it belongs to) against earlier ones."""
         region = _stepped(region, steps)
         clock = races.clock(agent)
-        current = GlobalAccess(agent, clock[agent], write, cluster, span, who, reduce)
+        current = GlobalAccess(agent, clock[agent], write, cluster, span, who, reduce, tile)
         for other in self._near(tensor, region):
             if not overlaps(("region", other), ("region", region)):
                 continue
             kept = []
             for old in self.accesses[(tensor, other)]:
                 same = old.cluster == cluster and old.agent == agent   # agents are numbered per cluster
-                ordered = old.cluster == cluster and clock.get(old.agent, 0) >= old.epoch
-                atomic = reduce and old.reduce
-                if not ordered and (write or old.write) and not same and not atomic:
+                ordered = _may_order(old, current) and clock.get(old.agent, 0) >= old.epoch
+                if not ordered and _conflict(old, current) and not same:
                     raise _race(tensor, region, old, current)
                 if not (ordered and _hides(current, old) and covers(("region", region), ("region", other))):
                     kept.append(old)
@@ -90,6 +99,12 @@ class GlobalMemory:
         self.accesses[(tensor, region)].append(access)
 
 
+def walks_tiles(var: str) -> bool:
+    """Whether a loop variable (of a `for_step`, or what a `tile_take` sets) is a tile loop's
+    linear tile: lower_tile_walk and claim_tiles name it `%I.tile`."""
+    return var.endswith(".tile")
+
+
 def _stepped(region: tuple, steps: tuple) -> tuple:
     """(start, stop, step) for each dimension a strided box takes every step-th element of."""
     if not any(step > 1 for step in steps):
@@ -97,11 +112,25 @@ def _stepped(region: tuple, steps: tuple) -> tuple:
     return tuple(d if step == 1 else (d[0], d[1], step) for d, step in zip(region, steps))
 
 
+def _may_order(old: GlobalAccess, new: GlobalAccess) -> bool:
+    """Whether anything can order the two: only accesses of one tile in one cluster. CTAs of two
+    clusters share no barrier; two tiles may run in two such CTAs under another grid size or
+    schedule, so what orders them in this run (one CTA's waits) proves nothing."""
+    return old.cluster == new.cluster and old.tile == new.tile
+
+
+def _conflict(old: GlobalAccess, new: GlobalAccess) -> bool:
+    """A write against anything, except two reduces of one operation: those commute."""
+    commute = old.reduce and old.reduce == new.reduce
+    return (old.write or new.write) and not commute
+
+
 def _hides(new: GlobalAccess, old: GlobalAccess) -> bool:
-    """Whether `new`, ordered after `old` and covering it, stands for it against later accesses:
-    a plain write conflicts with everything `old` conflicts with; a reduce only with what a
-    reduce `old` conflicts with (a later reduce would not race a reduce, but does race a store)."""
-    return new.write and (not new.reduce or old.reduce)
+    """Whether `new`, ordered after `old` and covering it, stands for it against later accesses
+    (everything that conflicts with `old` conflicts with `new`): a plain write does; a reduce
+    only stands for a reduce of its own operation (a later reduce of that operation would not
+    race `new`, but a later store, load or other reduce races both)."""
+    return new.write and (not new.reduce or old.reduce == new.reduce)
 
 
 def _race(tensor: str, region: tuple, first: GlobalAccess, second: GlobalAccess) -> ProtocolError:
@@ -109,11 +138,32 @@ def _race(tensor: str, region: tuple, first: GlobalAccess, second: GlobalAccess)
         return "reduces into" if a.reduce else "writes" if a.write else "reads"
     where = first.span.location() if first.span else "?"
     elements = ", ".join(":".join(map(str, d)) for d in region)
-    why = ("CTAs of different clusters share no barrier: nothing orders their accesses" if first.cluster != second.cluster
-           else "a TMA store's writes to global memory complete only at its thread's `wait_group N` without "
-                "`read` (`wait_group read` only frees its shared source); whoever accesses the elements next "
-                "must be ordered after that wait (a barrier phase or sync)")
+    notes = [f"the other access is at {where}", _unordered(first, second)]
+    if first.reduce and second.reduce:
+        notes.append(f"reduces of different operations ({first.reduce}, {second.reduce}) do not commute: "
+                     "which lands first decides the result, so they must be ordered like two stores")
+    tiles = first.tile != second.tile     # then each side names its tile
     return ProtocolError(
-        "E421", f"global memory race on {tensor}[{elements}]: {second.who} {verb(second)} it, unordered with "
-        f"{first.who}, which {verb(first)} it", second.span,
-        [f"the other access is at {where}", why])
+        "E421", f"global memory race on {tensor}[{elements}]: {_side(second, tiles)} {verb(second)} it, unordered "
+        f"with {_side(first, tiles)}, which {verb(first)} it", second.span, notes)
+
+
+def _side(a: GlobalAccess, tiles: bool) -> str:
+    if not tiles:
+        return a.who
+    return f"{a.who} outside the tile loop" if a.tile is None else f"{a.who} for tile {a.tile}"
+
+
+def _unordered(first: GlobalAccess, second: GlobalAccess) -> str:
+    """Why nothing orders the two."""
+    if first.cluster != second.cluster:
+        return "CTAs of different clusters share no barrier: nothing orders their accesses"
+    if first.tile != second.tile:
+        what = ("two tiles" if first.tile is not None and second.tile is not None
+                else "a tile and code outside the tile loop (which runs in every CTA)")
+        return (f"{what} may run in CTAs of different clusters, under another grid size or order of tiles, "
+                "and such CTAs share no barrier: the waits that ordered them in this run's CTA order nothing "
+                "there (give each tile its own elements, or combine them with one reduce operation)")
+    return ("a TMA store's writes to global memory complete only at its thread's `wait_group N` without "
+            "`read` (`wait_group read` only frees its shared source); whoever accesses the elements next "
+            "must be ordered after that wait (a barrier phase or sync)")

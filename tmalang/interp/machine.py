@@ -21,6 +21,7 @@ from ..target import cluster as geometry
 from ..target.tma import matrix_shape
 from . import bulk, claims, dsmem, gather, mma, named, pairs, prefetch, rows, tcgen05, tmem_init
 from .meet import barrier, settle
+from .globalmem import walks_tiles
 from .races import RaceDetector
 from .shares import rows as row_share
 from .state import Blocked, BulkGroup, Mbarrier, ProtocolError, Smem, Transfer
@@ -54,6 +55,7 @@ class Warp:
     rows: dict = field(default_factory=dict)         # row registers (interp/rows.py)
     fragment_rows: bool | None = None                # its role's rows are wgmma fragment rows (interp/rows.py)
     acc_dirty: bool = True          # ordinary instructions touched the accumulator since wgmma.fence
+    current_tile: int | None = None  # the tile its tile loop walks (interp/globalmem.py); None outside one
     done: bool = False
 
     @property
@@ -244,12 +246,16 @@ def _for_range(m: CTA, w: Warp, o: ops.ForRange):
 
 
 def _for_step(m: CTA, w: Warp, o: ops.ForStep):
+    outer = w.current_tile
     w.env[o.count] = 0
     w.env[o.var] = m.value(w, o.start)
     while _u32(w.env[o.var]) < _u32(m.value(w, o.stop)):
+        if walks_tiles(o.var):
+            w.current_tile = w.env[o.var]
         yield from m.region(w, o.body)
         w.env[o.var] += m.value(w, o.step)
         w.env[o.count] += 1
+    w.current_tile = outer
 
 
 def _if(m: CTA, w: Warp, o: ops.If):
@@ -444,6 +450,7 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
     else:
         data, regions = read_box(tensor, box, coords, o.elements), [box_region(tensor.shape, box, coords, o.elements)]
     agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
+    tile = w.current_tile
     share = row_share(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else None
     deliveries = []
     for c in m.members(o.ctas) if o.multicast else [m]:
@@ -462,7 +469,8 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         for region in regions if box.tensor in m.stored else []:   # it reads what a store may write
             if region is not None:
                 m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, False, o.span,
-                                       f"{who} in CTA {m.cta}", steps=() if box.im2col or o.gather else box.strides)
+                                       f"{who} in CTA {m.cta}", steps=() if box.im2col or o.gather else box.strides,
+                                       tile=tile)
         for c, signalled, bar, dest, key in deliveries:
             c.races.access(key, agent, True, share, o.span, who)
             dest[...] = data
