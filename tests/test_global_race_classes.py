@@ -6,7 +6,8 @@
   in one CTA on 1, 2 and 4 CTAs (a 4-column tile grid); the race must be found there too, for a
   static walk, a dynamic one, and a store outside the tile loop against the tiles' stores;
 - reduces: reduces of one operation commute (atomic per element), reduces of two operations do
-  not (max then add is not add then max), so those race unless ordered.
+  not (max then add is not add then max), so those race unless ordered; in one consume block the
+  compiler orders them (passes/order_slot_release.py), as it orders two stores.
 
 Each racy kernel is refused by the compiler first (E580) wherever it can see the race, and the
 interpreter finds it (E421) once that check is skipped. The negative twins (disjoint tiles,
@@ -316,3 +317,41 @@ def test_reduces_of_one_operation_from_any_tiles_never_race():
     memory, races = GlobalMemory(), RaceDetector()
     for tile in (0, 1, None, 2):
         _access(memory, races, tile=tile, reduce="add")
+
+
+# ---- the compiler orders reduces of two operations in one consume block ------------------------
+
+# Each tile of x adds into its own tile of out, then takes the max there, in one consume block.
+CONSUME_TWO_OPS = """
+kernel twice(x: u32[M, N], out: u32[M, N]) {
+    grid persistent
+    box X   = x[32, 64]
+    box Out = out[32, 64]
+    pipeline ring[2] { t: X }
+    role producer: warp 0 {
+        for tile (m, n) in tiles(x, X) { produce ring as s { load X[m, n] -> s.t } }
+    }
+    role consumer: warps 1..4 {
+        for tile (m, n) in tiles(x, X) {
+            consume ring as s {
+                reduce add Out[m, n] <- s.t
+                reduce max Out[m, n] <- s.t
+            }
+        }
+    }
+}
+"""
+
+
+def test_the_compiler_waits_between_reduces_of_two_operations_in_one_consume_block():
+    """order_slot_release waits for the add's writes before the max (as before a second store),
+    and sema (E580) counts on that wait: the kernel compiles, and runs clean and right."""
+    kernel = tmalang.compile(CONSUME_TWO_OPS)
+    ir = kernel.ir      # the final IR, as text
+    add, top = ir.index("reduce=add"), ir.index("reduce=max")
+    assert "bulk_wait pending=0 read=false" in ir[add:top], ir[add:top]
+    x, out = _words(np.random.default_rng(9), M)
+    for ctas, seed in [(1, None), (2, 3), (3, 4)]:
+        [got] = kernel.interpret(x, out.copy(), dims={"M": M, "N": N}, ctas=ctas, seed=seed)
+        added = (out.astype(np.uint64) + x) % 2**32
+        np.testing.assert_array_equal(got, np.maximum(added, x.astype(np.uint64)).astype(np.uint32))

@@ -7,7 +7,8 @@ coordinates, or through a box of another shape or strides at any coordinates (no
 taken to overlap), or any store to the tensor when either store is at element coordinates (its
 box may lie anywhere) or takes its rows from an index tensor (a scatter writes whatever rows its
 indices name): the elected thread waits `bulk_wait read=false pending=0`, so the two stores'
-writes to global memory are ordered.
+writes to global memory are ordered. A reduce counts as a store, except after reduces of its
+own operation alone (they commute: no wait); after a reduce of another operation it waits.
 Before tile math, an epilogue or row math rewrites a slot that a TMA store of the
 role issued since the last release read from: the elected thread waits `bulk_wait read=false
 pending=0` and the role syncs, so the store has read the slot before any thread overwrites it,
@@ -56,7 +57,7 @@ _pipelined = ops.is_pipeline_buffer   # a slot of a pipeline (PIPELINE.FIELD), n
 def _region(region: list[ops.Op], boxes: dict) -> list[ops.Op]:
     out: list[ops.Op] = []
     stored: set[str] = set()
-    targets: set = set()   # (tile, by a reduce) this region's stores wrote since its last full wait
+    targets: set = set()   # (tile, reduce op or "") this region's stores wrote since its last full wait
     touched = None   # "generic" (ordinary smem access), "mma" (wgmma only) or None since the last sync
     for o in region:
         if isinstance(o, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)) and _touches_memory(o):
@@ -75,7 +76,7 @@ def _region(region: list[ops.Op], boxes: dict) -> list[ops.Op]:
             stores = [s for s in o.body if isinstance(s, ops.TmaStore) and _pipelined(s.source.name)]
             targets = _order_repeated_stores(o, stores, targets, boxes)
             if stores:
-                last = o.body.index(stores[-1])
+                last = _position(o.body, stores[-1])
                 o.body.insert(last + 1, ops.BulkCommit(span=stores[-1].span))
                 stored |= {s.source.name for s in stores}
             pipeline = _released_pipeline(o)
@@ -111,17 +112,23 @@ def _nested_touch(o: ops.Op, touched: str | None) -> str | None:
 def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: set, boxes: dict) -> set:
     """A store that may write what an earlier store of the region wrote waits for that store's
     writes (`bulk_wait read=false`): two unordered stores to the same elements race (E421), also
-    through two boxes of one tensor. Reduces are atomic per element, so a reduce after only
-    reduces to the tile needs no wait."""
+    through two boxes of one tensor. Reduces of one operation are atomic per element and commute,
+    so a reduce after only reduces of its operation to the tile needs no wait; after a reduce of
+    another operation it waits as after a store (which lands first would decide the result)."""
     for store in stores:
         target = _target(store, boxes)
-        if any(_may_overlap(t, target) and not (reduced and store.reduce) for t, reduced in targets):
-            at = o.body.index(store)
+        if any(_may_overlap(t, target) and not (op and op == store.reduce) for t, op in targets):
+            at = _position(o.body, store)
             earlier = any(isinstance(x, ops.TmaStore) for x in o.body[:at])
             o.body[at:at] = [ops.BulkCommit(span=store.span)] * earlier + [ops.BulkWait(0, False, span=store.span)]
             targets = set()
-        targets.add((target, bool(store.reduce)))
+        targets.add((target, store.reduce))
     return targets
+
+
+def _position(body: list[ops.Op], o: ops.Op) -> int:
+    """Where `o` itself stands in `body` (ops compare by value: two stores alike are two ops)."""
+    return next(i for i, x in enumerate(body) if x is o)
 
 
 def _target(store: ops.TmaStore, boxes: dict) -> tuple:

@@ -19,7 +19,7 @@ WHY = {
     "steps": "a TMA store or reduce completes only at its thread's `wait_group 0`: a store of one "
              "iteration is still writing when the next iteration's access runs",
     "order": "a TMA store or reduce completes only at its thread's `wait_group 0` (the compiler adds one "
-             "only between two stores of one consume region, §13)",
+             "only between two stores, or reduces of two operations, of one consume region, §13)",
 }
 
 

@@ -13,9 +13,9 @@ case lets the two touch a common element. What orders two executions:
   consume block on (in that iteration or later ones) comes after the load;
 - within one role, the role's `wait_group 0` (not `read`) between a committed store or reduce and
   the later access, running in every iteration of the loops around both; and the full wait the
-  compiler puts between two stores of one consume region that may overlap (§13,
-  passes/order_slot_release.py); a load that a role produces for itself is hoisted ahead of its
-  program position (passes/prefetch_own_pipelines.py), so nothing earlier orders it;
+  compiler puts between two stores (or reduces of two operations) of one consume region that may
+  overlap (§13, passes/order_slot_release.py); a load that a role produces for itself is hoisted
+  ahead of its program position (passes/prefetch_own_pipelines.py), so nothing earlier orders it;
 - in a kernel with its own mbarriers (the explicit layer, §17), accesses of one CTA and tile are
   the user's protocol: the interpreter checks it (E421), this analysis does not.
 """
@@ -232,8 +232,8 @@ def _hoisted(x: Access, found: Accesses) -> bool:
 def _compiler_waits(first: Access, second: Access) -> bool:
     """Whether order_slot_release puts a full wait before `second`: the same tensor through boxes
     of another geometry, or either at element coordinates or scattered, or the same geometry at
-    the same coordinates; a reduce after a reduce is issued without one."""
-    if first.kind == "reduce" and second.kind == "reduce":
+    the same coordinates; a reduce after a reduce of its own operation is issued without one."""
+    if first.kind == "reduce" and second.kind == "reduce" and first.op == second.op:
         return False
     f, s = first.stmt, second.stmt
     if f.elements or s.elements or f.gather or s.gather:
