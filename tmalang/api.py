@@ -19,6 +19,8 @@ from .contract.manifest import Manifest
 from .diagnostics import error
 from .explain import explain
 from .interp import interpret
+from .verify import Verdict, verify
+from .verify.explore import DEFAULT_STATE_LIMIT
 from .contract.trace import Trace
 from .ir.printer import print_ir
 from .runtime import Launcher
@@ -98,6 +100,15 @@ class Kernel:
         _check_interpret_options(seed, explore, ctas, trace)
         return interpret(self._c.ir, self.manifest, *args, dims=dims, seed=seed, explore=explore, ctas=ctas,
                          trace=trace)
+
+    def verify(self, *args, dims: dict[str, int] | None = None, ctas: int | None = None,
+               states: int = DEFAULT_STATE_LIMIT) -> Verdict:
+        """Explore every schedule of this launch (NumPy arrays, as for `interpret`): a Verdict,
+        `verified` when no schedule breaks the protocol, else `error` (the shortest schedule that
+        does, in the interpreter's words) and `trace` (that schedule, for Perfetto). The caller's
+        arrays are not written. `states` bounds the search; docs/interpreter.md, "Verification"."""
+        _check_interpret_options(None, 0, ctas, None)
+        return verify(self._c.ir, self.manifest, *args, dims=dims, ctas=ctas, limit=states)
 
     def as_torch_op(self, name: str | None = None, *, dims: dict[str, int] | None = None) -> TorchOp:
         """This kernel as the torch custom operator `torch.ops.tmalang.NAME` (torch_op.py): it works

@@ -37,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tmalangc", description="Compile tmalang (.tma) kernels to PTX and cubin.",
         epilog="subcommands: 'tmalangc run FILE ...' runs a kernel on the GPU or the interpreter "
-               "(tmalangc run --help); 'tmalangc opt FILE.ir --passes=...' runs passes on textual IR "
+               "(tmalangc run --help); 'tmalangc verify FILE ...' explores every schedule of one launch "
+               "(tmalangc verify --help); 'tmalangc opt FILE.ir --passes=...' runs passes on textual IR "
                "(tmalangc opt --help); 'tmalangc cache info|clear' shows or empties the compile cache. "
                "Also: python -m tmalang ...")
     p.add_argument("--version", action=_Version, help="print the versions of tmalang, llvmlite (LLVM) and ptxas")
@@ -88,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["run"]:
         from .run_cli import run_main
         return run_main(argv[1:])
+    if argv[:1] == ["verify"]:
+        from .verify_cli import verify_main
+        return verify_main(argv[1:])
     if argv[:1] == ["opt"]:
         from .opt import opt_main
         return opt_main(argv[1:])

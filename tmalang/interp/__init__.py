@@ -23,6 +23,7 @@ from .globalmem import GlobalMemory
 from .machine import CTA, Cluster
 from .claims import check_counter
 from .scheduler import run_cluster
+from .observe import NO_OBSERVER, Observer
 from .state import ProtocolError
 from ..contract.trace import Trace
 
@@ -39,6 +40,7 @@ class Launch:
     trace: Trace | None = None
     memory: GlobalMemory = field(default_factory=GlobalMemory)   # what TMA did to global memory, in order
     waiting: list[int] = field(default_factory=list)   # a grid of tiles' CTAs not yet started (claims.py)
+    observer: Observer = NO_OBSERVER   # who listens to the synchronisation (tmalang.verify records it)
 
     @staticmethod
     def np_dtype(name: str) -> np.dtype:
@@ -49,7 +51,7 @@ class Launch:
 
 
 def interpret(kernel: ops.KernelOp, manifest: Manifest, *args, dims=None, seed=None, explore: int = 0,
-              ctas: int | None = None, trace: Trace | None = None) -> list[np.ndarray]:
+              ctas: int | None = None, trace: Trace | None = None, observer: Observer = NO_OBSERVER) -> list[np.ndarray]:
     _check_ctas(ctas)
     binding = bind(manifest, args, dims)
     seeds = [seed] if explore <= 0 else [(seed or 0) + i for i in range(explore)]
@@ -57,7 +59,7 @@ def interpret(kernel: ops.KernelOp, manifest: Manifest, *args, dims=None, seed=N
     for i, s in enumerate(seeds):
         if trace is not None and len(seeds) > 1:
             trace.begin_schedule(i, s)
-        results = _run_once(kernel, manifest, args, binding, s, ctas, trace)
+        results = _run_once(kernel, manifest, args, binding, s, ctas, trace, observer)
     written = [a for a in manifest.args if isinstance(a, TensorArg) and a.written]
     for arg, value in zip(manifest.args, args):
         if isinstance(arg, TensorArg) and arg.written and isinstance(value, np.ndarray):
@@ -89,12 +91,12 @@ def _run_cancelling(kernel, launch: Launch, count: int, room: int) -> None:
     run_cluster([], launch.rng, start)
 
 
-def _run_once(kernel, manifest, args, binding, seed, ctas, trace) -> dict[str, np.ndarray]:
+def _run_once(kernel, manifest, args, binding, seed, ctas, trace, observer=NO_OBSERVER) -> dict[str, np.ndarray]:
     arrays = {a.name: np.array(v, copy=True) for a, v in zip(manifest.args, args) if isinstance(a, TensorArg)}
     params = dict(binding.symbols)
     params.update(binding.scalars)
     launch = Launch(arrays, params, None if seed is None else np.random.default_rng(seed),
-                    target_named(manifest.arch), trace)
+                    target_named(manifest.arch), trace, observer=observer)
     tiles = binding.tile_count()
     size = kernel.cluster
     count = tiles if manifest.grid.kind == "tiles" else min(tiles, ctas or DEFAULT_PERSISTENT_CTAS)

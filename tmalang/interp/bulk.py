@@ -53,7 +53,7 @@ def tma_store(m, w, o: ops.TmaStore) -> None:
                         issued=m.step)
     transfer.agent = agent
     w.open_group.transfers.append(transfer)
-    m.in_flight.append(transfer)
+    m.put_in_flight(transfer)
 
 
 def bulk_commit(m, w, o: ops.BulkCommit) -> None:

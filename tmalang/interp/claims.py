@@ -26,7 +26,7 @@ import numpy as np
 
 from ..ir import ops
 from .globalmem import walks_tiles
-from .meet import settle
+from .meet import expect_tx, settle
 from .state import ProtocolError, Transfer
 
 RESPONSE_BYTES = 16
@@ -91,11 +91,11 @@ def clc_try_cancel(m, w, o: ops.ClcTryCancel) -> None:
         canceled = waiting.pop(0) if waiting else None   # one step: no two cancels take the same CTA
         m.races.access(key, agent, True, None, o.span, who)
         response[...] = [0, 0, 0, 0] if canceled is None else [1, canceled, 0, 0]
-        bar.tx -= RESPONSE_BYTES
+        expect_tx(m, bar, -RESPONSE_BYTES)
         m.races.release_to_phase(agent, m.phase_key(bar, bar.completed))
         settle(m, bar, o)
 
-    m.in_flight.append(Transfer("cancel", w.index, o.span, land, None, RESPONSE_BYTES,
+    m.put_in_flight(Transfer("cancel", w.index, o.span, land, None, RESPONSE_BYTES,
                                 due=m.launch.due(m.step), issued=m.step))
 
 

@@ -12,7 +12,7 @@ from the detector), and a peer that exits before observing the phase is E412.
 from __future__ import annotations
 
 from ..ir import ops
-from .meet import settle
+from .meet import expect_tx, settle
 from .state import ProtocolError, Transfer
 
 
@@ -38,13 +38,13 @@ def bulk_push(m, w, o: ops.BulkPush) -> None:
         m.races.access(source_key, agent, False, None, o.span, who)
         target.races.access(dest_key, agent, True, None, o.span, who)
         dest[...] = source
-        bar.tx -= o.bytes
+        expect_tx(target, bar, -o.bytes)
         target.races.release_to_phase(agent, target.phase_key(bar, bar.completed))
         settle(target, bar, o)
 
     transfer = Transfer("push", w.index, o.span, apply, None, o.bytes, due=m.launch.due(m.step), issued=m.step)
     transfer.agent = agent
-    m.in_flight.append(transfer)
+    m.put_in_flight(transfer)
 
 
 SEMANTICS = {ops.BulkPush: bulk_push}

@@ -20,7 +20,7 @@ from ..ir import ops
 from ..target import cluster as geometry
 from ..target.tma import matrix_shape
 from . import bulk, claims, dsmem, gather, mma, named, pairs, prefetch, rows, tcgen05, tmem_init
-from .meet import barrier, settle
+from .meet import barrier, expect_tx, settle
 from .globalmem import walks_tiles
 from .races import RaceDetector
 from .shares import rows as row_share
@@ -171,6 +171,11 @@ class CTA:
         role = warp.role.symbol if warp.role else "-"
         return f"role '{role}', warp {warp.index}{' (elected thread)' if warp.elected else ''}"
 
+    def put_in_flight(self, transfer: Transfer) -> None:
+        """A TMA operation (or push, MMA commit, cancel) leaves the issuing warp for its engine."""
+        self.launch.observer.issued(transfer)
+        self.in_flight.append(transfer)
+
     # ---- running warps
     def program(self, warp: Warp):
         """The ops this warp executes: kernel-level statements, then its role's body."""
@@ -293,6 +298,7 @@ def _sync_barrier(m: CTA, w: Warp, o: ops.Sync):
 def _mbar_init(m: CTA, w: Warp, o: ops.MbarInit):
     stage = m.value(w, o.barrier.index)
     m.barriers[(o.barrier.name, stage)].init(o.count)
+    m.launch.observer.init((m.cta, o.barrier.name, stage), o.count)
     m.init_unfenced.add((o.barrier.name, stage))
 
 
@@ -367,6 +373,7 @@ def _arrive(m: CTA, w: Warp, bar: Mbarrier, o: ops.Op, count: int) -> None:
                        f"completion of phase {previous}, to which it also arrived: its arrivals outrun the phases")
     m.site_phase[(id(o), key)] = bar.completed
     made[id(o)] = made.get(id(o), 0) + count
+    m.launch.observer.arrive((m.cta, bar.name, bar.stage), count, bar.completed)
     bar.pending -= count
     m.races.release_to_phase(w.agent, m.phase_key(bar, bar.completed))
     settle(m, bar, o)
@@ -397,13 +404,14 @@ def _mbar_arrive_leader(m: CTA, w: Warp, o: ops.MbarArriveLeader):
 
 
 def _mbar_expect_tx(m: CTA, w: Warp, o: ops.MbarExpectTx):
-    m.barrier(w, o.barrier, o).tx += m.value(w, o.bytes) * _arrivals(w)
+    bar = m.barrier(w, o.barrier, o)
+    expect_tx(m, bar, m.value(w, o.bytes) * _arrivals(w))
 
 
 def _mbar_arrive_expect_tx(m: CTA, w: Warp, o: ops.MbarArriveExpectTx):
     target = dsmem.peer(m, o.peer)
     bar = target.barrier(w, o.barrier, o)
-    bar.tx += m.value(w, o.bytes) * _arrivals(w)
+    expect_tx(target, bar, m.value(w, o.bytes) * _arrivals(w))
     _arrive(target, w, bar, o, _arrivals(w))
 
 
@@ -416,6 +424,7 @@ def _mbar_wait(m: CTA, w: Warp, o: ops.MbarWait):
     key = (bar.name, bar.stage)
     m.observed[key] = max(m.observed.get(key, 0), bar.completed)
     seen = bar.completed - 1 if (bar.completed - 1) & 1 == parity else bar.completed - 2
+    m.launch.observer.wait((m.cta, bar.name, bar.stage), parity, max(seen, -1))
     if seen >= 0:   # a wait for parity 1 before any phase completed is the free first pass
         m.races.acquire_phase(w.agent, m.phase_key(bar, seen))
     tcgen05.synchronised(w)
@@ -474,11 +483,11 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         for c, signalled, bar, dest, key in deliveries:
             c.races.access(key, agent, True, share, o.span, who)
             dest[...] = data
-            bar.tx -= dest.nbytes
+            expect_tx(signalled, bar, -dest.nbytes)
             c.races.release_to_phase(agent, signalled.phase_key(bar, bar.completed))
             settle(signalled, bar, o)
 
-    m.in_flight.append(Transfer("load", w.index, o.span, apply, None, data.nbytes,
+    m.put_in_flight(Transfer("load", w.index, o.span, apply, None, data.nbytes,
                                 due=m.launch.due(m.step), issued=m.step))
 
 

@@ -19,9 +19,17 @@ def barrier(m, w, o: ops.Op, members: list[int], what: str):
     arrived = m.sync_arrivals.setdefault(key, set())
     arrived.add((m.cta, w.index))
     m.races.sync_arrive(w.agent, key)
+    m.launch.observer.meet(key, tuple(members), False)
     while not set(members) <= arrived:
         yield Blocked(o, f"{what} ({len(arrived)} arrived)", lambda: set(members) <= arrived)
     m.races.sync_leave(w.agent, key)
+    m.launch.observer.meet(key, tuple(members), True)
+
+
+def expect_tx(m, bar: Mbarrier, nbytes: int) -> None:
+    """The transaction count of barrier `bar` of CTA `m` moves by `nbytes`: + expected, - landed."""
+    m.launch.observer.tx((m.cta, bar.name, bar.stage), nbytes, bar.completed)
+    bar.tx += nbytes
 
 
 def settle(m, bar: Mbarrier, o: ops.Op) -> None:

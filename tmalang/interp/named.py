@@ -41,6 +41,7 @@ def _arrive(m, w, o: ops.NamedBarSync | ops.NamedBarArrive) -> tuple[NamedBarrie
     phase = bar.completed
     key = ("named", m.cta, o.id, phase)
     m.races.sync_arrive(w.agent, key)
+    m.launch.observer.named((m.cta, o.id), o.count, phase, False)
     bar.arrived += 32
     if bar.arrived >= bar.count:
         bar.arrived, bar.count, bar.completed = 0, 0, bar.completed + 1
@@ -53,6 +54,7 @@ def bar_sync(m, w, o: ops.NamedBarSync):
         yield Blocked(o, f"bar.sync {o.id}, {o.count} ({bar.arrived} of {bar.count} threads arrived)",
                       lambda: bar.completed > phase)
     m.races.sync_leave(w.agent, ("named", m.cta, o.id, phase))
+    m.launch.observer.named((m.cta, o.id), o.count, phase, True)
 
 
 def bar_arrive(m, w, o: ops.NamedBarArrive) -> None:

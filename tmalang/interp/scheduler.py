@@ -35,6 +35,7 @@ def run_cluster(ctas: list[CTA], rng, more=None) -> None:
             c.step = step
         landed = [(c, t) for c in ctas for t in c.in_flight if t.due <= step]
         for c, t in landed if rng is None else _shuffled(landed, rng):
+            c.launch.observer.acting(("transfer", t))
             _complete(c, t)
         runnable = [k for k in order if k in programs and (k not in blocked or blocked[k].ready())]
         if not runnable:
@@ -49,6 +50,7 @@ def run_cluster(ctas: list[CTA], rng, more=None) -> None:
         else:
             key = runnable[int(rng.integers(len(runnable)))]
         blocked.pop(key, None)
+        ctas[key[0]].launch.observer.acting(("warp", ctas[key[0]], ctas[key[0]].warps[key[1]]))
         try:
             event = next(programs[key])
         except StopIteration:

@@ -184,7 +184,7 @@ def tcgen05_commit(m, w, o: ops.Tcgen05Commit) -> None:
         for c, bar in targets:
             _commit_arrive(c, w, bar, o, known)
 
-    m.in_flight.append(Transfer("mma", w.index, o.span, apply, due=m.launch.due(m.step), issued=m.step))
+    m.put_in_flight(Transfer("mma", w.index, o.span, apply, due=m.launch.due(m.step), issued=m.step))
 
 
 def _commit_arrive(c, w, bar, o: ops.Tcgen05Commit, known: dict) -> None:
@@ -194,6 +194,7 @@ def _commit_arrive(c, w, bar, o: ops.Tcgen05Commit, known: dict) -> None:
     if bar.pending < 1:
         raise ProtocolError("E402", f"tcgen05.commit arrives on mbarrier '{bar.name}[{bar.stage}]' beyond its "
                             "count in one phase", o.span, [c.who(w), bar.describe()])
+    c.launch.observer.arrive((c.cta, bar.name, bar.stage), 1, bar.completed)
     bar.pending -= 1
     join(c.races.phases.setdefault(c.phase_key(bar, bar.completed), {}), known)
     c.fed[(bar.name, bar.stage)] = (bar.completed, o)   # a wait must observe it before the CTA exits

@@ -1,0 +1,131 @@
+"""Verification: the kernel's protocol checked for every schedule of one launch, not a sample.
+
+    verdict = verify(kernel_ir, manifest, *arrays, dims=None, ctas=None)
+
+How (docs/interpreter.md, "Verification"):
+1. record.py: one interpreted run records each warp's and each transfer's synchronisation
+   events. The interpreter checks that run whole: races, fences, bytes, exits.
+2. model.py / explore.py: every interleaving of those events (warps in any order, every transfer
+   landing at any time after its issue), up to persistent-set reduction, is explored for a
+   deadlock (E401), surplus arrivals (E402), surplus bytes (E403), a barrier used before its
+   initialisation (E409), a named barrier's count (E533), and an event that takes effect in
+   another phase than in the recorded run (E425). With none, the happens-before order is the
+   same in every schedule, so the recorded run's race verdict holds for all of them.
+
+A violation comes back as the shortest schedule that reaches it, in the interpreter's words, and
+as a Perfetto trace of that schedule (report.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..contract.binding import bind
+from ..diagnostics import TmalangError
+from ..interp import interpret
+from ..interp.observe import NO_OBSERVER
+from ..ir import ops
+from .explore import DEFAULT_STATE_LIMIT, Explored, explore
+from .model import Model
+from .happens_before import Order, findings
+from .record import Recorder, components
+from .schedule import recorded_phases, witness
+from .report import counterexample_error, counterexample_trace
+
+SCHEDULE_DEPENDENT = (ops.TileClaim, ops.ClcTryCancel, ops.ClcQuery, ops.TileTake)
+
+
+@dataclass
+class Verdict:
+    """What `verify` established for one launch (its dims and grid)."""
+
+    verified: bool
+    states: int = 0
+    agents: int = 0
+    dims: dict = field(default_factory=dict)
+    ctas: int | None = None
+    error: TmalangError | None = None      # the counterexample, in the interpreter's words
+    trace: object = None                   # contract.trace.Trace of that schedule
+    not_covered: str | None = None         # why only the recorded schedule was checked
+    method: str = "order"
+
+    def summary(self) -> str:
+        launch = ", ".join(f"{k}={v}" for k, v in self.dims.items())
+        if self.error is not None:
+            return f"protocol violation ({self.error.code}) with {launch}"
+        if self.not_covered:
+            return f"checked one schedule only with {launch}: {self.not_covered}"
+        what = (f"{self.states} steps, happens-before checks" if self.method == "order"
+                else f"{self.states} states explored")
+        return f"verified: every schedule of {self.agents} agents ({what}) with {launch}"
+
+
+def verify(kernel: ops.KernelOp, manifest, *args, dims=None, ctas: int | None = None, reduce: bool = True,
+           limit: int = DEFAULT_STATE_LIMIT, method: str = "order") -> Verdict:
+    """method "order": the happens-before checks (happens_before.py), which cover every schedule
+    at the cost of one pass over the recorded steps; "explore": the search over the model's
+    states (explore.py), exponential, kept to check the first against on small launches."""
+    dims = dict(bind(manifest, args, dims).symbols) if args else dict(dims or {})
+    recorder = Recorder()
+    dynamic = next((o for o in ops.walk(kernel.body) if isinstance(o, SCHEDULE_DEPENDENT)), None)
+    try:
+        interpret(kernel, manifest, *_copies(args), dims=dims, ctas=ctas,
+                  observer=recorder if dynamic is None else NO_OBSERVER)
+    except TmalangError as exc:   # the recorded run itself fails: the default schedule is the counterexample
+        return Verdict(False, dims=dims, ctas=ctas, error=exc)
+    if dynamic is not None:
+        return Verdict(False, dims=dims, ctas=ctas, not_covered=f"its warps' paths depend on the schedule "
+                       f"({dynamic.name} at {dynamic.span.location() if dynamic.span else '?'})")
+    recording = recorder.recording()
+    verdict = Verdict(True, 0, len(recording.agents), dims, ctas, method=method)
+    if method == "order":
+        return _by_order(recording, verdict)
+    for part in components(recording):
+        model = Model(part)
+        explored: Explored = explore(model, reduce=reduce, limit=limit)
+        verdict.states += explored.states
+        if explored.counterexample is not None:
+            verdict.verified = False
+            verdict.error = counterexample_error(model, explored.counterexample)
+            verdict.trace = counterexample_trace(model, explored.counterexample)
+            return verdict
+        if not explored.complete:
+            verdict.verified = False
+            verdict.not_covered = f"the search stopped at its limit of {limit} states"
+    return verdict
+
+
+def _by_order(recording, verdict: Verdict, witnesses: int = 16) -> Verdict:
+    """The happens-before checks; a finding is shown by the shortest schedule among the first
+    `witnesses` findings' (schedule.py)."""
+    order = Order(recording)
+    model = Model(recording, symmetric=False)
+    verdict.states = len(order.steps)
+    found = findings(order, recorded_phases(order, model))
+    shown = [cx for cx in (witness(order, model, f) for f in found[:witnesses]) if cx is not None]
+    if found and not shown:
+        raise RuntimeError(f"verify: no schedule shows {found[0]}")
+    if shown:
+        cx = min(shown, key=lambda c: len(c.schedule))
+        verdict.verified = False
+        verdict.error = counterexample_error(model, cx)
+        verdict.trace = counterexample_trace(model, cx)
+    return verdict
+
+
+def _copies(args) -> list:
+    """The caller's arrays stay as they were: the recorded run writes copies, laid out as the
+    originals (a padded row stays padded: TMA checks strides)."""
+    return [_copy_of(a) if isinstance(a, np.ndarray) else a for a in args]
+
+
+def _copy_of(a: np.ndarray) -> np.ndarray:
+    base = a
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    if not base.flags.c_contiguous:
+        return np.array(a, copy=True)
+    offset = a.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    return np.ndarray(a.shape, a.dtype, buffer=base.copy(), offset=offset, strides=a.strides)
