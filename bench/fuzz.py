@@ -14,7 +14,9 @@ one outcome (`check`):
 
     diagnostic        the compiler refused it with a located diagnostic      (fine)
     ptxas_ok          accepted, ptxas assembled it, the interpreter did not run (fine)
-    interp_clean      accepted, assembled, and clean on the interpreter      (fine)
+    interp_clean      accepted, assembled, and clean for every schedule of     (fine)
+                      its launch (verified), or, where its warps' paths depend
+                      on the schedule, clean under random schedules
     interp_refused    accepted; the interpreter refused the launch (E2xx)    (fine)
     explicit_protocol a protocol error in a hand-written protocol           (fine: the user's)
     traceback         a Python exception escaped, or an internal error E999  (bug)
@@ -22,6 +24,15 @@ one outcome (`check`):
                       time alone, with four times the limit)
     ptxas_rejected    ptxas refused the PTX the compiler emitted (E300)      (bug)
     protocol_error    a protocol error on an accepted high-level program     (bug)
+
+An accepted program's launch is checked by `tmalang.verify` (method "order": one interpreted
+run and its happens-before order, which covers every schedule), with one verdict (`examine`):
+
+    verified          no schedule breaks the protocol
+    not_covered       the warps' paths depend on the schedule (dynamic tile claims, cluster launch
+                      control): checked on one schedule, then under random schedules as before
+    violation         a protocol error (the recorded run's, or a schedule's: E425 among them)
+    refused           the recorded run refused the launch (E2xx, undefined launch data)
 
 A high-level program has no hand-written barriers (`mbarrier`, `arrive`, `expect_tx`, `wait`,
 `fence`). Examples that order their own staging tiles with `sync`, `commit_group` and
@@ -48,14 +59,17 @@ import random
 import re
 import time
 import traceback
+import typing
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.tma"))
 FAILURES = ("traceback", "hang", "ptxas_rejected", "protocol_error")
 # the interpreter's protocol reports (docs/interpreter.md); its other E4xx codes are data the launch
 # passed that the hardware leaves undefined (an im2col start outside its pixel box, E488; a gathered
-# row index outside the tensor, E497), which no compiler can see
-PROTOCOL_CODES = {f"E{n}" for n in range(401, 422)} | {"E533"}
+# row index outside the tensor, E497), which no compiler can see; E425 is verify's: an event that
+# takes effect in another phase under some schedule than in the recorded run
+PROTOCOL_CODES = {f"E{n}" for n in range(401, 422)} | {"E425", "E533"}
+VERDICTS = ("verified", "not_covered", "violation", "refused")
 MAX_ELEMENTS = 1 << 21          # larger launches are not interpreted (memory and time)
 # more tiles are drawn only where an assumption ties a tiled dim to others (conv2d's NPQ = N·H·W):
 # the interpreter's race clocks grow with the stores in flight, and a few thousand tiles fill GBs
@@ -223,17 +237,31 @@ def ordering_edited(text: str, original: str) -> bool:
     return lines(text) != lines(original)
 
 
+class Examined(typing.NamedTuple):
+    """One mutant's outcome, its detail, and verify's verdict on its launch (None: not run)."""
+
+    outcome: str
+    detail: str
+    verdict: str | None = None
+
+
 def check(text: str, arch: str, original: str | None = None, seed: int = 0, interp: bool = True,
           assemble: bool = True) -> tuple[str, str]:
-    """Compile, assemble and interpret one program; (outcome, detail) as listed in the docstring."""
+    """Compile, assemble and verify one program; (outcome, detail) as listed in the docstring."""
+    return examine(text, arch, original, seed, interp, assemble)[:2]
+
+
+def examine(text: str, arch: str, original: str | None = None, seed: int = 0, interp: bool = True,
+            assemble: bool = True) -> Examined:
+    """`check`, with verify's verdict on the launch beside the outcome."""
     from tmalang.diagnostics import TmalangError
 
     try:
-        return _check(text, arch, original, seed, interp, assemble)
+        return Examined(*_check(text, arch, original, seed, interp, assemble))
     except TmalangError as exc:
-        return "traceback", f"unexpected diagnostic escaped a stage:\n{exc.render()}"
+        return Examined("traceback", f"unexpected diagnostic escaped a stage:\n{exc.render()}")
     except Exception:
-        return "traceback", traceback.format_exc()
+        return Examined("traceback", traceback.format_exc())
 
 
 def _check(text, arch, original, seed, interp, assemble):
@@ -260,9 +288,9 @@ def _check(text, arch, original, seed, interp, assemble):
 
 
 def _interpret(kernel, text, original, seed):
+    """Verify the launch; where verify covers one schedule only, random schedules as well."""
     import numpy as np
 
-    from tmalang.diagnostics import TmalangError
     from tmalang.run_cli import _random_inputs
 
     rng = random.Random(seed)
@@ -270,15 +298,38 @@ def _interpret(kernel, text, original, seed):
     if dims is None:
         return "ptxas_ok", "launch too large to interpret"
     inputs = _assumed_inputs(kernel.manifest, dims, np.random.default_rng(seed), _random_inputs)
+    # verify's recorded run leaves the inputs as they were, so the random schedules see the same launch
+    verdict = kernel.verify(*inputs, dims=dims)
+    if verdict.error is not None:
+        return (*_judge(verdict.error, text, original, dims), _verdict_of(verdict.error))
+    if not verdict.verified:
+        return (*_random_schedules(kernel, inputs, dims, rng.randrange(1 << 30), text, original), "not_covered")
+    return "interp_clean", f"dims {dims}: {verdict.summary()}", "verified"
+
+
+def _random_schedules(kernel, inputs, dims, seed, text, original) -> tuple[str, str]:
+    """The invariant's check before verify: two random schedules of the launch."""
+    from tmalang.diagnostics import TmalangError
+
     try:
-        kernel.interpret(*inputs, dims=dims, seed=rng.randrange(1 << 30), explore=2)
+        kernel.interpret(*inputs, dims=dims, seed=seed, explore=2)
     except TmalangError as exc:
-        if exc.code not in PROTOCOL_CODES:   # launch checks (E2xx) and data the hardware leaves undefined
-            return "interp_refused", exc.render()
-        if is_explicit(text) or (original is not None and ordering_edited(text, original)):
-            return "explicit_protocol", exc.render()
-        return "protocol_error", f"dims {dims}\n{exc.render()}"
-    return "interp_clean", f"dims {dims}"
+        return _judge(exc, text, original, dims)
+    return "interp_clean", f"dims {dims}: random schedules (seed {seed}, 2 schedules)"
+
+
+def _verdict_of(error) -> str:
+    return "violation" if error.code in PROTOCOL_CODES else "refused"
+
+
+def _judge(error, text, original, dims) -> tuple[str, str]:
+    """Whose fault a launch's error is: the launch's (E2xx, data the hardware leaves undefined),
+    the user's (a hand-written protocol), or the compiler's (a high-level program)."""
+    if error.code not in PROTOCOL_CODES:
+        return "interp_refused", error.render()
+    if is_explicit(text) or (original is not None and ordering_edited(text, original)):
+        return "explicit_protocol", error.render()
+    return "protocol_error", f"dims {dims}\n{error.render()}"
 
 
 def _largest_tensor(manifest, dims: dict[str, int]) -> tuple[int, tuple]:
@@ -446,8 +497,8 @@ def _worker(conn, limit_bytes: int) -> None:
         if task is None:
             return
         index, name, text, seed, interp, assemble = task
-        outcome = check(text, example_arch(name), originals[name], seed + index, interp, assemble)
-        conn.send((index, *outcome))
+        examined = examine(text, example_arch(name), originals[name], seed + index, interp, assemble)
+        conn.send((index, examined))
 
 
 class _Slot:
@@ -466,7 +517,7 @@ class _Slot:
         self.proc.join()
 
 
-def run(tasks: list[tuple], jobs: int, timeout: float, limit_bytes: int, progress) -> dict[int, tuple]:
+def run(tasks: list[tuple], jobs: int, timeout: float, limit_bytes: int, progress) -> dict[int, Examined]:
     """Run `tasks` on `jobs` worker processes; a task past `timeout` seconds is a hang."""
     ctx = multiprocessing.get_context("fork")
     pending = collections.deque(tasks)
@@ -482,16 +533,16 @@ def run(tasks: list[tuple], jobs: int, timeout: float, limit_bytes: int, progres
                 continue
             if slot.conn in ready:
                 try:
-                    index, outcome, detail = slot.conn.recv()
+                    index, examined = slot.conn.recv()
                 except EOFError:  # the worker died (out of memory, a signal)
-                    index, outcome, detail = slot.task[0], "traceback", "worker process died"
+                    index, examined = slot.task[0], Examined("traceback", "worker process died")
                     slot.kill()
                     slots[i] = slot = _Slot(ctx, limit_bytes)
-                results[index] = (outcome, detail)
+                results[index] = examined
                 slot.task = None
                 progress(len(results))
             elif time.monotonic() - slot.since > timeout:
-                results[slot.task[0]] = ("hang", f"no result after {timeout:.0f} s")
+                results[slot.task[0]] = Examined("hang", f"no result after {timeout:.0f} s")
                 slot.kill()
                 slots[i] = _Slot(ctx, limit_bytes)
                 progress(len(results))
@@ -529,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {done}/{len(tasks)} mutants, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
 
     results = run(tasks, args.jobs, args.timeout, args.memory << 20, progress)
-    hangs = [t for t in tasks if results[t[0]][0] == "hang"]
+    hangs = [t for t in tasks if results[t[0]].outcome == "hang"]
     if hangs:  # a slow mutant on a loaded machine is not a hang: again, alone, with more time
         print(f"  re-running {len(hangs)} hang(s) alone with {4 * args.timeout:.0f} s", file=sys.stderr)
         results.update(run(hangs, 1, 4 * args.timeout, args.memory << 20, lambda done: None))
@@ -539,36 +590,47 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_summary(path: Path, tasks, results, args, seconds: float) -> None:
-    """The run as JSON: seed, count, outcomes overall and per example, the machine and the date."""
+    """The run as JSON: seed, count, outcomes overall and per example, verify's verdicts overall
+    and per example (`verify`, `verify_per_example`), the machine and the date."""
     import datetime
     import json
     import platform
 
     names = {t[0]: t[1] for t in tasks}
     per_example: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    for i, (outcome, _) in results.items():
-        per_example[names[i]][outcome] += 1
+    verdicts_per_example: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for i, examined in results.items():
+        per_example[names[i]][examined.outcome] += 1
+        if examined.verdict is not None:
+            verdicts_per_example[names[i]][examined.verdict] += 1
+    verdicts = collections.Counter(e.verdict for e in results.values() if e.verdict is not None)
     summary = {
-        "benchmark": "bench/fuzz.py: mutants of every example, compiled, assembled with ptxas and interpreted",
+        "benchmark": "bench/fuzz.py: mutants of every example, compiled, assembled with ptxas and verified "
+                     "(random schedules where verify covers one schedule only)",
         "date": datetime.date.today().isoformat(), "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
         "command": f"python bench/fuzz.py --count {args.count} --seed {args.seed} --jobs {args.jobs}",
         "seed": args.seed, "mutants": len(results), "seconds": round(seconds),
-        "failures": sum(n for o, n in collections.Counter(o for o, _ in results.values()).items() if o in FAILURES),
-        "outcomes": dict(collections.Counter(o for o, _ in results.values()).most_common()),
+        "failures": sum(e.outcome in FAILURES for e in results.values()),
+        "outcomes": dict(collections.Counter(e.outcome for e in results.values()).most_common()),
         "per_example": {name: dict(c) for name, c in sorted(per_example.items())},
+        "verify": {v: verdicts[v] for v in VERDICTS},
+        "verify_per_example": {name: dict(c) for name, c in sorted(verdicts_per_example.items())},
     }
     path.write_text(json.dumps(summary, indent=2) + "\n")
 
 
 def report(tasks, results, args) -> int:
-    counts = collections.Counter(outcome for outcome, _ in results.values())
+    counts = collections.Counter(e.outcome for e in results.values())
+    verdicts = collections.Counter(e.verdict for e in results.values() if e.verdict is not None)
     by_index = {t[0]: t for t in tasks}
     print(f"fuzz: {len(results)} mutants of {len(EXAMPLES)} examples, seed {args.seed}")
     for outcome, n in counts.most_common():
         print(f"  {outcome:<18} {n:6d}{'   <-- failure' if outcome in FAILURES else ''}")
-    failing = sorted(i for i, (outcome, _) in results.items() if outcome in FAILURES)
+    if verdicts:
+        print("verify: " + ", ".join(f"{verdicts[v]} {v}" for v in VERDICTS))
+    failing = sorted(i for i, e in results.items() if e.outcome in FAILURES)
     for i in failing:
-        outcome, detail = results[i]
+        outcome, detail, _ = results[i]
         name, text = by_index[i][1], by_index[i][2]
         folder = args.out / outcome
         folder.mkdir(parents=True, exist_ok=True)

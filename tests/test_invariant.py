@@ -1,8 +1,8 @@
 """The soundness contract as a standing test, over the examples and mutants of them.
 
 1. A program of the high-level layer (no hand-written barriers) that the compiler accepts runs
-   clean on the interpreter under random schedules: a protocol diagnostic there is a compiler
-   bug, not the user's.
+   clean under every schedule of its launch (`tmalang.verify`; random schedules where its warps'
+   paths depend on the schedule): a protocol diagnostic there is a compiler bug, not the user's.
 2. Whatever the input, the compiler answers with a located diagnostic or with PTX that ptxas
    accepts, never with a traceback.
 
@@ -39,12 +39,46 @@ SOURCES = {p.name: p.read_text() for p in EXAMPLES}
 HAVE_PTXAS = ptxas.find_ptxas() is not None
 
 
+# the examples whose warps' paths depend on the schedule (dynamic tile claims): verify checks one
+# schedule, the fuzzer then random ones
+SCHEDULE_DEPENDENT = {"gemm_dynamic_sm90.tma", "gemm_dynamic_sm100.tma"}
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("name", sorted(SOURCES))
-def test_every_example_runs_clean_at_small_dims_and_random_schedules(name, seed):
-    outcome, detail = fuzz.check(SOURCES[name], example_arch(ROOT / "examples" / name), SOURCES[name], seed=seed,
-                                 assemble=False)
+def test_every_example_verifies_at_small_dims(name, seed):
+    outcome, detail, verdict = fuzz.examine(SOURCES[name], example_arch(ROOT / "examples" / name), SOURCES[name],
+                                            seed=seed, assemble=False)
     assert outcome == "interp_clean", detail
+    if name in SCHEDULE_DEPENDENT:
+        assert verdict == "not_covered" and "random schedules" in detail, detail
+    else:
+        assert verdict == "verified" and "verified: every schedule" in detail, detail
+
+
+@pytest.mark.parametrize("bug", ["early_completion", "every_other_phase", "bytes_before_arming"])
+def test_the_fuzzer_finds_what_only_verify_finds(bug):
+    """Each of these hand-written protocols breaks under a schedule too rare for random ones
+    (tests/test_verify.py): the fuzzer reports verify's E425, and as the user's protocol."""
+    text = (ROOT / "tests" / "verify_bugs" / f"{bug}.tma").read_text()
+    outcome, detail, verdict = fuzz.examine(text, "sm_90a", seed=0, assemble=False)
+    assert (outcome, verdict) == ("explicit_protocol", "violation"), detail
+    assert "error[E425]" in detail, detail
+
+
+def test_a_protocol_error_counts_against_the_compiler_only_in_the_high_level():
+    from tmalang.diagnostics import TmalangError
+
+    dims = {"M": 3}
+    for code in ("E401", "E421", "E425", "E533"):
+        error = TmalangError(code, "a protocol error")
+        assert fuzz._judge(error, SOURCES["tma_copy.tma"], SOURCES["tma_copy.tma"], dims)[0] == "protocol_error"
+        assert fuzz._judge(error, SOURCES["copy_explicit.tma"], None, dims)[0] == "explicit_protocol"
+        assert fuzz._verdict_of(error) == "violation"
+    for code in ("E206", "E488"):     # the launch's data: a partial bulk chunk, an im2col start outside its box
+        error = TmalangError(code, "a launch error")
+        assert fuzz._judge(error, SOURCES["tma_copy.tma"], SOURCES["tma_copy.tma"], dims)[0] == "interp_refused"
+        assert fuzz._verdict_of(error) == "refused"
 
 
 def test_the_fuzzer_classifies_what_it_finds():
