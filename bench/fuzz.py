@@ -14,10 +14,12 @@ one outcome (`check`):
 
     diagnostic        the compiler refused it with a located diagnostic      (fine)
     ptxas_ok          accepted, ptxas assembled it, the interpreter did not run (fine)
-    interp_clean      accepted, assembled, and clean for every schedule of     (fine)
+    interp_clean      accepted, assembled, and clean for every schedule of   (fine)
                       its launch (verified), or, where its warps' paths depend
                       on the schedule, clean under random schedules
-    interp_refused    accepted; the interpreter refused the launch (E2xx)    (fine)
+    interp_refused    accepted; the interpreter refused the launch (E2xx),   (fine)
+                      or its data (E488, E497), or found Tensor Memory the
+                      program never wrote (E422: the program's, language.md)
     explicit_protocol a protocol error in a hand-written protocol           (fine: the user's)
     traceback         a Python exception escaped, or an internal error E999  (bug)
     hang              the worker ran past the time limit, twice (the second     (bug)
