@@ -101,11 +101,10 @@ def _fixture_cases():
 
 
 FIXTURE_CASES = _fixture_cases()
-# tests/handoff_correct.tma is not correct: its writer role has two warps, only the elected thread
-# arrives on `free`, so warp 2 only waits on `full` and can fall two phases behind; the state search
-# finds it hanging (E401) with 4 tiles. The happens-before method finds it (E425) but cannot build
-# the schedule that shows it and raises RuntimeError (schedule.witness returns None).
-PROTOCOL_BUGS = {("handoff_correct.tma", "handoff")}
+# tests/verify_bugs/handoff_idle_writer_warp.tma, once tests/handoff_correct.tma: its writer role
+# had two warps, only the elected thread arrives on `free`, so warp 2 only waits on `full` and can
+# fall two phases behind; both methods find it hanging (E401) with 4 tiles.
+HANDOFF_BUG = ROOT / "tests" / "verify_bugs" / "handoff_idle_writer_warp.tma"
 
 
 def test_fixtures_are_found():
@@ -115,8 +114,6 @@ def test_fixtures_are_found():
 
 @pytest.mark.parametrize("path,name", FIXTURE_CASES, ids=[f"{p.parent.name}-{p.stem}-{k}" for p, k in FIXTURE_CASES])
 def test_accepted_fixture_verifies(path, name):
-    if (path.name, name) in PROTOCOL_BUGS:
-        pytest.skip("a protocol bug of the fixture (test_handoff_correct_is_not_correct)")
     kernel = tmalang.compile_file(path, kernel=name, arch=example_arch(path))
     dims = {d: FIXTURE_SMALL_DIMS.get(d, FIXTURE_DIM) for d in _symbols(kernel)}
     _assert_no_false_positive(kernel.verify(*_launch(kernel, dims, seed=7), ctas=2))
@@ -132,20 +129,13 @@ def _handoff_launch():
     return src, np.zeros_like(src)
 
 
-def test_handoff_correct_is_not_correct():
+@pytest.mark.parametrize("method", ["explore", "order"])
+def test_a_writer_warp_that_only_waits_is_found(method):
     """The counterexample: a writer warp that only waits falls behind and waits forever."""
-    kernel = tmalang.compile_file(ROOT / "tests" / "handoff_correct.tma")
-    verdict = verify(kernel._c.ir, kernel.manifest, *_handoff_launch(), ctas=2, method="explore")
-    assert verdict.error is not None and verdict.error.code == "E401", verdict.summary()
-    assert "warp 2" in verdict.error.render()
-
-
-@pytest.mark.xfail(raises=RuntimeError, strict=True,
-                   reason="happens-before finds E425 but schedule.witness builds no schedule showing it")
-def test_handoff_correct_is_refused_by_the_order_method():
-    kernel = tmalang.compile_file(ROOT / "tests" / "handoff_correct.tma")
-    verdict = verify(kernel._c.ir, kernel.manifest, *_handoff_launch(), ctas=2, method="order")
-    assert verdict.error is not None and verdict.error.code in ("E401", "E425")
+    kernel = tmalang.compile_file(HANDOFF_BUG)
+    verdict = verify(kernel._c.ir, kernel.manifest, *_handoff_launch(), ctas=2, method=method)
+    assert verdict.error is not None and verdict.error.code in ("E401", "E425"), verdict.summary()
+    assert "warp 2" in verdict.error.render() and "synchronisation steps" in verdict.error.render()
 
 
 # ---- kernels shown in the docs -------------------------------------------------------------

@@ -28,6 +28,20 @@ def counterexample_error(model: Model, cx: Counterexample) -> TmalangError:
                         [*cx.violation.notes, header, *(f"  {line}" for line in shown)])
 
 
+def finding_error(model: Model, finding) -> TmalangError:
+    """A failed happens-before check that no replayed schedule showed: the steps it names."""
+    i, place = finding.targets[-1]
+    steps = [f"{model.names[j]}: {describe(model.agents[j].steps[p])} at {model.agents[j].where(p)}"
+             for j, p in finding.targets]
+    held = [f"{model.names[j]}: {describe(model.agents[j].steps[p])} at {model.agents[j].where(p)}"
+            for j, p in finding.held]
+    return TmalangError(finding.code, f"the protocol does not order these steps: {finding.why}",
+                        model.agents[i].spans[place],
+                        ["can run:", *(f"  {s}" for s in steps), *(["while held back:"] if held else []),
+                         *(f"  {s}" for s in held), "no schedule was built to show it (docs/interpreter.md, "
+                         "\"Verification\")"])
+
+
 def _span(model: Model, cx: Counterexample):
     if cx.violation.code == "E401":
         blocked = [i for i in range(len(model.agents)) if not model.agents[i].is_transfer

@@ -24,9 +24,9 @@ def witness(order: Order, model: Model, finding: Finding) -> Counterexample | No
 
     wanted = set().union(*(past(t) for t in targets))
     wanted = {s for s in wanted if not any(order.before(h, s) for h in held)}
-    prefix = [(i, p) for _, i, p in order.steps if (i, p) in wanted - targets]
-    prefix += [(i, p) for _, i, p in order.steps if (i, p) in targets]
-    return _replay(order, model, prefix)
+    last = finding.targets[-1]          # the step that shows it: after all the others
+    prefix = [(i, p) for _, i, p in order.steps if (i, p) in wanted and (i, p) != last]
+    return _replay(order, model, prefix + [last])
 
 
 def _is_wait(order: Order, step: tuple) -> bool:
@@ -49,23 +49,32 @@ def recorded_phases(order: Order, model: Model) -> dict[tuple, int]:
 
 
 def _replay(order: Order, model: Model, prefix: list[tuple]) -> Counterexample | None:
+    """The prefix first, each step as soon as it can run (earliest listed first), the others held
+    back; then every step, earliest recorded first."""
     state, done = model.initial(), []
-    queue = list(prefix) + [(i, p) for _, i, p in order.steps if (i, p) not in set(prefix)]
+    first = list(prefix)
+    rest = [(i, p) for _, i, p in order.steps if (i, p) not in set(prefix)]
     while True:
-        runnable = next((s for s in queue if state.places[s[0]] == _place_of(model, s) and
-                         model.enabled(state, s[0])), None)
+        runnable = _first_runnable(model, state, first)
+        if runnable is None:
+            first, rest = [], first + rest
+            runnable = _first_runnable(model, state, rest)
         if runnable is None:
             stuck = [i for i in range(len(model.agents)) if not model.finished(state, i)]
             if not stuck:
                 return None
             return Counterexample(done, _deadlock_violation(model, state, stuck), state)
-        queue.remove(runnable)
+        (first if runnable in first else rest).remove(runnable)
         try:
             after = model.step(state, runnable[0])
         except Violation as v:
             return Counterexample(done + [runnable], v, state)
         done.append(runnable)
         state = after
+
+
+def _first_runnable(model: Model, state, steps: list[tuple]) -> tuple | None:
+    return next((s for s in steps if state.places[s[0]] == _place_of(model, s) and model.enabled(state, s[0])), None)
 
 
 def _place_of(model: Model, step: tuple) -> int:
