@@ -107,3 +107,33 @@ def test_every_example_verifies(path, ctas):
     print(f"{path.stem}: {verdict.summary()} in {time.perf_counter() - start:.2f}s")
     assert verdict.error is None, verdict.error.render()
     assert verdict.verified or "depend on the schedule" in verdict.not_covered
+
+
+# ---- sweeps: every loop's trip count through a stated set, grids of 1..3 CTAs ------------------
+
+def test_a_sweep_states_its_bound_and_varies_each_dim():
+    from tmalang.verify.launches import sweep, trip_counts
+    kernel = tmalang.compile_file(ROOT / "examples" / "gemm_sm90.tma")
+    depth = 4                                   # gemm_sm90's ring
+    assert trip_counts(kernel._c.ir) == [1, 2, 3, depth, depth + 1, 2 * depth, 2 * depth + 1]
+    launches = sweep(kernel._c.ir, persistent=True)
+    for dim, unit in (("M", 128), ("N", 256), ("K", 64)):
+        trips = {-(-launch.dims[dim] // unit) for launch in launches if launch.varied == dim}
+        assert trips == set(trip_counts(kernel._c.ir))
+        assert all(launch.dims[dim] % unit for launch in launches if launch.varied == dim)   # partial boxes
+    assert {launch.ctas for launch in launches} == {1, 2, 3}
+
+
+@pytest.mark.parametrize("name", ["tma_copy", "copy_explicit", "saxpy"])
+def test_the_sweep_verifies_small_examples(name, capsys):
+    from tmalang.cli import main
+    path = ROOT / "examples" / f"{name}.tma"
+    assert main(["verify", str(path), "--sweep", "--arch", example_arch(path)]) == 0
+    assert "launches verified: trip counts" in capsys.readouterr().out
+
+
+def test_the_sweep_finds_the_lagging_waiter_and_names_its_launch(capsys):
+    from tmalang.cli import main
+    assert main(["verify", str(BUGS / "lagging_waiter.tma"), "--sweep"]) == 1
+    err = capsys.readouterr().err
+    assert "does not verify" in err and "error[E425]" in err and "ctas=" in err

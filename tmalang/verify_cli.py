@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from .files import check_outputs, read_source, write_file
 from .run_cli import _check_memory, _parse_dims, _random_inputs
 from .target.arch import DEFAULT, TARGETS
 from .verify.explore import DEFAULT_STATE_LIMIT
+from .verify.launches import sweep, trip_counts
 
 NOT_FINISHED = 3
 
@@ -36,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctas", type=int, help="CTAs of a persistent grid (default 2)")
     p.add_argument("--states", type=int, default=DEFAULT_STATE_LIMIT, help="stop after this many states")
     p.add_argument("--trace", type=Path, help="write the counterexample's schedule as a Perfetto trace")
+    p.add_argument("--sweep", action="store_true",
+                   help="verify a set of launches instead of one: every loop's trip count through a stated set, "
+                        "with partial last boxes, on 1..3 CTAs (--dims and --ctas then not allowed)")
     defines.add_option(p)
     return p
 
@@ -48,11 +53,15 @@ def verify_main(argv: list[str]) -> int:
     if args.states < 1:
         parser.error(f"--states must be >= 1, got {args.states}")
     dims = _parse_dims(parser, args.dims)
+    if args.sweep and (dims or args.ctas):
+        parser.error("--sweep chooses the launches: leave out --dims and --ctas")
     try:
         if args.trace:
             check_outputs([args.trace])
         kernel = compile_kernel(read_source(args.file), arch=args.arch, kernel=args.kernel, name=args.file,
                                 constants=defines.parse(parser, args.defines), _binder="-D")
+        if args.sweep:
+            return _report_sweep(kernel, verify_sweep(kernel, states=args.states), args)
         _check_memory(kernel.manifest, dims)
         inputs = _random_inputs(kernel.manifest, dims, np.random.default_rng(0))
         verdict = kernel.verify(*inputs, dims=dims, ctas=args.ctas, states=args.states)
@@ -66,3 +75,58 @@ def verify_main(argv: list[str]) -> int:
         return 1
     print(f"{kernel.name}: {verdict.summary()}")
     return 0 if verdict.verified else NOT_FINISHED
+
+
+@dataclass
+class Sweep:
+    """What a sweep verified: each launch's verdict, and the launches the kernel refused."""
+
+    trip_counts: list[int]
+    verdicts: list = field(default_factory=list)      # (Launch, Verdict)
+    skipped: list = field(default_factory=list)       # (Launch, the refusal's code)
+
+    @property
+    def failed(self):
+        return next(((launch, v) for launch, v in self.verdicts if not v.verified), None)
+
+    def summary(self) -> str:
+        grids = sorted({launch.ctas or 1 for launch, _ in self.verdicts})
+        return (f"{len(self.verdicts)} launches verified: trip counts {self.trip_counts} of the loops over each dim "
+                f"(partial last boxes), grids of {grids} CTAs" +
+                (f"; {len(self.skipped)} launches refused by the kernel's assumptions or binding" if self.skipped else ""))
+
+
+def verify_sweep(kernel, states: int = DEFAULT_STATE_LIMIT, seed: int = 0) -> Sweep:
+    """Kernel.verify over launches.sweep's launches, stopping at the first that does not verify."""
+    persistent = kernel.manifest.grid.kind != "tiles"
+    report = Sweep(trip_counts(kernel._c.ir))
+    for launch in sweep(kernel._c.ir, persistent):
+        try:
+            inputs = _random_inputs(kernel.manifest, dict(launch.dims), np.random.default_rng(seed))
+            verdict = kernel.verify(*inputs, dims=dict(launch.dims), ctas=launch.ctas, states=states)
+        except TmalangError as exc:
+            if exc.code.startswith("E4"):
+                raise
+            report.skipped.append((launch, exc.code))
+            continue
+        report.verdicts.append((launch, verdict))
+        if not verdict.verified:
+            break
+    return report
+
+
+def _report_sweep(kernel, report: Sweep, args) -> int:
+    failed = report.failed
+    if failed is None:
+        print(f"{kernel.name}: {report.summary()}")
+        return 0
+    launch, verdict = failed
+    where = ", ".join(f"{k}={v}" for k, v in launch.dims.items()) + (f", ctas={launch.ctas}" if launch.ctas else "")
+    if verdict.error is not None:
+        print(f"{kernel.name}: the launch with {where} does not verify", file=sys.stderr)
+        print(verdict.error.report(), file=sys.stderr)
+        if args.trace and verdict.trace is not None:
+            write_file(args.trace, verdict.trace.to_json())
+        return 1
+    print(f"{kernel.name}: the launch with {where}: {verdict.summary()}")
+    return NOT_FINISHED
