@@ -20,6 +20,7 @@ from .diagnostics import error
 from .explain import explain
 from .interp import interpret
 from .verify import Verdict, verify
+from .verify.certificate import write as write_certificate
 from .verify.explore import DEFAULT_STATE_LIMIT
 from .contract.trace import Trace
 from .ir.printer import print_ir
@@ -102,13 +103,19 @@ class Kernel:
                          trace=trace)
 
     def verify(self, *args, dims: dict[str, int] | None = None, ctas: int | None = None,
-               states: int = DEFAULT_STATE_LIMIT) -> Verdict:
+               states: int = DEFAULT_STATE_LIMIT, certificate: str | Path | None = None) -> Verdict:
         """Explore every schedule of this launch (NumPy arrays, as for `interpret`): a Verdict,
         `verified` when no schedule breaks the protocol, else `error` (the shortest schedule that
         does, in the interpreter's words) and `trace` (that schedule, for Perfetto). The caller's
-        arrays are not written. `states` bounds the search; docs/interpreter.md, "Verification"."""
+        arrays are not written. `states` bounds the search; docs/interpreter.md, "Verification".
+        `certificate`: a file to write what was proved to, when verified (nothing is written
+        otherwise); `python -m tmalang.certificate_check FILE` re-validates it."""
         _check_interpret_options(None, 0, ctas, None)
-        return verify(self._c.ir, self.manifest, *args, dims=dims, ctas=ctas, limit=states)
+        verdict = verify(self._c.ir, self.manifest, *args, dims=dims, ctas=ctas, limit=states,
+                         certificate=certificate is not None)
+        if verdict.certificate is not None:
+            write_certificate(verdict.certificate, certificate)
+        return verdict
 
     def as_torch_op(self, name: str | None = None, *, dims: dict[str, int] | None = None) -> TorchOp:
         """This kernel as the torch custom operator `torch.ops.tmalang.NAME` (torch_op.py): it works

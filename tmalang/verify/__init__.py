@@ -33,6 +33,7 @@ from .happens_before import Order, findings
 from .record import Recorder, components
 from .schedule import recorded_phases, witness
 from .report import counterexample_error, counterexample_trace, finding_error
+from .certificate import certificate_of
 
 SCHEDULE_DEPENDENT = (ops.TileClaim, ops.ClcTryCancel, ops.ClcQuery, ops.TileTake)
 
@@ -50,6 +51,7 @@ class Verdict:
     trace: object = None                   # contract.trace.Trace of that schedule
     not_covered: str | None = None         # why only the recorded schedule was checked
     method: str = "order"
+    certificate: dict | None = None        # what was proved, for certificate_check (certificate.py)
 
     def summary(self) -> str:
         launch = ", ".join(f"{k}={v}" for k, v in self.dims.items())
@@ -63,10 +65,14 @@ class Verdict:
 
 
 def verify(kernel: ops.KernelOp, manifest, *args, dims=None, ctas: int | None = None, reduce: bool = True,
-           limit: int = DEFAULT_STATE_LIMIT, method: str = "order") -> Verdict:
+           limit: int = DEFAULT_STATE_LIMIT, method: str = "order", certificate: bool = False) -> Verdict:
     """method "order": the happens-before checks (happens_before.py), which cover every schedule
     at the cost of one pass over the recorded steps; "explore": the search over the model's
-    states (explore.py), exponential, kept to check the first against on small launches."""
+    states (explore.py), exponential, kept to check the first against on small launches.
+    certificate=True: a verified launch's Verdict.certificate says what was proved (certificate.py;
+    method "order" only, whose happens-before checks it records)."""
+    if certificate and method != "order":
+        raise ValueError("a certificate records the happens-before checks: method='order'")
     dims = dict(bind(manifest, args, dims).symbols) if args else dict(dims or {})
     recorder = Recorder()
     dynamic = next((o for o in ops.walk(kernel.body) if isinstance(o, SCHEDULE_DEPENDENT)), None)
@@ -81,7 +87,10 @@ def verify(kernel: ops.KernelOp, manifest, *args, dims=None, ctas: int | None = 
     recording = recorder.recording()
     verdict = Verdict(True, 0, len(recording.agents), dims, ctas, method=method)
     if method == "order":
-        return _by_order(recording, verdict)
+        verdict = _by_order(recording, verdict)
+        if certificate and verdict.verified:
+            verdict.certificate = certificate_of(kernel, manifest, recording, dims, ctas)
+        return verdict
     for part in components(recording):
         model = Model(part)
         explored: Explored = explore(model, reduce=reduce, limit=limit)
