@@ -475,7 +475,9 @@ def _small_dims(manifest, rng: random.Random) -> dict[str, int] | None:
     _settle_all(manifest, dims)
     if _largest_tensor(manifest, dims)[0] > MAX_ELEMENTS:
         return None
-    if manifest.grid.kind == "tiles" and _tiles(manifest, dims) > 64:
+    # a persistent grid walks every tile too: a literal dim edited to 1024 made 3328 tiles, and the
+    # race clocks of one run passed the worker's 4 GiB (seed 28, mutant 723)
+    if _tiles(manifest, dims) > 64:
         return None
     return dims
 
@@ -538,6 +540,9 @@ def run(tasks: list[tuple], jobs: int, timeout: float, limit_bytes: int, progres
                     index, examined = slot.conn.recv()
                 except EOFError:  # the worker died (out of memory, a signal)
                     index, examined = slot.task[0], Examined("traceback", "worker process died")
+                    slot.kill()
+                    slots[i] = slot = _Slot(ctx, limit_bytes)
+                if "MemoryError" in examined.detail:   # its heap, left fragmented, would starve the next mutant
                     slot.kill()
                     slots[i] = slot = _Slot(ctx, limit_bytes)
                 results[index] = examined

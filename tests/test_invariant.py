@@ -105,6 +105,18 @@ def test_mutants_get_a_diagnostic_or_assembled_code_that_runs_clean(name, seed):
     assert outcome not in fuzz.FAILURES, f"{outcome} on this mutant of {name}:\n{text}\n{detail}"
 
 
+def test_a_launch_of_too_many_tiles_is_not_interpreted():
+    """A persistent grid walks every tile: a literal dim edited from 4 to 1024 made 3328 tiles of
+    stencil_sm90, whose race clocks passed a worker's 4 GiB (seed 28, mutant 723)."""
+    import tmalang
+
+    wide = tmalang.compile(_edit("stencil_sm90.tma", "out: f32[M, N, 4]", "out: f32[M, N, 1024]"))
+    plain = tmalang.compile(SOURCES["stencil_sm90.tma"])
+    for seed in range(5):
+        assert fuzz._small_dims(wide.manifest, random.Random(seed)) is None
+        assert fuzz._small_dims(plain.manifest, random.Random(seed)) is not None
+
+
 # --- findings of bench/fuzz.py (seeds 2026, 2027): each was a compiler bug until its fix ----------
 
 def _edit(name: str, old: str, new: str) -> str:
