@@ -293,3 +293,27 @@ def test_a_forged_certificate_of_a_buggy_kernel_is_rejected_by_the_checks(bug):
     reasons = check(doc)
     assert reasons and all(r.startswith("check ") for r in reasons), reasons
     assert any(r.startswith(FORGED[bug]) for r in reasons), reasons
+
+
+def test_tmalangc_verify_writes_a_certificate_the_checker_accepts(tmp_path, capsys):
+    from tmalang.certificate_check import main as check_main
+    from tmalang.cli import main
+    cert, ir = tmp_path / "copy.json", tmp_path / "copy.ir"
+    source = str(ROOT / "examples" / "tma_copy.tma")
+    assert main(["verify", source, "--dims", "M=300,N=200", "--ctas", "3", "--certificate", str(cert)]) == 0
+    assert f"certificate written to {cert}" in capsys.readouterr().out
+    assert main([source, "--emit", "ir", "-o", str(ir)]) == 0
+    doc = json.loads(cert.read_text())
+    assert doc["launch"] == {"dims": {"M": 300, "N": 200}, "ctas": 3, "target": "sm_90a"}
+    assert check_main([str(cert), "--ir", str(ir)]) == 0
+    ir.write_text(ir.read_text() + "\n")
+    assert check_main([str(cert), "--ir", str(ir)]) == 1
+    assert "sha256" in capsys.readouterr().err
+
+
+def test_tmalangc_verify_writes_no_certificate_for_a_buggy_kernel(tmp_path, capsys):
+    from tmalang.cli import main
+    cert = tmp_path / "bug.json"
+    code = main(["verify", str(ROOT / "tests" / "verify_bugs" / "lagging_waiter.tma"), "--dims", "M=96,N=128",
+                 "--ctas", "1", "--certificate", str(cert)])
+    assert code == 1 and "error[E425]" in capsys.readouterr().err and not cert.exists()

@@ -6,6 +6,8 @@ Exit 0 with "verified: ..." when every schedule of the launch keeps the protocol
 violation, in the interpreter's words and with the shortest schedule that reaches it (--trace
 writes that schedule as a Perfetto trace); exit 3 when the search could not finish (its state
 limit, or a kernel whose warps' paths depend on the schedule) and says what it did check.
+--certificate F writes what a verified launch proved (tmalang/verify/certificate.py); python -m
+tmalang.certificate_check F re-validates it on its own.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ctas", type=int, help="CTAs of a persistent grid (default 2)")
     p.add_argument("--states", type=int, default=DEFAULT_STATE_LIMIT, help="stop after this many states")
     p.add_argument("--trace", type=Path, help="write the counterexample's schedule as a Perfetto trace")
+    p.add_argument("--certificate", type=Path,
+                   help="write what was proved, for a verified launch, as JSON that python -m "
+                        "tmalang.certificate_check re-validates (nothing is written otherwise)")
     p.add_argument("--sweep", action="store_true",
                    help="verify a set of launches instead of one: every loop's trip count through a stated set, "
                         "with partial last boxes, on 1..3 CTAs (--dims and --ctas then not allowed)")
@@ -55,16 +60,18 @@ def verify_main(argv: list[str]) -> int:
     dims = _parse_dims(parser, args.dims)
     if args.sweep and (dims or args.ctas):
         parser.error("--sweep chooses the launches: leave out --dims and --ctas")
+    if args.sweep and args.certificate:
+        parser.error("--certificate certifies one launch: leave out --sweep")
     try:
-        if args.trace:
-            check_outputs([args.trace])
+        if args.trace or args.certificate:
+            check_outputs([f for f in (args.trace, args.certificate) if f])
         kernel = compile_kernel(read_source(args.file), arch=args.arch, kernel=args.kernel, name=args.file,
                                 constants=defines.parse(parser, args.defines), _binder="-D")
         if args.sweep:
             return _report_sweep(kernel, verify_sweep(kernel, states=args.states), args)
         _check_memory(kernel.manifest, dims)
         inputs = _random_inputs(kernel.manifest, dims, np.random.default_rng(0))
-        verdict = kernel.verify(*inputs, dims=dims, ctas=args.ctas, states=args.states)
+        verdict = kernel.verify(*inputs, dims=dims, ctas=args.ctas, states=args.states, certificate=args.certificate)
     except TmalangError as exc:
         print(exc.report(), file=sys.stderr)
         return 1
@@ -74,6 +81,9 @@ def verify_main(argv: list[str]) -> int:
             write_file(args.trace, verdict.trace.to_json())
         return 1
     print(f"{kernel.name}: {verdict.summary()}")
+    if args.certificate:
+        print(f"certificate written to {args.certificate}" if verdict.certificate is not None else
+              "no certificate: the launch was not verified", file=sys.stdout if verdict.verified else sys.stderr)
     return 0 if verdict.verified else NOT_FINISHED
 
 
