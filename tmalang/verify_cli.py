@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +25,7 @@ from .files import check_outputs, read_source, write_file
 from .run_cli import _check_memory, _parse_dims, _random_inputs
 from .target.arch import DEFAULT, TARGETS
 from .verify.explore import DEFAULT_STATE_LIMIT
-from .verify.launches import sweep, trip_counts
+from .verify.launches import verify_sweep
 
 NOT_FINISHED = 3
 
@@ -68,7 +67,7 @@ def verify_main(argv: list[str]) -> int:
         kernel = compile_kernel(read_source(args.file), arch=args.arch, kernel=args.kernel, name=args.file,
                                 constants=defines.parse(parser, args.defines), _binder="-D")
         if args.sweep:
-            return _report_sweep(kernel, verify_sweep(kernel, states=args.states), args)
+            return _report_sweep(kernel, verify_sweep(kernel._c.ir, kernel.manifest, states=args.states), args)
         _check_memory(kernel.manifest, dims)
         inputs = _random_inputs(kernel.manifest, dims, np.random.default_rng(0))
         verdict = kernel.verify(*inputs, dims=dims, ctas=args.ctas, states=args.states, certificate=args.certificate)
@@ -85,44 +84,6 @@ def verify_main(argv: list[str]) -> int:
         print(f"certificate written to {args.certificate}" if verdict.certificate is not None else
               "no certificate: the launch was not verified", file=sys.stdout if verdict.verified else sys.stderr)
     return 0 if verdict.verified else NOT_FINISHED
-
-
-@dataclass
-class Sweep:
-    """What a sweep verified: each launch's verdict, and the launches the kernel refused."""
-
-    trip_counts: list[int]
-    verdicts: list = field(default_factory=list)      # (Launch, Verdict)
-    skipped: list = field(default_factory=list)       # (Launch, the refusal's code)
-
-    @property
-    def failed(self):
-        return next(((launch, v) for launch, v in self.verdicts if not v.verified), None)
-
-    def summary(self) -> str:
-        grids = sorted({launch.ctas or 1 for launch, _ in self.verdicts})
-        return (f"{len(self.verdicts)} launches verified: trip counts {self.trip_counts} of the loops over each dim "
-                f"(partial last boxes), grids of {grids} CTAs" +
-                (f"; {len(self.skipped)} launches refused by the kernel's assumptions or binding" if self.skipped else ""))
-
-
-def verify_sweep(kernel, states: int = DEFAULT_STATE_LIMIT, seed: int = 0) -> Sweep:
-    """Kernel.verify over launches.sweep's launches, stopping at the first that does not verify."""
-    persistent = kernel.manifest.grid.kind != "tiles"
-    report = Sweep(trip_counts(kernel._c.ir))
-    for launch in sweep(kernel._c.ir, persistent):
-        try:
-            inputs = _random_inputs(kernel.manifest, dict(launch.dims), np.random.default_rng(seed))
-            verdict = kernel.verify(*inputs, dims=dict(launch.dims), ctas=launch.ctas, states=states)
-        except TmalangError as exc:
-            if exc.code.startswith("E4"):
-                raise
-            report.skipped.append((launch, exc.code))
-            continue
-        report.verdicts.append((launch, verdict))
-        if not verdict.verified:
-            break
-    return report
 
 
 def _report_sweep(kernel, report: Sweep, args) -> int:
