@@ -48,7 +48,7 @@ def certificate_of(kernel, manifest, recording: Recording, dims: dict, ctas: int
     completed = recorded_phases(order, Model(recording, symmetric=False))
     return {
         "format": FORMAT, "version": VERSION,
-        "kernel": kernel.name, "ir_sha256": ir_digest(kernel),
+        "kernel": kernel.symbol, "ir_sha256": ir_digest(kernel),
         "launch": {"dims": {k: int(v) for k, v in dims.items()}, "ctas": ctas, "target": manifest.arch},
         "method": "order",
         "claim": {"invariant": CLAIM, "bounds": "this launch: its dims, scalars and grid; every schedule of it"},
