@@ -137,3 +137,25 @@ def test_the_sweep_finds_the_lagging_waiter_and_names_its_launch(capsys):
     assert main(["verify", str(BUGS / "lagging_waiter.tma"), "--sweep"]) == 1
     err = capsys.readouterr().err
     assert "does not verify" in err and "error[E425]" in err and "ctas=" in err
+
+
+# ---- one switch away: compile(verify=True), tmalangc --verify, TMALANG_VERIFY=1 -------------------
+
+def test_compile_with_verify_refuses_a_protocol_that_fails_in_some_schedule(monkeypatch):
+    with pytest.raises(tmalang.TmalangError) as caught:
+        tmalang.compile_file(BUGS / "lagging_waiter.tma", verify=True)
+    assert caught.value.code == "E425"
+    tmalang.compile_file(BUGS / "lagging_waiter.tma")                     # off by default
+    monkeypatch.setenv("TMALANG_VERIFY", "1")
+    with pytest.raises(tmalang.TmalangError):
+        tmalang.compile_file(BUGS / "lagging_waiter.tma")
+    tmalang.compile_file(BUGS / "lagging_waiter.tma", verify=False)       # the argument wins
+
+
+def test_tmalangc_verify_switch(tmp_path, capsys):
+    from tmalang.cli import main
+    out = tmp_path / "k.ptx"
+    assert main([str(ROOT / "examples" / "tma_copy.tma"), "--verify", "-o", str(out)]) == 0 and out.exists()
+    assert main([str(BUGS / "lagging_waiter.tma"), "--verify", "-o", str(tmp_path / "bug.ptx")]) == 1
+    assert "error[E425]" in capsys.readouterr().err
+    assert not (tmp_path / "bug.ptx").exists()

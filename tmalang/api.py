@@ -22,6 +22,8 @@ from .interp import interpret
 from .verify import Verdict, verify
 from .verify.certificate import write as write_certificate
 from .verify.explore import DEFAULT_STATE_LIMIT
+from .contract.verification import enabled_by_default as verify_by_default
+from .verify import verify_base_launches
 from .contract.trace import Trace
 from .ir.printer import print_ir
 from .runtime import Launcher
@@ -133,17 +135,22 @@ class Kernel:
 
 def compile(source: str | bytes, *, arch: str = DEFAULT.name, kernel: str | None = None,
             name: str = "<string>", constants: dict | None = None, watchdog: bool | None = None,
-            _binder: str = "compile(constants=...)") -> Kernel:
+            verify: bool | None = None, _binder: str = "compile(constants=...)") -> Kernel:
     """Compile tmalang source text (str, or UTF-8 bytes) to a Kernel; TmalangError if it is wrong.
     `constants` binds the kernel's compile-time constants by name (docs/language.md §2a).
     `watchdog` (default: off unless TMALANG_WATCHDOG=1): a hang on the GPU stops the kernel and
-    raises E218 naming the barrier, instead of hanging the process."""
+    raises E218 naming the barrier, instead of hanging the process.
+    `verify` (default: off unless TMALANG_VERIFY=1): also prove the protocol for every schedule of
+    the base launches of a sweep (two boxes and a tail per dim, 1..3 CTAs; docs/interpreter.md,
+    "Verification"); a violation raises its TmalangError. Off by default: it costs about a third of
+    a cold compile of gemm_sm90 (bench/results/verify-examples-*.json)."""
     if not isinstance(name, str):
         raise error("E009", f"compile(): name must be a str, got {type(name).__name__}")
     if isinstance(source, (bytes, bytearray, memoryview)):
         source = decode(bytes(source), name)
     for what, value, allowed in (("source", source, (str,)), ("arch", arch, (str,)),
-                                 ("kernel", kernel, (str, type(None))), ("watchdog", watchdog, (bool, type(None)))):
+                                 ("kernel", kernel, (str, type(None))), ("watchdog", watchdog, (bool, type(None))),
+                                 ("verify", verify, (bool, type(None)))):
         if not isinstance(value, allowed):
             raise error("E009", f"compile(): {what} must be a {' or '.join(t.__name__ for t in allowed)}, "
                         f"got {type(value).__name__}")
@@ -152,15 +159,17 @@ def compile(source: str | bytes, *, arch: str = DEFAULT.name, kernel: str | None
     if watchdog is not None:
         options.watchdog = watchdog
     c = compile_source(source, name, options)
+    if verify if verify is not None else verify_by_default():
+        verify_base_launches(c.ir, c.manifest)
     return Kernel(c, source)
 
 
 def compile_file(path: str | Path, *, arch: str = DEFAULT.name, kernel: str | None = None,
-                 constants: dict | None = None, watchdog: bool | None = None) -> Kernel:
+                 constants: dict | None = None, watchdog: bool | None = None, verify: bool | None = None) -> Kernel:
     """Compile a .tma file; OSError if it cannot be read, E007 if it is not UTF-8."""
     path = Path(path)
     return compile(decode(path.read_bytes(), str(path)), arch=arch, kernel=kernel, name=str(path),
-                   constants=constants, watchdog=watchdog, _binder="compile_file(constants=...)")
+                   constants=constants, watchdog=watchdog, verify=verify, _binder="compile_file(constants=...)")
 
 
 def _check_constants(constants, binder: str) -> dict:

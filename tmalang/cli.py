@@ -25,6 +25,7 @@ from . import compile_cache, defines
 from .backend import ptxas
 from .cache import DiskCache
 from .contract.watchdog import enabled_by_default as watchdog_enabled_by_default
+from .contract.verification import enabled_by_default as verify_by_default
 from .diagnostics import FORMATS, TmalangError
 from .files import STDIO, check_outputs, read_source, write_file
 from .target.arch import DEFAULT, TARGETS
@@ -57,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--watchdog", action=argparse.BooleanOptionalAction, default=None,
                    help="a timeout in every mbarrier wait loop: a hang on the GPU stops the kernel and reports "
                         "the barrier (E218) (default: off; TMALANG_WATCHDOG=1 makes it on)")
+    p.add_argument("--verify", action=argparse.BooleanOptionalAction, default=None,
+                   help="also prove the protocol for every schedule of a few small launches (tmalangc verify; "
+                        "default: off unless TMALANG_VERIFY=1)")
     p.add_argument("--manifest", metavar="FILE", help="also write the launch manifest (JSON)")
     p.add_argument("--diagnostics-format", choices=FORMATS, default=None,
                    help="errors as rendered text (default) or one JSON object per line (also: TMALANG_DIAGNOSTICS=json)")
@@ -102,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     args.constants = defines.parse(parser, args.defines)
     if args.watchdog is None:
         args.watchdog = watchdog_enabled_by_default()
+    if args.verify is None:
+        args.verify = verify_by_default()
     if args.embed_cubin and args.emit != "header":
         parser.error("--embed-cubin goes with --emit header")
     if args.file == STDIO and args.emit == "cubin" and not args.output:
@@ -143,7 +149,7 @@ def _compile(parser, args, source: str) -> int:
 
 def _cache_key(args, source: str) -> str | None:
     """The cache entry of this command line; None when it reports on the compile itself."""
-    if args.print_ir_after or args.time_passes or args.stats or args.explain:
+    if args.print_ir_after or args.time_passes or args.stats or args.explain or args.verify:
         return None
     name = "<stdin>" if args.file == STDIO else args.file
     options = {"arch": args.arch, "kernel": args.kernel, "constants": args.constants, "emit": args.emit,

@@ -25,7 +25,7 @@ from .files import check_outputs, read_source, write_file
 from .run_cli import _check_memory, _parse_dims, _random_inputs
 from .target.arch import DEFAULT, TARGETS
 from .verify.explore import DEFAULT_STATE_LIMIT
-from .verify.launches import verify_sweep
+from .verify import verify_sweep
 
 NOT_FINISHED = 3
 
