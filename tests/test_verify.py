@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tmalang
-from conftest import EXAMPLES, ROOT, example_arch
+from conftest import EXAMPLES, ROOT, example_arch, example_archs
 from references import CASES
 from tmalang.verify import verify
 
@@ -97,10 +97,14 @@ def test_both_methods_verify_small_examples(name):
         assert verdict.verified, (method, verdict.summary(), verdict.error)
 
 
+EXAMPLE_TARGETS = [(p, arch) for p in EXAMPLES for arch in example_archs(p)]
+
+
 @pytest.mark.parametrize("ctas", [1, 3])
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_every_example_verifies(path, ctas):
-    kernel = tmalang.compile_file(path, arch=example_arch(path))
+@pytest.mark.parametrize("path,arch", EXAMPLE_TARGETS, ids=[f"{p.stem}-{a}" for p, a in EXAMPLE_TARGETS])
+def test_every_example_verifies(path, arch, ctas):
+    """For every target the example compiles for."""
+    kernel = tmalang.compile_file(path, arch=arch)
     args, _ = CASES[kernel.name](np.random.default_rng(5), (200, 260))
     start = time.perf_counter()
     verdict = kernel.verify(*args, ctas=ctas)
