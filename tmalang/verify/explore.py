@@ -160,10 +160,10 @@ def _schedule(model: Model, parent: dict, state: State) -> list[tuple[int, int]]
 
 
 def _deadlock(model: Model, state: State, stuck: list[int], parent: dict) -> Counterexample:
-    return Counterexample(_schedule(model, parent, state), _deadlock_violation(model, state, stuck), state)
+    return Counterexample(_schedule(model, parent, state), deadlock_violation(model, state, stuck), state)
 
 
-def _deadlock_violation(model: Model, state: State, stuck: list[int]) -> Violation:
+def deadlock_violation(model: Model, state: State, stuck: list[int]) -> Violation:
     notes = [f"{model.names[i]} waits at {model.agents[i].where(_place(model, state, i))} on "
              f"{_waiting_for(model, state, i)}" for i in stuck if not model.agents[i].is_transfer]
     return Violation("E401", "deadlock: every live warp is blocked and no copy is in flight", notes)

@@ -10,7 +10,7 @@ None if the replay ends cleanly (the finding did not hold: not expected).
 
 from __future__ import annotations
 
-from .explore import Counterexample, _deadlock_violation
+from .explore import Counterexample, deadlock_violation
 from .happens_before import Finding, Order
 from .model import Model, Violation
 
@@ -63,7 +63,7 @@ def _replay(order: Order, model: Model, prefix: list[tuple]) -> Counterexample |
             stuck = [i for i in range(len(model.agents)) if not model.finished(state, i)]
             if not stuck:
                 return None
-            return Counterexample(done, _deadlock_violation(model, state, stuck), state)
+            return Counterexample(done, deadlock_violation(model, state, stuck), state)
         (first if runnable in first else rest).remove(runnable)
         try:
             after = model.step(state, runnable[0])
