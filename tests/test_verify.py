@@ -163,3 +163,25 @@ def test_tmalangc_verify_switch(tmp_path, capsys):
     assert main([str(BUGS / "lagging_waiter.tma"), "--verify", "-o", str(tmp_path / "bug.ptx")]) == 1
     assert "error[E425]" in capsys.readouterr().err
     assert not (tmp_path / "bug.ptx").exists()
+
+
+def test_the_cli_runs_either_method_and_refuses_another(capsys):
+    from tmalang.cli import main
+    for method in ("order", "explore"):
+        assert main(["verify", str(BUGS / "lagging_waiter.tma"), "--dims", "M=96,N=128", "--ctas", "1",
+                     "--method", method]) == 1
+        assert "error[E425]" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["verify", str(BUGS / "lagging_waiter.tma"), "--method", "sample"])
+    kernel = _bug("lagging_waiter")
+    with pytest.raises(tmalang.TmalangError) as caught:
+        kernel.verify(*_copy_launch(np.random.default_rng(1)), method="sample")
+    assert caught.value.code == "E212"
+
+
+def test_a_certificate_of_the_state_search_is_refused_with_a_diagnostic(tmp_path):
+    kernel = tmalang.compile_file(ROOT / "examples" / "tma_copy.tma")
+    args, _ = CASES[kernel.name](np.random.default_rng(3), (70, 130))
+    with pytest.raises(tmalang.TmalangError) as caught:
+        kernel.verify(*args, method="explore", certificate=tmp_path / "c.json")
+    assert caught.value.code == "E212" and not (tmp_path / "c.json").exists()

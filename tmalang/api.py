@@ -23,7 +23,7 @@ from .verify import Verdict, verify
 from .verify.certificate import write as write_certificate
 from .verify.explore import DEFAULT_STATE_LIMIT
 from .contract.verification import enabled_by_default as verify_by_default
-from .verify import verify_base_launches
+from .verify import METHODS, verify_base_launches
 from .contract.trace import Trace
 from .ir.printer import print_ir
 from .runtime import Launcher
@@ -105,16 +105,23 @@ class Kernel:
                          trace=trace)
 
     def verify(self, *args, dims: dict[str, int] | None = None, ctas: int | None = None,
-               states: int = DEFAULT_STATE_LIMIT, certificate: str | Path | None = None) -> Verdict:
-        """Explore every schedule of this launch (NumPy arrays, as for `interpret`): a Verdict,
-        `verified` when no schedule breaks the protocol, else `error` (the shortest schedule that
-        does, in the interpreter's words) and `trace` (that schedule, for Perfetto). The caller's
-        arrays are not written. `states` bounds the search; docs/interpreter.md, "Verification".
+               states: int = DEFAULT_STATE_LIMIT, certificate: str | Path | None = None,
+               method: str = "order") -> Verdict:
+        """Every schedule of this launch (NumPy arrays, as for `interpret`): a Verdict, `verified`
+        when no schedule breaks the protocol, else `error` (a schedule that does, in the
+        interpreter's words) and `trace` (that schedule, for Perfetto). The caller's arrays are not
+        written. `method`: "order" (checks on one recorded run's happens-before order) or "explore"
+        (a search of the states, exponential, bounded by `states`); docs/interpreter.md,
+        "Verification".
         `certificate`: a file to write what was proved to, when verified (nothing is written
         otherwise); `python -m tmalang.certificate_check FILE` re-validates it."""
         _check_interpret_options(None, 0, ctas, None)
+        if method not in METHODS:
+            raise error("E212", f"verify(): method must be one of {', '.join(METHODS)}, got {method!r}")
+        if certificate is not None and method != "order":
+            raise error("E212", "verify(): a certificate records the happens-before checks: use method='order'")
         verdict = verify(self._c.ir, self.manifest, *args, dims=dims, ctas=ctas, limit=states,
-                         certificate=certificate is not None)
+                         certificate=certificate is not None, method=method)
         if verdict.certificate is not None:
             write_certificate(verdict.certificate, certificate)
         return verdict

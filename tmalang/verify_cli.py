@@ -1,6 +1,7 @@
 """`tmalangc verify FILE`: every schedule of one launch, explored (tmalang.verify).
 
-    tmalangc verify examples/tma_copy.tma --dims M=300,N=200 [--ctas 2] [--trace cx.json] [--states N]
+    tmalangc verify examples/tma_copy.tma --dims M=300,N=200 [--ctas 2] [--trace cx.json]
+        [--method order|explore] [--states N]
 
 Exit 0 with "verified: ..." when every schedule of the launch keeps the protocol; exit 1 with the
 violation, in the interpreter's words and with the shortest schedule that reaches it (--trace
@@ -25,7 +26,7 @@ from .files import check_outputs, read_source, write_file
 from .run_cli import _check_memory, _parse_dims, _random_inputs
 from .target.arch import DEFAULT, TARGETS
 from .verify.explore import DEFAULT_STATE_LIMIT
-from .verify import verify_sweep
+from .verify import METHODS, verify_sweep
 
 NOT_FINISHED = 3
 
@@ -37,7 +38,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kernel")
     p.add_argument("--arch", default=DEFAULT.name, choices=list(TARGETS))
     p.add_argument("--ctas", type=int, help="CTAs of a persistent grid (default 2)")
-    p.add_argument("--states", type=int, default=DEFAULT_STATE_LIMIT, help="stop after this many states")
+    p.add_argument("--method", choices=METHODS, default="order",
+                   help="order: checks on one recorded run's happens-before order (default); explore: a search of "
+                        "the states, exponential, for small launches")
+    p.add_argument("--states", type=int, default=DEFAULT_STATE_LIMIT,
+                   help="with --method explore: stop after this many states")
     p.add_argument("--trace", type=Path, help="write the counterexample's schedule as a Perfetto trace")
     p.add_argument("--certificate", type=Path,
                    help="write what was proved, for a verified launch, as JSON that python -m "
@@ -54,6 +59,8 @@ def verify_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.ctas is not None and args.ctas < 1:
         parser.error(f"--ctas must be >= 1, got {args.ctas}")
+    if args.certificate and args.method != "order":
+        parser.error("--certificate records the happens-before checks: leave --method at order")
     if args.states < 1:
         parser.error(f"--states must be >= 1, got {args.states}")
     dims = _parse_dims(parser, args.dims)
@@ -70,7 +77,8 @@ def verify_main(argv: list[str]) -> int:
             return _report_sweep(kernel, verify_sweep(kernel._c.ir, kernel.manifest, states=args.states), args)
         _check_memory(kernel.manifest, dims)
         inputs = _random_inputs(kernel.manifest, dims, np.random.default_rng(0))
-        verdict = kernel.verify(*inputs, dims=dims, ctas=args.ctas, states=args.states, certificate=args.certificate)
+        verdict = kernel.verify(*inputs, dims=dims, ctas=args.ctas, states=args.states, certificate=args.certificate,
+                                method=args.method)
     except TmalangError as exc:
         print(exc.report(), file=sys.stderr)
         return 1

@@ -17,7 +17,7 @@ How (docs/interpreter.md, "Verification"):
 The stages, in order: check.py (one launch), sweep.py (a set of them).
 """
 
-from .check import SCHEDULE_DEPENDENT, Verdict, verify
+from .check import METHODS, SCHEDULE_DEPENDENT, Verdict, verify
 from .sweep import Sweep, verify_base_launches, verify_sweep
 
-__all__ = ["SCHEDULE_DEPENDENT", "Sweep", "Verdict", "verify", "verify_base_launches", "verify_sweep"]
+__all__ = ["METHODS", "SCHEDULE_DEPENDENT", "Sweep", "Verdict", "verify", "verify_base_launches", "verify_sweep"]

@@ -27,6 +27,7 @@ from .schedule import recorded_phases, witness
 from .report import counterexample_error, counterexample_trace, finding_error
 from .certificate import certificate_of
 
+METHODS = ("order", "explore")
 SCHEDULE_DEPENDENT = (ops.TileClaim, ops.ClcTryCancel, ops.ClcQuery, ops.TileTake)
 
 
