@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .model import Model, State, Violation
+from .model import Model, State, Violation, barrier_name
 
 DEFAULT_STATE_LIMIT = 2_000_000
 PROGRESS = False
@@ -173,8 +173,7 @@ def _waiting_for(model: Model, state: State, i: int) -> str:
     event = model.next_step(state, i)[0]
     if event[0] == "wait":
         initialised, pending, tx, completed = state.bars[model.bar_index[event[1]]]
-        cta, name, stage = event[1]
-        return (f"mbarrier {name}[{stage}] parity {event[2]} (phase {completed} in progress, {pending} of "
+        return (f"mbarrier {barrier_name(event[1])} parity {event[2]} (phase {completed} in progress, {pending} of "
                 f"{model.counts.get(event[1])} arrivals missing" + (f", {tx} tx bytes outstanding)" if tx else ")"))
     if event[0] == "leave":
         return f"a rendezvous of {len(event[2])} warps"

@@ -140,7 +140,7 @@ class _Run:
     def _bar(self, agent, bar: tuple, what: str) -> tuple[int, tuple]:
         i = self.model.bar_index[bar]
         if not self.bars[i][0] and what != "init":
-            raise Violation("E409", f"mbarrier '{_name(bar)}' is used before it is initialised", [f"{agent}: {what}"])
+            raise Violation("E409", f"mbarrier '{barrier_name(bar)}' is used before it is initialised", [f"{agent}: {what}"])
         return i, self.bars[i]
 
     def _init(self, agent, bar, count) -> None:
@@ -150,7 +150,7 @@ class _Run:
     def _arrive(self, agent, bar, count, phase) -> None:
         i, (_, pending, tx, completed) = self._bar(agent, bar, "arrive")
         if count > pending:
-            raise Violation("E402", f"mbarrier '{_name(bar)}' receives more arrivals than its count allows in one "
+            raise Violation("E402", f"mbarrier '{barrier_name(bar)}' receives more arrivals than its count allows in one "
                             "phase", [f"{agent} arrives {count} time(s) with {pending} arrival(s) missing in "
                                       f"phase {completed}"])
         _same_phase(agent, bar, "arrives", completed, phase)
@@ -163,7 +163,7 @@ class _Run:
 
     def _settled(self, agent, bar, pending: int, tx: int, completed: int) -> tuple:
         if pending == 0 and tx < 0:
-            raise Violation("E403", f"mbarrier '{_name(bar)}' completes its arrivals with {-tx} more bytes landed "
+            raise Violation("E403", f"mbarrier '{barrier_name(bar)}' completes its arrivals with {-tx} more bytes landed "
                             "than expected", [agent])
         if pending == 0 and tx == 0:
             return True, self.model.counts[bar], 0, completed + 1
@@ -206,12 +206,13 @@ class _Run:
 def _same_phase(agent, bar, what: str, now: int, recorded: int, observed: bool = False) -> None:
     if now != recorded:
         verb = "observes" if observed else "takes effect in"
-        raise Violation("E425", f"the phase of mbarrier '{_name(bar)}' that an operation {verb} depends on the "
+        raise Violation("E425", f"the phase of mbarrier '{barrier_name(bar)}' that an operation {verb} depends on the "
                         f"schedule", [f"{agent} {what} in phase {now} in this schedule, in phase {recorded} "
                                       "in the recorded one", "its protocol holds for some schedules only"])
 
 
-def _name(bar: tuple) -> str:
+def barrier_name(bar: tuple) -> str:
+    """`full[2]`, `full[2] of CTA 1`, `named barrier 3`: a barrier as every report names it."""
     if bar[0] == "named":
         return f"named barrier {bar[1]}"
     cta, name, stage = bar

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ..contract.trace import Trace
 from ..diagnostics import TmalangError
 from .explore import Counterexample
-from .model import Model
+from .model import Model, barrier_name
 
 SHOWN_STEPS = 40    # the schedule's last steps in the notes (the trace has all of them)
 
@@ -59,13 +59,13 @@ def describe(step: list[tuple]) -> str:
 def _event(e: tuple) -> str:
     kind = e[0]
     if kind == "init":
-        return f"mbarrier.init {_bar(e[1])} count {e[2]}"
+        return f"mbarrier.init {barrier_name(e[1])} count {e[2]}"
     if kind == "arrive":
-        return f"{e[2]} arrival(s) on {_bar(e[1])}"
+        return f"{e[2]} arrival(s) on {barrier_name(e[1])}"
     if kind == "tx":
-        return f"{'expect_tx' if e[2] > 0 else 'lands'} {abs(e[2])} bytes on {_bar(e[1])}"
+        return f"{'expect_tx' if e[2] > 0 else 'lands'} {abs(e[2])} bytes on {barrier_name(e[1])}"
     if kind == "wait":
-        return f"wait {_bar(e[1])} parity {e[2]}"
+        return f"wait {barrier_name(e[1])} parity {e[2]}"
     if kind in ("meet", "leave"):
         return f"{'reaches' if kind == 'meet' else 'leaves'} a rendezvous of {len(e[2])} warps"
     if kind == "named":
@@ -73,11 +73,6 @@ def _event(e: tuple) -> str:
     if kind == "named_leave":
         return f"leaves named barrier {e[1][1]}"
     return f"issues transfer {e[1][1]}"
-
-
-def _bar(bar: tuple) -> str:
-    cta, name, stage = bar
-    return f"{name}[{stage}]"
 
 
 def counterexample_trace(model: Model, cx: Counterexample) -> Trace:
