@@ -45,6 +45,7 @@ class Verdict:
     not_covered: str | None = None         # why only the recorded schedule was checked
     method: str = "order"
     certificate: dict | None = None        # what was proved, for certificate_check (certificate.py)
+    recording: object = None               # the recorded run (record.Recording) the order method checked
 
     def summary(self) -> str:
         launch = ", ".join(f"{k}={v}" for k, v in self.dims.items())
@@ -78,7 +79,7 @@ def verify(kernel: ops.KernelOp, manifest, *args, dims=None, ctas: int | None = 
         return Verdict(False, dims=dims, ctas=ctas, not_covered=f"its warps' paths depend on the schedule "
                        f"({dynamic.name} at {dynamic.span.location() if dynamic.span else '?'})")
     recording = recorder.recording()
-    verdict = Verdict(True, 0, len(recording.agents), dims, ctas, method=method)
+    verdict = Verdict(True, 0, len(recording.agents), dims, ctas, method=method, recording=recording)
     if method == "order":
         verdict = _by_order(recording, verdict)
         if certificate and verdict.verified:

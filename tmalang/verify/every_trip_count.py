@@ -1,0 +1,187 @@
+"""Every trip count of one loop from finitely many: the cutoff argument on a pumped recording.
+
+Requires: a Pumped (pumping.py): R(t0 + n) = X · Y · … · Y+(n-1) · Z+n for every n (the premise
+docs/interpreter.md, "Every trip count", states and loop_shape.py checks on the IR).
+
+Guarantees: `cutoff` returns None when the happens-before checks A, B, C, P and I hold on
+R(t0 + n) for every n >= 0, shown from R(t0 + n), n <= N, and the conditions that make those
+stand for the rest:
+- M (monotone copies): every happens-before edge runs from a step of copy i to one of copy >= i
+  (X first, Z last), so a chain between two steps stays within the copies between them;
+- W (windows): each check instance (a pair of A or C, a wait of B, a phase of P) that touches
+  neither X nor Z spans at most w copies, those that touch X end within the first a copies,
+  those that touch Z start within the last b, and N >= a + b + w + 2;
+- bridges: an instance that touches both X and Z holds through a warp that runs in every copy
+  (u -> its first step of copy 0, its last step of copy N-1 -> v), which no n changes.
+Otherwise the reason the argument does not apply, or the trip count at which a check fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .happens_before import Order, findings
+from .pumping import Pumped
+
+
+@dataclass
+class Cutoff:
+    """What was shown: `copies` the N checked, and the widths that made N enough."""
+
+    copies: int
+    a: int
+    b: int
+    w: int
+
+
+def cutoff(pumped: Pumped, copies: int) -> Cutoff | str:
+    """The argument with N = the larger of `copies` and a + b + w + 2 (Pumped.reach)."""
+    reach = pumped.reach()
+    if isinstance(reach, str):
+        return reach
+    a, b, w = reach
+    return _cutoff(pumped, max(copies, a + b + w + 2), reach)
+
+
+def _cutoff(pumped: Pumped, copies: int, reach: tuple) -> Cutoff | str:
+    """R(t0 + N) first (its order and windows), then the checks on every R(t0 + n), n <= N."""
+    for n in [copies] + list(range(copies)):
+        recording, labels, completed = pumped.recording(n)
+        if isinstance(completed, str):
+            return f"at trip count {pumped.t0 + n} the built run does not complete: {completed}"
+        order = Order(recording)
+        found = findings(order, completed)
+        if found:
+            return f"at trip count {pumped.t0 + n}: {found[0].code}, {found[0].why}"
+        if n == copies:
+            copy = _placed(order, {(order.index[key], p): label for (key, p), label in labels.items()})
+            shown = _descending_edge(order, copy) or _windows(order, completed, copy, copies, reach)
+            if not isinstance(shown, Cutoff):
+                return shown
+    return shown
+
+
+def _placed(order: Order, copy: dict) -> dict:
+    """A floating step (pumping.py) goes in the latest copy of what directly happens before it."""
+    before = _direct_predecessors(order)
+    for _, i, p in order.steps:
+        if copy[(i, p)] is None:
+            copy[(i, p)] = max([-1] + [copy[q] for q in before.get((i, p), ())])
+    return copy
+
+
+def _direct_predecessors(order: Order) -> dict:
+    """Each step's direct happens-before predecessors: the agent's step before, a transfer's
+    issuer, the events of the phase a wait observed, the members that reached a rendezvous."""
+    before: dict = {}
+    issuer, reached = {}, {}
+    for i, a in enumerate(order.agents):
+        for p, step in enumerate(a.steps):
+            if p:
+                before.setdefault((i, p), []).append((i, p - 1))
+            for e in step:
+                if e[0] == "issue":
+                    issuer[e[1]] = (i, p)
+                if e[0] in ("meet", "named"):
+                    reached.setdefault(_meeting(e), []).append((i, p))
+    for i, a in enumerate(order.agents):
+        if a.key in issuer:
+            before.setdefault((i, 0), []).append(issuer[a.key])
+        for p, step in enumerate(a.steps):
+            for e in step:
+                if e[0] == "wait":
+                    before.setdefault((i, p), []).extend(q[:2] for q in order.phases.get(e[1], {}).get(e[3], ()))
+                if e[0] in ("leave", "named_leave"):
+                    before.setdefault((i, p), []).extend(reached.get(_meeting(e), ()))
+    return before
+
+
+def _meeting(e: tuple) -> tuple:
+    """The rendezvous (or named barrier phase) an event reaches or leaves."""
+    if e[0] in ("meet", "leave"):
+        return ("meet", e[1])
+    return ("named", e[1], e[3] if e[0] == "named" else e[2])
+
+
+def _descending_edge(order: Order, copy: dict) -> str | None:
+    for step, preds in _direct_predecessors(order).items():
+        late = next((q for q in preds if copy[q] > copy[step]), None)
+        if late is not None:
+            return (f"{order.agents[step[0]].name} in copy {copy[step]} comes after a step of copy {copy[late]} "
+                    f"({order.agents[late[0]].name}): the copies are not ordered")
+    return None
+
+
+def _windows(order: Order, completed: dict, copy: dict, n: int, reach: tuple) -> Cutoff | str:
+    """Every check instance that touches both X and Z holds through a bridge; the rest are within
+    the reach of X, of Z, or w copies wide (Pumped.reach), which n copies hold apart."""
+    bridges = _bridges(order, copy, n)
+
+    def place(steps, needs=None) -> str | None:
+        labels = {copy[s] for s in steps}
+        if -1 in labels and n in labels:
+            return None if needs is not None and needs(bridges) else "x-z"
+        return None
+
+    for bar, phases in order.phases.items():
+        for k, events in phases.items():
+            for u in phases.get(k - 1, ()):
+                for v in events:                                            # A
+                    if place([u[:2], v[:2]], lambda g: _bridged(order, g, u[:2], v[:2])):
+                        return _unbridged(order, u[:2], v[:2])
+            if bar[0] != "named" and any(d is not None for *_, d in events):
+                if place([e[:2] for e in events]):                          # P
+                    return "a phase's byte counts lie before and after the loop"
+    for i, p, bar, k in order.waits:
+        w = (i, p)
+        phases = order.phases.get(bar, {})
+        for u in phases.get(k - 1, ()):                                     # C
+            if place([u[:2], w], lambda g: _bridged(order, g, u[:2], w, order.base)):
+                return _unbridged(order, u[:2], w)
+        following = [e[:2] for e in phases.get(k + 1, ())]
+        if completed.get(bar, 0) > k + 1 and following:                     # B
+            if place([w, *following], lambda g: any(_bridged(order, g, w, e) for e in following)):
+                return _unbridged(order, w, following[0])
+    init_issue = _init_before_copies(order, copy, n)
+    if init_issue:
+        return init_issue
+    return Cutoff(n, *reach)
+
+
+def _bridges(order: Order, copy: dict, n: int) -> list[tuple]:
+    """Warps with steps in every copy: (first step of copy 0, last step of copy n - 1)."""
+    found = []
+    for i, a in enumerate(order.agents):
+        if a.is_transfer:
+            continue
+        mine = [p for p in range(len(a.steps)) if 0 <= copy[(i, p)] < n]
+        if mine and {copy[(i, p)] for p in mine} == set(range(n)):
+            first = min(p for p in mine if copy[(i, p)] == 0)
+            last = max(p for p in mine if copy[(i, p)] == n - 1)
+            found.append(((i, first), (i, last)))
+    return found
+
+
+def _bridged(order: Order, bridges: list, u: tuple, v: tuple, clocks=None) -> bool:
+    return any(order.before(u, first) and order.before(last, v, clocks) for first, last in bridges)
+
+
+def _unbridged(order: Order, u: tuple, v: tuple) -> str:
+    return (f"an order between {order.agents[u[0]].name} before the loop and {order.agents[v[0]].name} after "
+            "it passes through no warp that runs every iteration")
+
+
+def _init_before_copies(order: Order, copy: dict, n: int) -> str | None:
+    """I for every n: each warp that uses a barrier (or issues a transfer that does) in a copy has
+    the barrier's init before its first step of copy 0, and so, in program order, before all."""
+    issued = {e[1]: (i, p) for i, a in enumerate(order.agents) for p, s in enumerate(a.steps) for e in s
+              if e[0] == "issue"}
+    for i, p, bar in order.uses:
+        init = order.inits.get(bar)
+        if init is None or not 0 <= copy[(i, p)] < n:
+            continue
+        user = issued.get(order.agents[i].key, (i, p)) if order.agents[i].is_transfer else (i, p)
+        first = min(q for q in range(len(order.agents[user[0]].steps)) if copy[(user[0], q)] >= 0)
+        if not order.before(init, (user[0], first)):
+            return f"{order.agents[user[0]].name} can use a barrier in the loop before its initialisation"
+    return None
