@@ -104,12 +104,71 @@ def _meeting(e: tuple) -> tuple:
 
 
 def _descending_edge(order: Order, copy: dict) -> str | None:
+    found = _descending(order, copy)
+    if found is None:
+        return None
+    step, late = found
+    return (f"{order.agents[step[0]].name} in copy {copy[step]} comes after a step of copy {copy[late]} "
+            f"({order.agents[late[0]].name}): the copies are not ordered")
+
+
+def _descending(order: Order, copy: dict) -> tuple | None:
     for step, preds in _direct_predecessors(order).items():
         late = next((q for q in preds if copy[q] > copy[step]), None)
         if late is not None:
-            return (f"{order.agents[step[0]].name} in copy {copy[step]} comes after a step of copy {copy[late]} "
-                    f"({order.agents[late[0]].name}): the copies are not ordered")
+            return step, late
     return None
+
+
+def aligned(pumped: Pumped, tries: int = 12) -> Pumped | None:
+    """The pumping with each warp's copies started early enough that no edge runs back across
+    copies (check M): each round moves back (Pumped.moved) every warp with a step that waits for a
+    later copy's, by as many copies; None when a warp cannot move back that far."""
+    back = {key: 0 for key in pumped.warps}
+    most = {key: pumped.most_back(key) for key in pumped.warps}
+    for _ in range(tries):
+        moved = pumped.moved(back)
+        recording, labels, completed = moved.recording(3)
+        if isinstance(completed, str):
+            return None
+        order = Order(recording)
+        copy = _placed(order, {(order.index[key], p): label for (key, p), label in labels.items()})
+        need = dict(back)
+        for step, preds in _direct_predecessors(order).items():
+            target = max((copy[q] for q in preds), default=-1)
+            if target > copy[step]:
+                key = _warp_of(order, step)
+                need[key] = max(need[key], _rotation_to(pumped, key, _index_in_warp(order, step), target))
+        if need == back:
+            return moved
+        if any(need[key] > most[key] for key in need):
+            return None
+        back = need
+    return None
+
+
+def _rotation_to(pumped: Pumped, key, index: int, copy: int) -> int:
+    """Steps to rotate warp `key` back (Pumped.moved) for its step `index` of the built run to be
+    in copy `copy` or later: copy c starts at len(X) - r + c·len(Y)."""
+    _, xs, ys, _ = pumped.warps[key]
+    return len(xs) + copy * len(ys) - index if ys else 10 ** 9
+
+
+def _index_in_warp(order: Order, step: tuple) -> int:
+    """The step itself, or, for a transfer, the step that issued it."""
+    agent = order.agents[step[0]]
+    if not agent.is_transfer:
+        return step[1]
+    return next(p for a in order.agents for p, s in enumerate(a.steps) for e in s
+                if e[0] == "issue" and e[1] == agent.key)
+
+
+def _warp_of(order: Order, step: tuple):
+    """The warp whose copies a step follows: its own, or, for a transfer, its issuer's."""
+    agent = order.agents[step[0]]
+    if not agent.is_transfer:
+        return agent.key
+    return next(a.key for a in order.agents for s in a.steps for e in s if e[0] == "issue" and e[1] == agent.key)
 
 
 def _windows(order: Order, completed: dict, copy: dict, n: int, reach: tuple) -> Cutoff | str:

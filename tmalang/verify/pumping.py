@@ -59,29 +59,33 @@ class Pumped:
         return a, b, w
 
     def alignments(self) -> list["Pumped"]:
-        """The same pumping with each warp's block taken earlier in its run of equal blocks: where a
-        warp's X ends with Y moved back one copy, that block can be Y instead (X·Y·Z+1 is then
-        X'·W·Y·Z+1 with W = Y-1). Warps must agree on where the copies start for the copies to be
-        ordered (every_trip_count's check M); tried: each warp moved back by min(its most, m)."""
-        most = {key: self._back(key) for key in self.warps}
-        return [self._moved({key: min(m, k) for key, m in most.items()}) for k in range(max(most.values()) + 1)]
+        """The same pumping with each warp's copies started earlier: where X ends with a step equal
+        to Y's last moved back one copy, that step can open Y instead (rotate). Warps must agree on
+        where the copies start for the copies to be ordered (every_trip_count's check M); tried:
+        each warp moved back by the same number of whole blocks, as far as it can go."""
+        most = {key: self.most_back(key) for key in self.warps}
+        blocks = max((most[k] // len(ys) for k, (_, _, ys, _) in self.warps.items() if ys), default=0)
+        return [self.moved({k: min(most[k], b * len(self.warps[k][2])) for k in self.warps})
+                for b in range(blocks + 1)]
 
-    def _back(self, key) -> int:
+    def most_back(self, key) -> int:
+        """How many steps warp `key`'s copies can start earlier (rotations, `moved`)."""
         _, xs, ys, _ = self.warps[key]
-        m = 0
-        while ys and len(xs) >= (m + 1) * len(ys):
-            w = xs[len(xs) - (m + 1) * len(ys):len(xs) - m * len(ys)]
-            if [e for e, _ in w] != [tuple(_shift(x, -(m + 1), self.shifts) for x in e) for e, _ in ys]:
-                break
-            m += 1
-        return m
+        r = 0
+        while ys and r < len(xs) and xs[-1 - r][0] == _shifted_step(ys[-1 - r % len(ys)][0], -(1 + r // len(ys)),
+                                                                   self.shifts):
+            r += 1
+        return r
 
-    def _moved(self, back: dict) -> "Pumped":
-        """X = X'·W (W: m blocks, the first Y-m): X', Y-m, W·Z pump the same runs."""
+    def moved(self, back: dict) -> "Pumped":
+        """Each warp's X, Y, Z rotated back by `back[key]` steps: with x = X's last step, equal to
+        Y's last moved back one copy, X·Y·Z+1 = X'·(x·Y')·(x·Z)+1, Y' = Y without its last step."""
         warps = {}
         for key, (name, xs, ys, zs) in self.warps.items():
-            cut = len(xs) - back[key] * len(ys)
-            warps[key] = (name, xs[:cut], xs[cut:cut + len(ys)], xs[cut:] + zs) if back[key] else (name, xs, ys, zs)
+            for _ in range(back.get(key, 0)):
+                x = xs[-1]
+                xs, ys, zs = xs[:-1], [x] + ys[:-1], [x] + zs
+            warps[key] = (name, xs, ys, zs)
         return Pumped(self.t0, warps, self.shifts, self.stages, self.counts)
 
     def recording(self, n: int) -> tuple[Recording, dict, str | dict]:
@@ -191,6 +195,10 @@ def _positions(step) -> list[tuple]:
         elif e[0] != "init":
             found.append((e[1], e[2]))
     return found
+
+
+def _shifted_step(step: tuple, by: int, shifts: dict) -> tuple:
+    return tuple(_shift(e, by, shifts) for e in step)
 
 
 def _unmoved(e: tuple, shifts: dict) -> bool:

@@ -24,7 +24,7 @@ from ..diagnostics import TmalangError
 from ..interp import DEFAULT_PERSISTENT_CTAS
 from ..ir import ops
 from .check import verify
-from .every_trip_count import Cutoff, cutoff
+from .every_trip_count import Cutoff, aligned, cutoff
 from .launches import Launch, _tail, trip_counts, units
 from .loop_shape import Broken, Premise, premise
 from .pumping import pump
@@ -104,8 +104,9 @@ def _pumped(runner, proof: TripProof, r: int, start: int, depth: int, copies: in
         if isinstance(pumped, str):
             proof.why = pumped
             continue
-        for aligned in pumped.alignments():
-            shown = cutoff(aligned, copies or 2 * depth + 4)
+        repaired = aligned(pumped)
+        for candidate in ([repaired] if repaired else []) + pumped.alignments():
+            shown = cutoff(candidate, copies or 2 * depth + 4)
             if isinstance(shown, Cutoff):
                 proof.t0[r], proof.why = t0, ""
                 proof.shown.append(shown)
@@ -167,7 +168,8 @@ class _Runner:
                 for r, s in shapes.items():
                     s.from_trips = max(s.from_trips, -(-(settled - r) // period))
                 return shapes
-            first = first or broken          # reported: what breaks it at one trip per launch
+            if first is None or first.period == period:
+                first = broken                   # reported: at one trip per launch, or as many as tiles are dealt
         return f"the loops over {self.dim} do not meet the premise: {first}"
 
 
