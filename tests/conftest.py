@@ -86,3 +86,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Tests that report what `verify` showed and what it cost (`record_property("verify_report",
+    line)`) are listed at the end of the run: issue 28 asks for each example's time in CI."""
+    lines = [value for report in terminalreporter.stats.get("passed", [])
+             for name, value in getattr(report, "user_properties", []) if name == "verify_report"]
+    if lines:
+        terminalreporter.section("verify: every example, every dim")
+        for line in sorted(lines):
+            terminalreporter.write_line(line)

@@ -1,8 +1,8 @@
 """loop_shape.py: the pumping premise read off the IR (issue 28, "Every trip count").
 
 The IR of gemm_sm90 and multistage_sm90 meets it; edits of that IR text that break it are each
-refused with the op and the reason: a condition that changes every other iteration, a loop that
-takes two more trips per launch, a barrier's stage read from the index itself, a counter that
+refused with the op and the reason: a condition that changes every other iteration, a loop whose
+trips grow as a square, a barrier's stage read from the index itself, a counter that
 doubles. A prologue of min(4, trips) fills puts the premise's start past 4.
 """
 
@@ -41,8 +41,8 @@ def test_a_prologue_of_min_stages_and_trips_starts_the_premise_past_it():
 
 @pytest.mark.parametrize("old, new, why", [
     ("if cond=(%k > 0)", "if cond=((%k % 2) > 0)", "changes from iteration to iteration"),
-    ("for_range var=k count=(($K / 64) + (($K % 64) > 0))", "for_range var=k count=(($K / 32) + 1)",
-     "neither fixed nor one more per trip"),
+    ("for_range var=k count=(($K / 64) + (($K % 64) > 0))", "for_range var=k count=(($K / 64) * ($K / 64))",
+     "neither is fixed nor grows by whole trips"),
     ("mbar_wait barrier=@ring.full[%s]", "mbar_wait barrier=@ring.full[%k]", "changes with the trips or the iterations"),
     ("let var=ring.it value=(%ring.it + 1)", "let var=ring.it value=((%ring.it * 2) + 1)", "changes with the trips or the iterations"),
 ])

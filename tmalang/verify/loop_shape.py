@@ -54,13 +54,17 @@ class Broken(Exception):
         self.period = period              # > 0: the premise may hold taking this many trips per launch
 
 
-def premise(kernel: ops.KernelOp, dim: str, step: int, first: int, launch: dict, ctas: int) -> Premise | Broken:
-    """`launch`: the other dims' and the scalars' values (every n alike)."""
+def premise(kernel: ops.KernelOp, dim: str, step: int, first: int, launch: dict, ctas: int,
+            defined: list = ()) -> Premise | Broken:
+    """`launch`: the other dims' and the scalars' values (every n alike); `defined`: dims that
+    assumptions define from others, (name, expression), valued in order."""
     barriers = {name: d.stages for name, d in ops.decls(kernel, ops.MbarrierDecl).items()}
     found = Premise(0, 0)
     try:
         for cta in range(ctas):
             walk = _Walk(dim, step, first, launch, cta, ctas, barriers)
+            for name, expr in defined:
+                walk.derived[name] = walk.value(expr, kernel)
             walk.region(kernel.body, growing=None)
             found.from_trips = max(found.from_trips, walk.from_trips)
             found.growing = max(found.growing, walk.most)
@@ -75,6 +79,8 @@ class _Walk:
         self.sregs = {"ctaid.x": cta, "nctaid.x": ctas, "cluster.ctarank": 0}
         self.barriers = barriers
         self.env: dict = {}
+        self.derived: dict = {}
+        self.slope = 0                  # trips the growing loop gains per launch
         self.from_trips, self.growing, self.most = 0, 0, 0
 
     # ---- ops
@@ -106,7 +112,7 @@ class _Walk:
             self._after(cond[3])
             if cond[2]:
                 self.region(o.body, growing)
-        elif cond[0] == "fix" or cond[0] == "thr" and growing is not None:
+        elif cond[0] == "fix" or cond[0] == "thr" and growing is not None and cond[1] in (0, self.slope):
             self.region(o.body, growing)
         else:
             raise Broken(o, "its condition changes from iteration to iteration other than once "
@@ -142,8 +148,9 @@ class _Walk:
             self.region(o.regions()[0], growing)
 
     def _growing_loop(self, o, count, var: str, counter: str | None, growing) -> None:
-        if count[1] != 1:
-            raise Broken(o, f"its trip count is neither fixed nor one more per trip ({_kind(count)})")
+        if count[0] != "aff" or count[1] < 1:
+            raise Broken(o, f"its trip count neither is fixed nor grows by whole trips per launch ({_kind(count)})")
+        self.slope = count[1]
         self._after(count[3])
         if growing is not None or self.growing:
             raise Broken(o, "a second loop that runs one more time per trip on one warp's path")
@@ -208,6 +215,8 @@ class _Walk:
         if isinstance(e, Param):
             if e.name == self.dim:
                 return ("aff", self.step, self.first, 0)
+            if e.name in self.derived:
+                return self.derived[e.name]
             return ("aff", 0, int(self.launch[e.name]), 1) if e.name in self.launch else ("top", f"${e.name}")
         if isinstance(e, Sreg):
             return ("aff", 0, self.sregs.get(e.name, 0), 1)
@@ -246,12 +255,14 @@ def _combine(op: str, x: tuple, y: tuple) -> tuple:
         return ("idx", False)
     if op == "&" and x[0] == "quot" and const == 1:
         return ("parity", x[1])
+    if op == "&" and x == EXACT and const == 1:        # a one-stage barrier's parity: i & 1
+        return ("parity", 1)
     if op == "-" and x[0] == "aff" and x[1:3] == (0, 1) and y[0] == "parity":
         return y
     if op in COMPARE:
         moving, other = (x, y) if x[0] in ("idx", "quot") else (y, x)
-        if moving[0] in ("idx", "quot") and other[0] == "aff" and other[1] in (0, 1):
-            return ("thr",)
+        if moving[0] == "idx" and other[0] == "aff" or moving[0] == "quot" and _fixed(other):
+            return ("thr", other[1] if other[0] == "aff" else 0)
         return ("top", f"a comparison of {_kind(x)} and {_kind(y)}")
     return ("top", f"{op} of {_kind(x)} and {_kind(y)}")
 

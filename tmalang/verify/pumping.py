@@ -297,10 +297,12 @@ class _Builder:
 def _schedule(recording: Recording, labels: dict) -> str | dict:
     """Gives the steps times: an order the model runs them in, each as soon as it can, the lowest
     copy first. The phases each barrier completed, or why the model could not run them all in
-    their phases."""
+    their phases. Only warps and transfers in flight are candidates (a transfer not yet issued
+    cannot run), which keeps each step's choice short."""
     model = Model(recording, symmetric=False)
     state, clock = model.initial(), 0
-    live = set(range(len(recording.agents)))
+    live = {i for i, a in enumerate(recording.agents) if not a.is_transfer}
+    index = {a.key: i for i, a in enumerate(recording.agents)}
     for a in recording.agents:
         a.times = [None] * len(a.steps)
     while live:
@@ -309,13 +311,16 @@ def _schedule(recording: Recording, labels: dict) -> str | dict:
             return f"{model.names[min(live)]} cannot go on: the built run stops short"
         i = min(ready, key=lambda i: (labels[(recording.agents[i].key, _place(model, state, i))] or -1, i))
         p = _place(model, state, i)
+        issued = [index[e[1]] for e in model.next_step(state, i) if e[0] == "issue"]
         try:
             state = model.step(state, i)
         except Violation as v:
             return f"{v.code}: {v.message}"
         recording.agents[i].times[p] = clock
         clock += 1
-        live = {j for j in live if not model.finished(state, j)}
+        live.update(issued)
+        if model.finished(state, i):
+            live.discard(i)
     return {bar: state.bars[k][3] for bar, k in model.bar_index.items()}
 
 

@@ -14,6 +14,8 @@ each pumped and cut off on its own.
 
 from __future__ import annotations
 
+import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,6 +25,7 @@ from ..contract.random_inputs import random_inputs
 from ..diagnostics import TmalangError
 from ..interp import DEFAULT_PERSISTENT_CTAS
 from ..ir import ops
+from ..ir.exprs import Bin, Const, Param
 from .check import verify
 from .every_trip_count import Cutoff, aligned, cutoff
 from .launches import Launch, _tail, trip_counts, units
@@ -30,6 +33,8 @@ from .loop_shape import Broken, Premise, premise
 from .pumping import pump
 
 BIG = 10 ** 5          # a trip count past every grid change
+SMALL = 5              # the other dims: one partial box of at most this many elements
+BUDGET = 180.0         # seconds of interpreted runs per dim before the proof gives up (says so)
 
 
 @dataclass
@@ -66,22 +71,19 @@ class TripProof:
             return (f"{self.dim}: every trip count >= 1 (runs at {checked[0]}..{checked[-1]}; pumped from "
                     f"{min(self.t0.values())}{per}; {max(c.copies for c in self.shown)} built copies cover windows "
                     f"of {max(c.w for c in self.shown)})")
-        bound = f"trip counts {checked[0]}..{checked[-1]} only" if checked else "no launch"
-        return f"{self.dim}: {bound}: {self.why}"
+        return f"{self.dim}: the sweep's trip counts only ({len(checked)} more run here): {self.why}"
 
 
-def prove_every_trip_count(kernel: ops.KernelOp, manifest, dim: str, seed: int = 0, copies: int = 0) -> TripProof:
+def prove_every_trip_count(kernel: ops.KernelOp, manifest, dim: str, seed: int = 0, copies: int = 0,
+                           budget: float = BUDGET) -> TripProof:
     proof = TripProof(dim)
-    runner = _Runner(kernel, manifest, dim, seed, proof)
+    runner = _Runner(kernel, manifest, dim, seed, proof, budget)
     if runner.run(1) is None:
         return proof
     shape = runner.premise()
     depth = max(trip_counts(kernel))
-    if isinstance(shape, str):           # the bound instead: every trip count up to 2S + 1, run
-        for t in range(2, 2 * depth + 2):
-            if runner.run(t) is None or runner.proof.failed:
-                break
-        proof.why = proof.why if proof.failed or proof.why.startswith("the kernel refuses") else shape
+    if isinstance(shape, str):           # the bound is then the sweep's launches (sweep.py)
+        proof.why = shape
         return proof
     for r in range(1, proof.period + 1):
         start = r + proof.period * shape[r].from_trips
@@ -97,6 +99,9 @@ def _pumped(runner, proof: TripProof, r: int, start: int, depth: int, copies: in
     """The first t0 = start, start + P, … from which four runs pump and the cutoff holds."""
     p = proof.period
     for t0 in range(start, start + p * (2 * depth + 4), p):
+        if runner.over_budget():
+            proof.why = f"stopped at trip count {t0}: over its budget of {runner.budget:.0f} s"
+            return False
         runs = [runner.run(t0 + j * p) for j in range(4)]
         if any(run is None for run in runs):
             return False
@@ -118,21 +123,38 @@ def _pumped(runner, proof: TripProof, r: int, start: int, depth: int, copies: in
 class _Runner:
     """Interprets and verifies launches by trip count, once each."""
 
-    def __init__(self, kernel, manifest, dim, seed, proof):
+    def __init__(self, kernel, manifest, dim, seed, proof, budget: float = BUDGET):
         self.kernel, self.manifest, self.dim, self.seed, self.proof = kernel, manifest, dim, seed, proof
         self.unit = units(kernel)
         self.scalars = None
         self.recordings: dict = {}
+        self.started, self.budget, self.last = time.monotonic(), budget, 0.0
+
+    def over_budget(self) -> bool:
+        return time.monotonic() - self.started > self.budget
 
     def dims(self, t: int) -> dict:
-        return {d: _tail(u) for d, u in self.unit.items()} | {self.dim: (t - 1) * self.unit[self.dim] +
-                                                                _tail(self.unit[self.dim])}
+        """The launch at trip count t; a dim an assumption makes a multiple of c (`assume C % 64 ==
+        0`) takes whole boxes; a dim an assumption defines (`assume RSC == 9 * C`) is computed."""
+        whole = _multiples(self.kernel)
+        unit = {d: math.lcm(u, whole.get(d, 1)) for d, u in self.unit.items()}
+        tail = {d: u if d in whole else _tail(u) for d, u in unit.items()}
+        small = {d: v if d in whole else min(v, SMALL) for d, v in tail.items()}    # one partial box, cheap
+        dims = small | {self.dim: (t - 1) * unit[self.dim] + tail[self.dim]}
+        for name, expr in _defined(self.kernel):
+            dims[name] = _evaluate(expr, dims)
+        return dims
 
     def run(self, t: int):
         """The recording at trip count t, or None (refused: `why`; not verified: `failed`)."""
         if t in self.recordings:
             return self.recordings[t]
+        spent = time.monotonic() - self.started
+        if spent + 2 * self.last > self.budget:       # the next run takes at least as long as the last
+            self.proof.why = f"stopped before trip count {t}: its runs would pass their budget of {self.budget:.0f} s"
+            return None
         dims = self.dims(t)
+        began = time.monotonic()
         try:
             inputs, self.scalars = _inputs(self.manifest, dims, self.seed, self.scalars)
             verdict = verify(self.kernel, self.manifest, *inputs, dims=dims)
@@ -141,6 +163,7 @@ class _Runner:
                 raise
             self.proof.why = f"the kernel refuses the launch with {self.dim} at trip count {t} ({exc.code})"
             return None
+        self.last = time.monotonic() - began
         if verdict.not_covered:
             self.proof.why = f"at trip count {t}: {verdict.not_covered}"
             return None
@@ -157,10 +180,13 @@ class _Runner:
             return f"{self.dim} grows the grid (more CTAs, each with its own tiles)"
         settled = next(t for t in range(1, BIG + 1) if grid_at(t) == grid)
         fixed = _launch_values(self.manifest, self.dims(1), self.scalars, self.dim)
-        unit, tail = self.unit[self.dim], _tail(self.unit[self.dim])
+        unit, tail = self.dims(2)[self.dim] - self.dims(1)[self.dim], self.dims(1)[self.dim]
+        for name, _ in _defined(self.kernel):
+            fixed.pop(name, None)             # defined from the dim: the premise derives it
         first = None
         for period in (1, 2, 3, 4):         # trips per launch: tiles dealt to `period` CTAs, or rows paired
-            shapes = {r: premise(self.kernel, self.dim, period * unit, (r - 1) * unit + tail, fixed, grid)
+            shapes = {r: premise(self.kernel, self.dim, period * unit, (r - 1) * unit + tail, fixed, grid,
+                                 _defined(self.kernel))
                       for r in range(1, period + 1)}
             broken = next((s for s in shapes.values() if isinstance(s, Broken)), None)
             if broken is None:
@@ -171,6 +197,37 @@ class _Runner:
             if first is None or first.period == period:
                 first = broken                   # reported: at one trip per launch, or as many as tiles are dealt
         return f"the loops over {self.dim} do not meet the premise: {first}"
+
+
+def _multiples(kernel) -> dict:
+    """Dims an assumption makes whole multiples: `assume C % 64 == 0` -> {"C": 64}."""
+    return {a.lhs.lhs.name: a.lhs.rhs.value for a in _assumptions(kernel) if a.compare == "==" and
+            isinstance(a.lhs, Bin) and a.lhs.op == "%" and isinstance(a.lhs.lhs, Param) and
+            isinstance(a.lhs.rhs, Const) and _zero(a.rhs)}
+
+
+def _defined(kernel) -> list[tuple[str, object]]:
+    """Dims an assumption defines from others: `assume X == expr`, in the order written."""
+    return [(a.lhs.name, a.rhs) for a in _assumptions(kernel)
+            if a.compare == "==" and isinstance(a.lhs, Param) and not _zero(a.rhs)]
+
+
+def _assumptions(kernel) -> list:
+    return [o for o in kernel.body if isinstance(o, ops.AssumeDecl)]
+
+
+def _zero(e) -> bool:
+    return isinstance(e, Const) and e.value == 0
+
+
+def _evaluate(e, dims: dict) -> int:
+    """An assumption's expression (64-bit, `/` and `%` truncating, as contract/assumptions.py)."""
+    if isinstance(e, Const):
+        return int(e.value)
+    if isinstance(e, Param):
+        return dims[e.name]
+    a, b = _evaluate(e.lhs, dims), _evaluate(e.rhs, dims)
+    return {"+": a + b, "-": a - b, "*": a * b, "/": int(a / b), "%": a - b * int(a / b)}[e.op]
 
 
 def _grid(kernel, manifest, dims: dict, scalars) -> int:
