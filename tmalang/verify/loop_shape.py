@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 from ..ir import ops
 from ..ir.exprs import Bin, BufferRef, Cast, Const, Neg, Param, Sreg, Var
+from ..ir.exprs import walk as walk_expr
 
 EXACT = ("idx", True)
 COMPARE = {">", "<", ">=", "<=", "==", "!="}
@@ -339,7 +340,6 @@ def _is_expr(e) -> bool:
 
 
 def _refs(e) -> list:
-    from ..ir.exprs import walk as walk_expr
     return [x for x in walk_expr(e) if isinstance(x, BufferRef)]
 
 
