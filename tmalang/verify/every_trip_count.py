@@ -24,6 +24,9 @@ from .happens_before import Order, findings
 from .pumping import Pumped
 
 
+CLOCK_LIMIT = 2e7
+
+
 @dataclass
 class Cutoff:
     """What was shown: `copies` the N checked, and the widths that made N enough."""
@@ -49,6 +52,10 @@ def _cutoff(pumped: Pumped, copies: int, reach: tuple) -> Cutoff | str:
         recording, labels, completed = pumped.recording(n)
         if isinstance(completed, str):
             return f"at trip count {pumped.t0 + n} the built run does not complete: {completed}"
+        size = sum(len(a.steps) for a in recording.agents) * len(recording.agents)
+        if size > CLOCK_LIMIT:          # the vector clocks: one entry per agent for every step
+            return (f"the built run of {copies} copies is too large to check here ({size:.1e} clock entries, "
+                    f"over {CLOCK_LIMIT:.0e})")
         order = Order(recording)
         found = findings(order, completed)
         if found:
