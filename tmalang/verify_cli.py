@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "tmalang.certificate_check re-validates (nothing is written otherwise)")
     p.add_argument("--sweep", action="store_true",
                    help="verify a set of launches instead of one: every loop's trip count through a stated set, "
-                        "with partial last boxes, on 1..3 CTAs (--dims and --ctas then not allowed)")
+                        "with partial last boxes, on 1..3 CTAs; then, per dim, every trip count where the "
+                        "pumping argument applies, or why not (--dims and --ctas then not allowed)")
     defines.add_option(p)
     return p
 
