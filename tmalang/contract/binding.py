@@ -52,7 +52,7 @@ class Binding:
     def tile_count(self) -> int:
         """The work items the grid is sized from: split x prod(ceil(dim / box)) over the manifest's
         grid tile dimensions, or for stream-K the (tile, step) units, tiles x steps per tile."""
-        return _units(self.manifest, self.symbols, self.scalars)
+        return tile_units(self.manifest, self.symbols, self.scalars)
 
 
 def bind(manifest: Manifest, args: tuple, dims: Mapping[str, int] | None = None,
@@ -89,7 +89,7 @@ def _tiles(manifest: Manifest, symbols: Mapping[str, int], scalars: Mapping[str,
     )
 
 
-def _units(manifest: Manifest, symbols: Mapping[str, int], scalars: Mapping[str, np.generic]) -> int:
+def tile_units(manifest: Manifest, symbols: Mapping[str, int], scalars: Mapping[str, np.generic]) -> int:
     """The tiles, times the K steps of each with stream-K: ceil(extent / chunk), none below 0."""
     tiles = _tiles(manifest, symbols, scalars)
     if not manifest.grid.stream:
@@ -119,7 +119,7 @@ def _check_tile_count(manifest: Manifest, symbols: Mapping[str, int],
             f"integers, so there must be fewer than 2**31",
             "launch the kernel on parts of the tensors",
         )
-    units = _units(manifest, symbols, scalars)
+    units = tile_units(manifest, symbols, scalars)
     if units >= MAX_TILES:
         raise LaunchError(
             DIM_RANGE,

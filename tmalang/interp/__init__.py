@@ -91,16 +91,20 @@ def _run_cancelling(kernel, launch: Launch, count: int, room: int) -> None:
     run_cluster([], launch.rng, start)
 
 
+def grid_size(kernel, manifest, tiles: int, ctas: int | None = None) -> int:
+    """The CTAs the interpreter launches: one per tile, or for a persistent grid `ctas` (default
+    DEFAULT_PERSISTENT_CTAS) but no more than the tiles; whole clusters, as the runtime launches them."""
+    count = tiles if manifest.grid.kind == "tiles" else min(tiles, ctas or DEFAULT_PERSISTENT_CTAS)
+    return -(-count // kernel.cluster) * kernel.cluster
+
+
 def _run_once(kernel, manifest, args, binding, seed, ctas, trace, observer=NO_OBSERVER) -> dict[str, np.ndarray]:
     arrays = {a.name: np.array(v, copy=True) for a, v in zip(manifest.args, args) if isinstance(a, TensorArg)}
     params = dict(binding.symbols)
     params.update(binding.scalars)
     launch = Launch(arrays, params, None if seed is None else np.random.default_rng(seed),
                     target_named(manifest.arch), trace, observer=observer)
-    tiles = binding.tile_count()
-    size = kernel.cluster
-    count = tiles if manifest.grid.kind == "tiles" else min(tiles, ctas or DEFAULT_PERSISTENT_CTAS)
-    count = -(-count // size) * size          # whole clusters, as the runtime launches them
+    count, size = grid_size(kernel, manifest, binding.tile_count(), ctas), kernel.cluster
     try:
         dynamic = any(isinstance(o, ops.TileClaim) for o in ops.walk(kernel.body))
         cancels = any(isinstance(o, ops.ClcTryCancel) for o in ops.walk(kernel.body))

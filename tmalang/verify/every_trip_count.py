@@ -3,14 +3,14 @@
 Requires: a Pumped (pumping.py): R(t0 + n) = X · Y · … · Y+(n-1) · Z+n for every n (the premise
 docs/interpreter.md, "Every trip count", states and loop_shape.py checks on the IR).
 
-Guarantees: `cutoff` returns None when the happens-before checks A, B, C, P and I hold on
+Guarantees: `cutoff` returns a Cutoff when the happens-before checks A, B, C, P and I hold on
 R(t0 + n) for every n >= 0, shown from R(t0 + n), n <= N, and the conditions that make those
 stand for the rest:
 - M (monotone copies): every happens-before edge runs from a step of copy i to one of copy >= i
   (X first, Z last), so a chain between two steps stays within the copies between them;
-- W (windows): each check instance (a pair of A or C, a wait of B, a phase of P) that touches
-  neither X nor Z spans at most w copies, those that touch X end within the first a copies,
-  those that touch Z start within the last b, and N >= a + b + w + 2;
+- reach: from positions alone (Pumped.reach), a check instance (a pair of A or C, a wait of B, a
+  phase of P) that touches neither X nor Z spans at most w copies, one that touches X ends within
+  the first a copies, one that touches Z starts within the last b, and N >= a + b + w + 2;
 - bridges: an instance that touches both X and Z holds through a warp that runs in every copy
   (u -> its first step of copy 0, its last step of copy N-1 -> v), which no n changes.
 Otherwise the reason the argument does not apply, or the trip count at which a check fails.
@@ -61,53 +61,21 @@ def _cutoff(pumped: Pumped, copies: int, reach: tuple) -> Cutoff | str:
         if found:
             return f"at trip count {pumped.t0 + n}: {found[0].code}, {found[0].why}"
         if n == copies:
-            copy = _placed(order, {(order.index[key], p): label for (key, p), label in labels.items()})
+            copy = _copies(order, labels)
             shown = _descending_edge(order, copy) or _windows(order, completed, copy, copies, reach)
             if not isinstance(shown, Cutoff):
                 return shown
     return shown
 
 
-def _placed(order: Order, copy: dict) -> dict:
-    """A floating step (pumping.py) goes in the latest copy of what directly happens before it."""
-    before = _direct_predecessors(order)
+def _copies(order: Order, labels: dict) -> dict:
+    """Each step's copy (pumping.py's labels); a floating step goes in the latest copy of what
+    directly happens before it."""
+    copy = {(order.index[key], p): label for (key, p), label in labels.items()}
     for _, i, p in order.steps:
         if copy[(i, p)] is None:
-            copy[(i, p)] = max([-1] + [copy[q] for q in before.get((i, p), ())])
+            copy[(i, p)] = max([-1] + [copy[q] for q in order.predecessors((i, p))])
     return copy
-
-
-def _direct_predecessors(order: Order) -> dict:
-    """Each step's direct happens-before predecessors: the agent's step before, a transfer's
-    issuer, the events of the phase a wait observed, the members that reached a rendezvous."""
-    before: dict = {}
-    issuer, reached = {}, {}
-    for i, a in enumerate(order.agents):
-        for p, step in enumerate(a.steps):
-            if p:
-                before.setdefault((i, p), []).append((i, p - 1))
-            for e in step:
-                if e[0] == "issue":
-                    issuer[e[1]] = (i, p)
-                if e[0] in ("meet", "named"):
-                    reached.setdefault(_meeting(e), []).append((i, p))
-    for i, a in enumerate(order.agents):
-        if a.key in issuer:
-            before.setdefault((i, 0), []).append(issuer[a.key])
-        for p, step in enumerate(a.steps):
-            for e in step:
-                if e[0] == "wait":
-                    before.setdefault((i, p), []).extend(q[:2] for q in order.phases.get(e[1], {}).get(e[3], ()))
-                if e[0] in ("leave", "named_leave"):
-                    before.setdefault((i, p), []).extend(reached.get(_meeting(e), ()))
-    return before
-
-
-def _meeting(e: tuple) -> tuple:
-    """The rendezvous (or named barrier phase) an event reaches or leaves."""
-    if e[0] in ("meet", "leave"):
-        return ("meet", e[1])
-    return ("named", e[1], e[3] if e[0] == "named" else e[2])
 
 
 def _descending_edge(order: Order, copy: dict) -> str | None:
@@ -120,8 +88,8 @@ def _descending_edge(order: Order, copy: dict) -> str | None:
 
 
 def _descending(order: Order, copy: dict) -> tuple | None:
-    for step, preds in _direct_predecessors(order).items():
-        late = next((q for q in preds if copy[q] > copy[step]), None)
+    for step in copy:
+        late = next((q for q in order.predecessors(step) if copy[q] > copy[step]), None)
         if late is not None:
             return step, late
     return None
@@ -139,13 +107,14 @@ def aligned(pumped: Pumped, tries: int = 12) -> Pumped | None:
         if isinstance(completed, str):
             return None
         order = Order(recording)
-        copy = _placed(order, {(order.index[key], p): label for (key, p), label in labels.items()})
+        copy = _copies(order, labels)
         need = dict(back)
-        for step, preds in _direct_predecessors(order).items():
-            target = max((copy[q] for q in preds), default=-1)
+        for step in copy:
+            target = max((copy[q] for q in order.predecessors(step)), default=-1)
             if target > copy[step]:
-                key = _warp_of(order, step)
-                need[key] = max(need[key], _rotation_to(pumped, key, _index_in_warp(order, step), target))
+                i, p = _issuing(order, step)
+                key = order.agents[i].key
+                need[key] = max(need[key], _rotation_to(pumped, key, p, target))
         if need == back:
             return moved
         if any(need[key] > most[key] for key in need):
@@ -161,21 +130,9 @@ def _rotation_to(pumped: Pumped, key, index: int, copy: int) -> int:
     return len(xs) + copy * len(ys) - index if ys else 10 ** 9
 
 
-def _index_in_warp(order: Order, step: tuple) -> int:
-    """The step itself, or, for a transfer, the step that issued it."""
-    agent = order.agents[step[0]]
-    if not agent.is_transfer:
-        return step[1]
-    return next(p for a in order.agents for p, s in enumerate(a.steps) for e in s
-                if e[0] == "issue" and e[1] == agent.key)
-
-
-def _warp_of(order: Order, step: tuple):
-    """The warp whose copies a step follows: its own, or, for a transfer, its issuer's."""
-    agent = order.agents[step[0]]
-    if not agent.is_transfer:
-        return agent.key
-    return next(a.key for a in order.agents for s in a.steps for e in s if e[0] == "issue" and e[1] == agent.key)
+def _issuing(order: Order, step: tuple) -> tuple:
+    """The warp step whose copies a step follows: itself, or, for a transfer, the step that issued it."""
+    return order.fixed[step][0] if order.agents[step[0]].is_transfer else step
 
 
 def _windows(order: Order, completed: dict, copy: dict, n: int, reach: tuple) -> Cutoff | str:
@@ -240,13 +197,11 @@ def _unbridged(order: Order, u: tuple, v: tuple) -> str:
 def _init_before_copies(order: Order, copy: dict, n: int) -> str | None:
     """I for every n: each warp that uses a barrier (or issues a transfer that does) in a copy has
     the barrier's init before its first step of copy 0, and so, in program order, before all."""
-    issued = {e[1]: (i, p) for i, a in enumerate(order.agents) for p, s in enumerate(a.steps) for e in s
-              if e[0] == "issue"}
     for i, p, bar in order.uses:
         init = order.inits.get(bar)
         if init is None or not 0 <= copy[(i, p)] < n:
             continue
-        user = issued.get(order.agents[i].key, (i, p)) if order.agents[i].is_transfer else (i, p)
+        user = _issuing(order, (i, p))
         first = min(q for q in range(len(order.agents[user[0]].steps)) if copy[(user[0], q)] >= 0)
         if not order.before(init, (user[0], first)):
             return f"{order.agents[user[0]].name} can use a barrier in the loop before its initialisation"

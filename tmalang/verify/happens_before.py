@@ -63,6 +63,7 @@ class Order:
         self.inits: dict[tuple, tuple] = {}
         self.uses: list[tuple] = []                               # (agent, step, barrier)
         self._index_events()
+        self.fixed, self.observed = self._edges()
         self.base, self.clock = self._clocks()
 
     def _index_events(self) -> None:
@@ -82,33 +83,52 @@ class Order:
                     elif kind == "named":
                         self.phases.setdefault(("named",) + e[1], {}).setdefault(e[3], []).append((i, p, None))
 
+    def _edges(self) -> tuple[dict, dict]:
+        """Each step's direct predecessors, in two parts: `fixed` (the agent's step before, a
+        transfer's issuing step, the members that reached a rendezvous or a named barrier's phase it
+        leaves) and `observed` (the events of the phase a wait observed)."""
+        fixed: dict[tuple, list[tuple]] = {}
+        observed: dict[tuple, list[tuple]] = {}
+        issuer, reached = {}, {}
+        for i, a in enumerate(self.agents):
+            for p, step in enumerate(a.steps):
+                for e in step:
+                    if e[0] == "issue":
+                        issuer[e[1]] = (i, p)
+                    if e[0] == "meet":
+                        reached.setdefault(("meet", e[1]), []).append((i, p))
+        for i, a in enumerate(self.agents):
+            for p, step in enumerate(a.steps):
+                before = fixed.setdefault((i, p), [(i, p - 1)] if p else [])
+                if p == 0 and a.key in issuer:
+                    before.append(issuer[a.key])
+                for e in step:
+                    if e[0] == "leave":
+                        before += reached.get(("meet", e[1]), [])
+                    elif e[0] == "named_leave":
+                        before += [q[:2] for q in self.phases.get(("named",) + e[1], {}).get(e[2], ())]
+                    elif e[0] == "wait" and e[3] >= 0:
+                        observed.setdefault((i, p), []).extend(q[:2] for q in self.phases.get(e[1], {}).get(e[3], ()))
+        return fixed, observed
+
+    def predecessors(self, step: tuple) -> list[tuple]:
+        """A step's direct happens-before predecessors (every kind of edge)."""
+        return self.fixed[step] + self.observed.get(step, [])
+
     def _clocks(self):
+        """Vector clocks in the recorded order (a linearisation of the edges): `base` without the
+        step's own phase edges, `clock` with them."""
         n = len(self.agents)
-        issuer = {e[1]: (i, p) for i, a in enumerate(self.agents) for p, s in enumerate(a.steps)
-                  for e in s if e[0] == "issue"}
-        meets: dict = {}
         base: dict[tuple, list[int]] = {}
         clock: dict[tuple, list[int]] = {}
         for _, i, p in self.steps:
-            agent = self.agents[i]
-            vc = list(clock[(i, p - 1)]) if p else [0] * n
-            if agent.is_transfer and p == 0 and agent.key in issuer:
-                _join(vc, clock[issuer[agent.key]])
-            for e in agent.steps[p]:
-                if e[0] == "leave":
-                    for q in meets.get(e[1], ()):
-                        _join(vc, clock[q])
-                if e[0] == "named_leave":
-                    for q in self.phases.get(("named",) + e[1], {}).get(e[2], ()):
-                        _join(vc, clock[q[:2]])
+            vc = [0] * n
+            for q in self.fixed[(i, p)]:
+                _join(vc, clock[q])
             vc[i] = p + 1
             base[(i, p)] = list(vc)
-            for e in agent.steps[p]:
-                if e[0] == "wait" and e[3] >= 0:
-                    for q in self.phases.get(e[1], {}).get(e[3], ()):
-                        _join(vc, clock[q[:2]])
-                if e[0] == "meet":
-                    meets.setdefault(e[1], []).append((i, p))
+            for q in self.observed.get((i, p), ()):
+                _join(vc, clock[q])
             clock[(i, p)] = vc
         return base, clock
 

@@ -58,14 +58,15 @@ class Broken(Exception):
 def premise(kernel: ops.KernelOp, dim: str, step: int, first: int, launch: dict, ctas: int,
             defined: list = ()) -> Premise | Broken:
     """`launch`: the other dims' and the scalars' values (every n alike); `defined`: dims that
-    assumptions define from others, (name, expression), valued in order."""
+    assumptions define from others, (name, the assumption's tree as contract/manifest.py has it),
+    valued in order."""
     barriers = {name: d.stages for name, d in ops.decls(kernel, ops.MbarrierDecl).items()}
     found = Premise(0, 0)
     try:
         for cta in range(ctas):
             walk = _Walk(dim, step, first, launch, cta, ctas, barriers)
-            for name, expr in defined:
-                walk.derived[name] = walk.value(expr, kernel)
+            for name, tree in defined:
+                walk.derived[name] = walk.tree_value(tree)
             walk.region(kernel.body, growing=None)
             found.from_trips = max(found.from_trips, walk.from_trips)
             found.growing = max(found.growing, walk.most)
@@ -99,7 +100,7 @@ class _Walk:
         elif isinstance(o, ops.ForStep):
             self._for_step(o, growing)
         elif isinstance(o, ops.RoleOp):          # a role's warps run its body only: count its loops alone
-            outer, self.growing = self.growing, self.growing
+            outer = self.growing
             self.region(o.body, growing)
             self.growing = outer
         else:
@@ -203,13 +204,21 @@ class _Walk:
             return
         raise Broken(o, f"{what} changes with the trips or the iterations ({_kind(v)})")
 
-    def _is_barrier(self, e) -> bool:
-        return isinstance(e, BufferRef) and e.name in self.barriers
-
     def _after(self, trips: int) -> None:
         self.from_trips = max(self.from_trips, trips)
 
     # ---- values
+    def tree_value(self, tree) -> tuple:
+        """An assumption's side (an int, a name, or (op, operands...)) as a value."""
+        if isinstance(tree, int):
+            return ("aff", 0, tree, 1)
+        if isinstance(tree, str):
+            return self.value(Param(tree), None)
+        op, *operands = tree
+        if op == "neg":
+            return _combine("-", ("aff", 0, 0, 1), self.tree_value(operands[0]))
+        return _combine(op, self.tree_value(operands[0]), self.tree_value(operands[1]))
+
     def value(self, e, o) -> tuple:
         if isinstance(e, Const):
             return ("aff", 0, e.value, 1) if isinstance(e.value, int) else ("top", "a float")

@@ -1,10 +1,10 @@
-"""A loop's recordings pumped: R(t0 + n) = X · Y · Y+1 · … · Y+(n-1) · Z+n, for every n, from three.
+"""A loop's recordings pumped: R(t0 + n) = X · Y · Y+1 · … · Y+(n-1) · Z+n, for every n, from four.
 
-Requires: the recordings (record.py) of one kernel at three launches that differ only in one
-loop's trip count, t0, t0 + 1 and t0 + 2.
+Requires: the recordings (record.py) of one kernel at launches that differ only in one loop's trip
+count, t0, t0 + 1, t0 + 2 and t0 + 3 (one launch step apart).
 
-Guarantees: `pump` returns a Pumped when each warp's steps at t0 + 1 and t0 + 2 are its steps at
-t0 with one and two more copies of a block Y, where copy j is Y with every barrier, rendezvous and
+Guarantees: `pump` returns a Pumped when each warp's steps at t0 + n (n = 1, 2, 3) are its steps
+at t0 with n more copies of a block Y, found from the first three, where copy j is Y with every barrier, rendezvous and
 named barrier moved j places along its ring (`shifts`: how far one copy moves each), and the rest
 (Z) moved with them; otherwise the reason it is not. `Pumped.recording(n)` builds R(t0 + n) for any
 n, with each step's copy in `labels` (-1: X, n: Z), in an order the model can run.
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from .model import Model, Violation
 from .record import Agent, Recording
+
 
 @dataclass
 class Pumped:
@@ -58,18 +59,10 @@ class Pumped:
                 b = max(b, (max(ys) + near - min(parts["Z"])) // d + 1)
         return a, b, w
 
-    def alignments(self) -> list["Pumped"]:
-        """The same pumping with each warp's copies started earlier: where X ends with a step equal
-        to Y's last moved back one copy, that step can open Y instead (rotate). Warps must agree on
-        where the copies start for the copies to be ordered (every_trip_count's check M); tried:
-        each warp moved back by the same number of whole blocks, as far as it can go."""
-        most = {key: self.most_back(key) for key in self.warps}
-        blocks = max((most[k] // len(ys) for k, (_, _, ys, _) in self.warps.items() if ys), default=0)
-        return [self.moved({k: min(most[k], b * len(self.warps[k][2])) for k in self.warps})
-                for b in range(blocks + 1)]
-
     def most_back(self, key) -> int:
-        """How many steps warp `key`'s copies can start earlier (rotations, `moved`)."""
+        """How many steps warp `key`'s copies can start earlier: where X ends with a step equal to
+        Y's last moved back one copy, that step can open Y instead (a rotation, `moved`). Warps
+        must agree on where copies start for the copies to be ordered (every_trip_count.aligned)."""
         _, xs, ys, _ = self.warps[key]
         r = 0
         while ys and r < len(xs) and xs[-1 - r][0] == _shifted_step(ys[-1 - r % len(ys)][0], -(1 + r // len(ys)),

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..contract.binding import _units, bind
+from ..contract.assumptions import evaluate
+from ..contract.binding import bind, tile_units
 from ..contract.random_inputs import random_inputs
 from ..diagnostics import TmalangError
-from ..interp import DEFAULT_PERSISTENT_CTAS
+from ..interp import grid_size
 from ..ir import ops
-from ..ir.exprs import Bin, Const, Param
 from .check import verify
 from .every_trip_count import Cutoff, aligned, cutoff
 from .launches import Launch, _tail, trip_counts, units
@@ -77,7 +77,7 @@ class TripProof:
 def prove_every_trip_count(kernel: ops.KernelOp, manifest, dim: str, seed: int = 0, copies: int = 0,
                            budget: float = BUDGET) -> TripProof:
     proof = TripProof(dim)
-    if dim in dict(_defined(kernel)):
+    if dim in dict(_defined(manifest)):
         proof.why = f"an assumption defines {dim} from other dims: it grows with them, shown or bounded there"
         return proof
     runner = _Runner(kernel, manifest, dim, seed, proof, budget)
@@ -112,14 +112,16 @@ def _pumped(runner, proof: TripProof, r: int, start: int, depth: int, copies: in
         if isinstance(pumped, str):
             proof.why = pumped
             continue
-        repaired = aligned(pumped)
-        for candidate in ([repaired] if repaired else []) + pumped.alignments():
-            shown = cutoff(candidate, copies or 2 * depth + 4)
-            if isinstance(shown, Cutoff):
-                proof.t0[r], proof.why = t0, ""
-                proof.shown.append(shown)
-                return True
-            proof.why = shown
+        ordered = aligned(pumped)
+        if ordered is None:
+            proof.why = "the warps' copies cannot be ordered (no rotation of their blocks orders every edge)"
+            continue
+        shown = cutoff(ordered, copies or 2 * depth + 4)
+        if isinstance(shown, Cutoff):
+            proof.t0[r], proof.why = t0, ""
+            proof.shown.append(shown)
+            return True
+        proof.why = shown
     return False
 
 
@@ -139,13 +141,13 @@ class _Runner:
     def dims(self, t: int) -> dict:
         """The launch at trip count t; a dim an assumption makes a multiple of c (`assume C % 64 ==
         0`) takes whole boxes; a dim an assumption defines (`assume RSC == 9 * C`) is computed."""
-        whole = _multiples(self.kernel)
+        whole = _multiples(self.manifest)
         unit = {d: math.lcm(u, whole.get(d, 1)) for d, u in self.unit.items()}
         tail = {d: u if d in whole else _tail(u) for d, u in unit.items()}
         small = {d: v if d in whole else min(v, SMALL) for d, v in tail.items()}    # one partial box, cheap
         dims = small | {self.dim: (t - 1) * unit[self.dim] + tail[self.dim]}
-        for name, expr in _defined(self.kernel):
-            dims[name] = _evaluate(expr, dims)
+        for name, expr in _defined(self.manifest):
+            dims[name] = evaluate(expr, dims, [])
         return dims
 
     def run(self, t: int):
@@ -184,12 +186,12 @@ class _Runner:
         settled = next(t for t in range(1, BIG + 1) if grid_at(t) == grid)
         fixed = _launch_values(self.manifest, self.dims(1), self.scalars, self.dim)
         unit, tail = self.dims(2)[self.dim] - self.dims(1)[self.dim], self.dims(1)[self.dim]
-        for name, _ in _defined(self.kernel):
+        for name, _ in _defined(self.manifest):
             fixed.pop(name, None)             # defined from the dim: the premise derives it
         first = None
         for period in (1, 2, 3, 4):         # trips per launch: tiles dealt to `period` CTAs, or rows paired
             shapes = {r: premise(self.kernel, self.dim, period * unit, (r - 1) * unit + tail, fixed, grid,
-                                 _defined(self.kernel))
+                                 _defined(self.manifest))
                       for r in range(1, period + 1)}
             broken = next((s for s in shapes.values() if isinstance(s, Broken)), None)
             if broken is None:
@@ -202,42 +204,22 @@ class _Runner:
         return f"the loops over {self.dim} do not meet the premise: {first}"
 
 
-def _multiples(kernel) -> dict:
+def _multiples(manifest) -> dict:
     """Dims an assumption makes whole multiples: `assume C % 64 == 0` -> {"C": 64}."""
-    return {a.lhs.lhs.name: a.lhs.rhs.value for a in _assumptions(kernel) if a.compare == "==" and
-            isinstance(a.lhs, Bin) and a.lhs.op == "%" and isinstance(a.lhs.lhs, Param) and
-            isinstance(a.lhs.rhs, Const) and _zero(a.rhs)}
+    return {a.lhs[1]: a.lhs[2] for a in manifest.assumptions if a.compare == "==" and a.rhs == 0 and
+            isinstance(a.lhs, tuple) and a.lhs[0] == "%" and isinstance(a.lhs[1], str) and isinstance(a.lhs[2], int)}
 
 
-def _defined(kernel) -> list[tuple[str, object]]:
-    """Dims an assumption defines from others: `assume X == expr`, in the order written."""
-    return [(a.lhs.name, a.rhs) for a in _assumptions(kernel)
-            if a.compare == "==" and isinstance(a.lhs, Param) and not _zero(a.rhs)]
-
-
-def _assumptions(kernel) -> list:
-    return [o for o in kernel.body if isinstance(o, ops.AssumeDecl)]
-
-
-def _zero(e) -> bool:
-    return isinstance(e, Const) and e.value == 0
-
-
-def _evaluate(e, dims: dict) -> int:
-    """An assumption's expression (64-bit, `/` and `%` truncating, as contract/assumptions.py)."""
-    if isinstance(e, Const):
-        return int(e.value)
-    if isinstance(e, Param):
-        return dims[e.name]
-    a, b = _evaluate(e.lhs, dims), _evaluate(e.rhs, dims)
-    return {"+": a + b, "-": a - b, "*": a * b, "/": int(a / b), "%": a - b * int(a / b)}[e.op]
+def _defined(manifest) -> list[tuple[str, object]]:
+    """Dims an assumption defines from others, `assume X == expr`, in the order written: (X, the
+    expression as contract/manifest.py's tree)."""
+    return [(a.lhs, a.rhs) for a in manifest.assumptions if a.compare == "==" and isinstance(a.lhs, str)
+            and a.rhs != 0]
 
 
 def _grid(kernel, manifest, dims: dict, scalars) -> int:
     values = {a.name: v for a, v in zip(manifest.args, scalars or []) if not isinstance(v, np.ndarray)}
-    tiles = _units(manifest, dims, values)
-    count = tiles if manifest.grid.kind == "tiles" else min(tiles, DEFAULT_PERSISTENT_CTAS)
-    return -(-count // kernel.cluster) * kernel.cluster
+    return grid_size(kernel, manifest, tile_units(manifest, dims, values))
 
 
 def _launch_values(manifest, dims: dict, inputs: list, dim: str) -> dict:
