@@ -293,7 +293,7 @@ def _interpret(kernel, text, original, seed):
     """Verify the launch; where verify covers one schedule only, random schedules as well."""
     import numpy as np
 
-    from tmalang.run_cli import _random_inputs
+    from tmalang.cli.run import _random_inputs
 
     rng = random.Random(seed)
     dims = _small_dims(kernel.manifest, rng)

@@ -13,7 +13,7 @@ from tmalang.diagnostics import TmalangError
 from tmalang.sema import check
 from tmalang.sema.available import check_available
 from tmalang.syntax.parser import parse
-from tmalang.target.arch import DEFAULT, TARGETS
+from tmalang.targets.arch import DEFAULT, TARGETS
 
 ROOT = Path(__file__).resolve().parents[1]
 # Hermetic caches: a test session starts from an empty compile cache of its own (unless the caller

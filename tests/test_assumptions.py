@@ -22,13 +22,13 @@ import tmalang
 from conftest import ROOT
 from references import conv2d_inputs, flash_attention_case
 from tmalang.backend.launch_header import field_name, render
-from tmalang.cli import main as tmalangc
+from tmalang.cli.main import main as tmalangc
 from tmalang.contract.binding import bind
 from tmalang.contract.errors import LaunchError
 from tmalang.contract.manifest import Manifest, TensorArg
 from tmalang.diagnostics import TmalangError
 from tmalang.syntax.parser import parse
-from tmalang.target.dtypes import DTYPES
+from tmalang.targets.dtypes import DTYPES
 
 EXAMPLE = ROOT / "examples" / "conv2d_sm90.tma"
 RTOL = 1e-2   # relative Frobenius error of a bf16 result with f32 accumulation (tests/test_conv2d.py)

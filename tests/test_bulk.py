@@ -15,7 +15,7 @@ import pytest
 import tmalang
 from conftest import ROOT
 from tmalang.backend import ptxas
-from tmalang.cli import main as cli_main
+from tmalang.cli.main import main as cli_main
 from tmalang.compiler import Options, compile_source
 from tmalang.contract.binding import bind
 from tmalang.contract.manifest import BulkParam, BulkStrideParam, Manifest, TensorMapParam

@@ -1,5 +1,5 @@
 """Certificates of verify (tmalang/verify/certificate.py) and their independent checker
-(tmalang/certificate_check.py).
+(tmalang/tools/certificate_check.py).
 
 - a verified launch's certificate is accepted by the checker, for examples of every kind
   (TMA rings, wgmma, clusters and multicast, named barriers, tcgen05);
@@ -25,11 +25,11 @@ import pytest
 import tmalang
 from conftest import ROOT, example_arch
 from references import CASES
-from tmalang.certificate_check import check
+from tmalang.tools.certificate_check import check
 from tmalang.ir.printer import print_ir
 from tmalang.verify import verify
 
-CHECKER = ROOT / "tmalang" / "certificate_check.py"
+CHECKER = ROOT / "tmalang" / "tools" / "certificate_check.py"
 ACCEPTED = ["tma_copy", "gemm_sm90", "gemm_cluster2x2_sm90", "gemm_pingpong_sm90", "dsmem_ring_sm90",
             "attention_sm100", "gemm_multicast_sm100"]
 
@@ -232,7 +232,7 @@ def test_kernel_verify_writes_a_file_the_checker_cli_accepts_and_rejects_when_ta
     verdict = kernel.verify(*args, ctas=2, certificate=cert)
     assert verdict.verified and json.loads(cert.read_text()) == json.loads(json.dumps(verdict.certificate))
     ir.write_text(print_ir(kernel._c.ir))
-    run = [sys.executable, "-m", "tmalang.certificate_check", str(cert), "--ir", str(ir)]
+    run = [sys.executable, "-m", "tmalang.tools.certificate_check", str(cert), "--ir", str(ir)]
     ok = subprocess.run(run, capture_output=True, text=True, cwd=ROOT)
     assert ok.returncode == 0 and "accepted" in ok.stdout, ok.stderr
     doc = json.loads(cert.read_text())
@@ -297,8 +297,8 @@ def test_a_forged_certificate_of_a_buggy_kernel_is_rejected_by_the_checks(bug):
 
 
 def test_tmalangc_verify_writes_a_certificate_the_checker_accepts(tmp_path, capsys):
-    from tmalang.certificate_check import main as check_main
-    from tmalang.cli import main
+    from tmalang.tools.certificate_check import main as check_main
+    from tmalang.cli.main import main
     cert, ir = tmp_path / "copy.json", tmp_path / "copy.ir"
     source = str(ROOT / "examples" / "tma_copy.tma")
     assert main(["verify", source, "--dims", "M=300,N=200", "--ctas", "3", "--certificate", str(cert)]) == 0
@@ -313,7 +313,7 @@ def test_tmalangc_verify_writes_a_certificate_the_checker_accepts(tmp_path, caps
 
 
 def test_tmalangc_verify_writes_no_certificate_for_a_buggy_kernel(tmp_path, capsys):
-    from tmalang.cli import main
+    from tmalang.cli.main import main
     cert = tmp_path / "bug.json"
     code = main(["verify", str(ROOT / "tests" / "verify_bugs" / "lagging_waiter.tma"), "--dims", "M=96,N=128",
                  "--ctas", "1", "--certificate", str(cert)])

@@ -10,7 +10,7 @@ import tmalang
 
 from conftest import ROOT
 from split_cases import load
-from tmalang.cli import main
+from tmalang.cli.main import main
 
 COPY = str(ROOT / "examples" / "tma_copy.tma")
 BAD = next(c for c in load(ROOT / "tests" / "diagnostics" / "roles.tma", ROOT) if c.name == "overlapping_roles")
@@ -120,7 +120,7 @@ def test_cpp_launch_header_compiles(tmp_path):
 @pytest.mark.parametrize("flags", [["-o", "{missing}/k.ptx"], ["--manifest", "{missing}/m.json", "-o", "/dev/null"],
                                    ["--emit", "cubin", "-o", "{missing}/k.cubin"], ["-o", "{tmp}"]])
 def test_output_into_a_missing_directory_is_e009_before_compiling(tmp_path, capsys, monkeypatch, flags):
-    import tmalang.compile_cli as compile_cli
+    import tmalang.cli.compile as compile_cli
 
     monkeypatch.setattr(compile_cli, "compile_source", lambda *a, **k: pytest.fail("compiled before checking outputs"))
     flags = [f.format(missing=tmp_path / "no" / "such", tmp=tmp_path) for f in flags]
@@ -130,7 +130,7 @@ def test_output_into_a_missing_directory_is_e009_before_compiling(tmp_path, caps
 
 
 def test_trace_into_a_missing_directory_is_e009_before_running(tmp_path, capsys, monkeypatch):
-    import tmalang.run_cli as run_cli
+    import tmalang.cli.run as run_cli
 
     monkeypatch.setattr(run_cli, "compile_kernel", lambda *a, **k: pytest.fail("ran before checking --trace"))
     assert main(["run", COPY, "--interpret", "--trace", str(tmp_path / "no" / "t.json")]) == 1
@@ -155,7 +155,7 @@ def test_run_rejects_unusable_options_as_usage_errors(flags):
 
 
 def test_run_dims_out_of_range_is_e206_before_allocating(capsys, monkeypatch):
-    import tmalang.run_cli as run_cli
+    import tmalang.cli.run as run_cli
 
     monkeypatch.setattr(run_cli, "_random_inputs", lambda *a: pytest.fail("allocated before checking dims"))
     assert main(["run", COPY, "--interpret", "--dims", "M=2147483648,N=64"]) == 1
@@ -163,7 +163,7 @@ def test_run_dims_out_of_range_is_e206_before_allocating(capsys, monkeypatch):
 
 
 def test_run_dims_too_large_for_memory_is_e009_before_allocating(capsys, monkeypatch):
-    import tmalang.run_cli as run_cli
+    import tmalang.cli.run as run_cli
 
     monkeypatch.setattr(run_cli, "_random_inputs", lambda *a: pytest.fail("allocated before checking memory"))
     assert main(["run", COPY, "--interpret", "--dims", "M=2147483647,N=2147483647"]) == 1

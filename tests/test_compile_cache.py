@@ -1,4 +1,4 @@
-"""The whole-compile cache of tmalangc (tmalang/compile_cache.py), `tmalangc cache info|clear`,
+"""The whole-compile cache of tmalangc (tmalang/caches/whole_compile.py), `tmalangc cache info|clear`,
 and the start-up it buys: a warm compile, like `import tmalang`, loads none of the compiler."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from tmalang import compile_cache
-from tmalang.cli import main
+from tmalang.caches import whole_compile as compile_cache
+from tmalang.cli.main import main
 
 GEMM = str(ROOT / "examples" / "gemm_sm90.tma")
 COPY = str(ROOT / "examples" / "tma_copy.tma")
@@ -33,7 +33,7 @@ def _python(code: str, env_cache) -> subprocess.CompletedProcess:
 
 def _loaded_after(argv: list[str], cache) -> set[str]:
     """The heavy modules a fresh process has loaded after `tmalangc ARGV`."""
-    code = (f"import sys; from tmalang.cli import main; assert main({argv!r}) == 0; "
+    code = (f"import sys; from tmalang.cli.main import main; assert main({argv!r}) == 0; "
             "print(' '.join(m for m in ('tmalang.compiler', 'llvmlite', 'numpy', 'lark', 'tmalang.passes') "
             "if m in sys.modules))")
     run = _python(code, cache)
@@ -54,7 +54,7 @@ def test_a_warm_compile_in_a_fresh_process_loads_no_compiler(tmp_path):
 def test_a_cold_compile_loads_no_numpy_and_no_jinja2(tmp_path):
     # NumPy and ml_dtypes are for arrays (interpreter, runtime), jinja2 for the C++ header: a
     # compile to PTX needs none of them, and they were ~130 ms of a cold tmalangc.
-    code = (f"import sys; from tmalang.cli import main; assert main([{GEMM!r}, '-o', {str(tmp_path / 'g.ptx')!r}]) == 0; "
+    code = (f"import sys; from tmalang.cli.main import main; assert main([{GEMM!r}, '-o', {str(tmp_path / 'g.ptx')!r}]) == 0; "
             "print(' '.join(m for m in ('tmalang.compiler', 'numpy', 'ml_dtypes', 'jinja2') if m in sys.modules))")
     run = _python(code, tmp_path / "cache")
     assert run.returncode == 0, run.stderr

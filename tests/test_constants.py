@@ -13,9 +13,9 @@ import tmalang
 from conftest import ROOT
 from test_gemm import BF16, bf16_matrix, check_on_h100, relative_error
 from tmalang import api
-from tmalang.cli import main as tmalangc
+from tmalang.cli.main import main as tmalangc
 from tmalang.compiler import compile_source
-from tmalang.cache import DiskCache
+from tmalang.caches.disk import DiskCache
 
 GEMM = ROOT / "examples" / "gemm_sm90.tma"
 

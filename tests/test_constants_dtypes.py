@@ -21,8 +21,8 @@ from conftest import ROOT
 from test_gemm import check_on_h100, relative_error
 from tmalang import api
 from tmalang.backend import ptxas
-from tmalang.cli import main as tmalangc
-from tmalang.cache import DiskCache
+from tmalang.cli.main import main as tmalangc
+from tmalang.caches.disk import DiskCache
 from tmalang.tuning import Autotuner
 
 GEMM = ROOT / "examples" / "gemm_sm90.tma"

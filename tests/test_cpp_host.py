@@ -12,7 +12,7 @@ On any machine with g++ and cuda.h, every example's host program (sm_100a ones t
 H100 cannot run) is built against a stand-in driver library (tests/host/mock_cuda.cpp) and run:
 the image it loads, the tensor maps it encodes, its grid and its parameter bytes must be those
 of the Python runtime for the same arguments. The embedded cubin's bytes and the CMake helper
-(tmalang/cmake) are checked there too.
+(runtime/cmake) are checked there too.
 """
 
 from __future__ import annotations
@@ -33,13 +33,13 @@ from conftest import EXAMPLES, ROOT, example_arch
 from host import generate
 from references import CASES, check
 from tmalang.backend import launch_header
-from tmalang.cli import build_parser, main
+from tmalang.cli.main import build_parser, main
 from tmalang.contract.binding import bind
 from tmalang.contract.manifest import BulkParam, CounterParam, DimParam, IndexParam, ScalarParam, TensorArg, TensorMapParam
 from tmalang.runtime.launch import grid_size
 from tmalang.runtime.params import pack_params
 from tmalang.runtime.tensormap import tensor_map_fields
-from tmalang.target.dtypes import NUMPY
+from tmalang.targets.dtypes import NUMPY
 
 CUDA_INCLUDE = Path(tmalang.get_cuda_include() or "/usr/local/cuda/include")   # cuda-pathfinder first
 HOST = ROOT / "tests" / "host"
@@ -311,9 +311,9 @@ def test_an_empty_cubin_is_refused():
         launch_header.render(k.manifest, "saxpy.tma", cubin=b"")
 
 
-# ---- the CMake helper (tmalang/cmake) ---------------------------------------------------------------
+# ---- the CMake helper (runtime/cmake) ---------------------------------------------------------------
 
-CMAKE_DIR = Path(tmalang.__file__).with_name("cmake")   # what tmalang.get_cmake_dir() names
+CMAKE_DIR = Path(tmalang.get_cmake_dir())
 TMALANGC = [sys.executable, "-m", "tmalang"]
 
 CMAKE_PROJECT = """cmake_minimum_required(VERSION 3.18)
@@ -346,7 +346,7 @@ def test_the_cmake_helper_builds_a_host_program_against_an_embedded_header(tmp_p
     if shutil.which("cmake") is None:
         pytest.skip("needs cmake")
     if "--embed-cubin" not in build_parser().format_help():
-        pytest.skip("tmalangc has no --embed-cubin yet (tmalang/cli.py)")
+        pytest.skip("tmalangc has no --embed-cubin yet (tmalang/cli/main.py)")
     project, build = tmp_path / "project", tmp_path / "build"
     (project / "kernels").mkdir(parents=True)
     source = project / "kernels" / "saxpy.tma"

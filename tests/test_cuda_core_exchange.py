@@ -26,7 +26,7 @@ from tmalang.contract.arrays import array_view
 from tmalang.contract.dlpack import _capsule_pointer, _DLTensor
 from tmalang.contract.errors import LaunchError
 from tmalang.runtime import launch
-from tmalang.target import dtypes
+from tmalang.targets import dtypes
 
 SHAPE = (70, 132)
 LAUNCH_STREAM = 0x7F00DEAD      # only ever told to stand-in producers, never given to the driver

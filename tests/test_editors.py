@@ -1,6 +1,6 @@
-"""Editor support: the Pygments lexer (tmalang/highlight.py) and the VS Code extension (editors/vscode/).
+"""Editor support: the Pygments lexer (tmalang/tools/highlight.py) and the VS Code extension (editors/vscode/).
 
-Both highlighters are built from the word lists and rule table in tmalang/highlight.py. These tests
+Both highlighters are built from the word lists and rule table in tmalang/tools/highlight.py. These tests
 hold those lists to the real language: the keywords to the quoted literals of grammar/*.lark (a
 keyword added to the grammar fails here until the highlighters know it), the dtypes, functions and
 option values to the compiler's tables. The TextMate grammar is checked as an editor would read
@@ -20,7 +20,7 @@ from pygments.lexers import load_lexer_from_file
 from pygments.token import Comment, Error, Keyword
 
 from conftest import EXAMPLES, ROOT
-from tmalang import highlight
+from tmalang.tools import highlight
 from tmalang.diagnostics import TmalangError
 from tmalang.ir.exprs import ROW_FUNCTIONS
 from tmalang.sema.declarations import GRID_KINDS
@@ -29,9 +29,9 @@ from tmalang.sema.rows import ELEMENTWISE, MASKS, REDUCTIONS
 from tmalang.sema.scope import TILE_FUNCTIONS
 from tmalang.sema.statements import FENCE_KINDS
 from tmalang.syntax.parser import parse
-from tmalang.target.dtypes import DTYPES
-from tmalang.target.reduce import REDUCE_OPS
-from tmalang.target.tma import CACHE_POLICIES, IM2COL_WIDE_MODES, OOB_FILLS
+from tmalang.targets.dtypes import DTYPES
+from tmalang.targets.reduce import REDUCE_OPS
+from tmalang.targets.tma import CACHE_POLICIES, IM2COL_WIDE_MODES, OOB_FILLS
 
 GRAMMARS = sorted((ROOT / "grammar").glob("*.lark"))
 VSCODE = ROOT / "editors" / "vscode"
@@ -102,7 +102,7 @@ def test_the_grammar_scan_finds_what_lark_reads():
 
 def test_the_highlighters_know_exactly_the_grammars_keywords():
     assert LEXER_KEYWORDS == set(KEYWORDS), (
-        f"add to tmalang/highlight.py KEYWORDS: {sorted(set(KEYWORDS) - LEXER_KEYWORDS)}; "
+        f"add to tmalang/tools/highlight.py KEYWORDS: {sorted(set(KEYWORDS) - LEXER_KEYWORDS)}; "
         f"not in the grammar: {sorted(LEXER_KEYWORDS - set(KEYWORDS))}")
     assert sum(map(len, highlight.KEYWORDS.values())) == len(LEXER_KEYWORDS), "a keyword listed twice"
 
@@ -118,10 +118,10 @@ def test_the_dtypes_functions_and_option_values_are_the_compilers():
 
 
 def test_no_other_tmalang_module_imports_pygments_or_the_lexer():
-    """Pygments is not a tmalang dependency: only tmalang/highlight.py may need it."""
+    """Pygments is not a tmalang dependency: only tmalang/tools/highlight.py may need it."""
     wrong = []
     for path in sorted((ROOT / "tmalang").rglob("*.py")):
-        if path.name == "highlight.py" and path.parent.name == "tmalang":
+        if path.name == "highlight.py" and path.parent.name == "tools":
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
@@ -140,7 +140,7 @@ def _lex(text: str) -> list:
 
 @pytest.mark.parametrize("keyword", KEYWORDS)
 def test_every_grammar_keyword_lexes_as_a_keyword(keyword):
-    assert keyword in LEXER_KEYWORDS, f"add '{keyword}' to tmalang/highlight.py KEYWORDS"
+    assert keyword in LEXER_KEYWORDS, f"add '{keyword}' to tmalang/tools/highlight.py KEYWORDS"
     assert _lex(keyword) == [(highlight.TOKENS[_category_scope(keyword)], keyword)]
     assert _lex(keyword)[0][0] in Keyword
 
@@ -178,8 +178,8 @@ def test_the_lexer_can_fail():
 
 
 def test_pygments_finds_the_lexer_by_file():
-    """What `pygmentize -x -l tmalang/highlight.py:TmalangLexer` does, and the lexer's names."""
-    lexer = load_lexer_from_file(str(ROOT / "tmalang" / "highlight.py"), "TmalangLexer")
+    """What `pygmentize -x -l tmalang/tools/highlight.py:TmalangLexer` does, and the lexer's names."""
+    lexer = load_lexer_from_file(str(ROOT / "tmalang" / "tools" / "highlight.py"), "TmalangLexer")
     assert lexer.name == "tmalang" and lexer.aliases == ["tmalang", "tma"] and lexer.filenames == ["*.tma"]
 
 
@@ -245,7 +245,7 @@ def _unscoped_keywords(text: str, rules: list) -> list:
 
 def test_the_textmate_file_is_generated_from_the_lexers_table():
     assert TEXTMATE.read_text() == highlight.textmate_json(), (
-        "regenerate: python -m tmalang.highlight > editors/vscode/syntaxes/tmalang.tmLanguage.json")
+        "regenerate: python -m tmalang.tools.highlight > editors/vscode/syntaxes/tmalang.tmLanguage.json")
 
 
 def test_the_textmate_grammar_is_valid_and_compiles():
@@ -281,7 +281,7 @@ def test_the_textmate_keywords_are_the_lexers():
 
 @pytest.mark.parametrize("keyword", KEYWORDS)
 def test_textmate_scopes_each_keyword_by_its_category(keyword):
-    assert keyword in LEXER_KEYWORDS, f"add '{keyword}' to tmalang/highlight.py KEYWORDS"
+    assert keyword in LEXER_KEYWORDS, f"add '{keyword}' to tmalang/tools/highlight.py KEYWORDS"
     assert tokenize(keyword, _compiled(_grammar())) == [(0, len(keyword), f"{_category_scope(keyword)}.tmalang")]
 
 
@@ -362,5 +362,5 @@ def test_the_vscode_extension_points_at_files_that_exist():
 
 def test_the_readme_names_the_commands():
     readme = (ROOT / "editors" / "README.md").read_text()
-    assert "pygmentize -l tmalang" in readme and "tmalang/highlight.py:TmalangLexer" in readme
+    assert "pygmentize -l tmalang" in readme and "tmalang/tools/highlight.py:TmalangLexer" in readme
     assert "code --install-extension" in readme and ".vscode/extensions" in readme

@@ -22,7 +22,7 @@ from tmalang.verify.every_trip_count import Cutoff, cutoff
 from tmalang.verify.launches import _tail, units
 from tmalang.verify.pumping import Pumped, _canonical, pump
 from tmalang.verify.trip_proof import _inputs, prove_every_trip_count
-from tmalang.verify_cli import verify_main
+from tmalang.cli.verify import verify_main
 
 EXAMPLES = ROOT / "examples"
 

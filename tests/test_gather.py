@@ -16,7 +16,7 @@ import pytest
 import tmalang
 from conftest import ROOT
 from tmalang.backend import ptxas
-from tmalang.cli import main as cli_main
+from tmalang.cli.main import main as cli_main
 from tmalang.compiler import Options, compile_source
 from tmalang.contract.binding import bind
 from tmalang.contract.manifest import IndexParam, Manifest, TensorMapParam
@@ -24,11 +24,11 @@ from tmalang.diagnostics import TmalangError
 from tmalang.ir.parser import parse_ir
 from tmalang.ir.printer import print_ir
 from tmalang.ir.verifier import verify
-from tmalang.opt import optimize
+from tmalang.cli.opt import optimize
 from tmalang.passes import PASS_NAMES
 from tmalang.passes.order_slot_release import _may_overlap
 from tmalang.runtime.params import pack_params
-from tmalang.target.arch import target_named
+from tmalang.targets.arch import target_named
 
 BF16 = ml_dtypes.bfloat16
 

@@ -20,7 +20,7 @@ import tmalang
 from tmalang.backend import ptxas
 from tmalang.interp import interpret
 from tmalang.ir import ops
-from tmalang.target import cluster
+from tmalang.targets import cluster
 
 SOURCE = ROOT / "examples" / "gemm_cluster2x2_sm90.tma"
 BF16 = ml_dtypes.bfloat16

@@ -9,7 +9,7 @@ from conftest import ROOT
 from test_gemm_sm100 import _edit, _regions, operands, relative_error
 
 import tmalang
-from tmalang.target.tcgen05 import descriptors
+from tmalang.targets.tcgen05 import descriptors
 from tmalang.interp import interpret
 from tmalang.ir import ops
 

@@ -11,7 +11,7 @@ import pytest
 
 import tmalang
 from conftest import ROOT
-from tmalang.target.tcgen05 import descriptors
+from tmalang.targets.tcgen05 import descriptors
 from tmalang.interp import interpret
 from tmalang.ir import exprs as ex
 from tmalang.ir import ops

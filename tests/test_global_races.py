@@ -21,7 +21,7 @@ from conftest import ROOT
 from tmalang.diagnostics import TmalangError
 from tmalang.sema import check, global_races
 from tmalang.syntax.parser import parse
-from tmalang.target.arch import target_named
+from tmalang.targets.arch import target_named
 
 FIXTURES = ROOT / "tests" / "global_races"
 DIMS = {"M": 130, "N": 196, "K": 200}     # 3 x 4 tiles of 64 x 64, partial at both edges (rows of 16-byte

@@ -21,7 +21,7 @@ import pytest
 import tmalang
 from conftest import ROOT
 from tmalang.backend import ptxas
-from tmalang.cli import main as cli_main
+from tmalang.cli.main import main as cli_main
 from tmalang.compiler import Options, compile_source
 from tmalang.contract.binding import bind
 from tmalang.contract.manifest import Manifest, TensorMapParam
@@ -29,10 +29,10 @@ from tmalang.diagnostics import TmalangError
 from tmalang.ir.parser import parse_ir
 from tmalang.ir.printer import print_ir
 from tmalang.ir.verifier import verify
-from tmalang.opt import check_target
+from tmalang.cli.opt import check_target
 from tmalang.passes import PASS_NAMES
 from tmalang.runtime import driver, tensormap
-from tmalang.target.arch import TARGETS
+from tmalang.targets.arch import TARGETS
 
 WIDE = """
 kernel wide(x: {dt}[{xdims}], o: {dt}[M, {ch}]) {{

@@ -16,7 +16,7 @@ import pytest
 import tmalang
 from conftest import ROOT
 from tmalang.backend import ptxas
-from tmalang.cli import main as cli_main
+from tmalang.cli.main import main as cli_main
 from tmalang.contract.arrays import array_view
 from tmalang.diagnostics import TmalangError
 from tmalang.ir.parser import parse_ir

@@ -26,7 +26,7 @@ def _matrix(rng, shape, fill=None):
 def _signature_arrays(kernel, rng, shape, k=128) -> list[np.ndarray]:
     """One array per tensor parameter, in signature order, of its dtype, with M, N = shape and
     K = k, rows padded to 16 bytes: random inputs, outputs of 7.0."""
-    from tmalang.target.dtypes import NUMPY
+    from tmalang.targets.dtypes import NUMPY
 
     dims = {"M": shape[0], "N": shape[1], "K": k}
     arrays = []
@@ -113,7 +113,7 @@ def test_broken_protocol_is_caught(case):
 def test_run_cli_writes_a_perfetto_trace(tmp_path, capsys):
     import json
 
-    from tmalang.cli import main
+    from tmalang.cli.main import main
 
     trace = tmp_path / "t.json"
     assert main(["run", str(ROOT / "examples" / "tma_copy.tma"), "--interpret", "--dims", "M=300,N=200", "--seed", "2",
@@ -132,7 +132,7 @@ def test_run_cli_writes_a_perfetto_trace(tmp_path, capsys):
 def test_an_explored_trace_keeps_each_schedule_on_tracks_of_its_own(tmp_path, capsys):
     import json
 
-    from tmalang.cli import main
+    from tmalang.cli.main import main
 
     one, three = tmp_path / "one.json", tmp_path / "three.json"
     common = ["run", str(ROOT / "examples" / "tma_copy.tma"), "--interpret", "--dims", "M=100,N=130", "--seed", "5"]
@@ -152,7 +152,7 @@ def test_an_explored_trace_keeps_each_schedule_on_tracks_of_its_own(tmp_path, ca
 
 
 def test_run_cli_reports_a_deadlock_with_exit_1(tmp_path, capsys):
-    from tmalang.cli import main
+    from tmalang.cli.main import main
 
     case = next(c for c in VERIFY if c.name == "broken_constant_parity")
     path = case.write(tmp_path)

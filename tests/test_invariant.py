@@ -127,7 +127,7 @@ def _edit(name: str, old: str, new: str) -> str:
 def _interpret_clean(text: str, arch: str, dims: dict, seeds: list[int]) -> None:
     import numpy as np
     import tmalang
-    from tmalang.run_cli import _random_inputs
+    from tmalang.cli.run import _random_inputs
 
     from tmalang.diagnostics import TmalangError
 

@@ -93,7 +93,7 @@ FINAL = "dispatch_roles"
     ("tma_copy", "elect scope=role {\n          mbar_wait", "elect scope=role {\n          elect scope=role {\n"
      "          }\n          mbar_wait", "elect inside elect"),
     ("tma_copy", "role @consumer first_warp=4", "role @consumer first_warp=3", "warps outside warpgroups 1..1"),
-    # CTA sets of a 2 x 2 cluster (target/cluster.py): known, proper, and as large as the box's slices
+    # CTA sets of a 2 x 2 cluster (targets/cluster.py): known, proper, and as large as the box's slices
     ("gemm_cluster2x2_sm90", "ctas=row", "ctas=cross", "tma_load ctas=cross: not one of cluster, row, column"),
     ("gemm_cluster2x2_sm90", "ctas=column", "ctas=cluster", "tma_load ctas=cluster: 4 CTAs, but box @B has 2 slices"),
     ("gemm_cluster2x2_sm90", "ctas=cross", "ctas=diagonal", "mbar_arrive_cluster ctas=diagonal: not one of"),

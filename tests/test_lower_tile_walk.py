@@ -23,7 +23,7 @@ from tmalang.ir.parser import parse_ir
 from tmalang.ir.printer import print_ir
 from tmalang.ir.verifier import verify
 from tmalang.passes import PASS_NAMES, lower_tile_walk
-from tmalang.target.arch import SM_90A
+from tmalang.targets.arch import SM_90A
 
 
 def _kernel(dims: list, box: list[int], cluster: int, group: int, cols: int = 1) -> ops.KernelOp:

@@ -376,7 +376,7 @@ else:
                                               ("store", -7, 0, "FAULT"), ("store", 3, -4, "FAULT"),
                                               ("store", 40, 92, "RAN")])
 def test_h100_faults_where_sema_refuses(kind, r, c, outcome):
-    """The hardware facts behind E476 and E461 (target/tma.py INNER_START_ALIGNMENT), pinned with
+    """The hardware facts behind E476 and E461 (targets/tma.py INNER_START_ALIGNMENT), pinned with
     hand-written PTX in a process of its own (a fault poisons the CUDA context): on u32, an
     innermost start that is not a multiple of 4 elements faults for loads and stores, and a store
     at any negative coordinate faults; a load at negative (aligned) coordinates runs."""

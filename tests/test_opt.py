@@ -9,13 +9,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import EXAMPLES, ROOT, example_arch
-from tmalang.cli import main
+from tmalang.cli.main import main
 from tmalang.compiler import Options, compile_source
 from tmalang.diagnostics import TmalangError
-from tmalang.opt import optimize
+from tmalang.cli.opt import optimize
 from tmalang.ir.printer import print_ir
 from tmalang.passes import PASS_NAMES, PassLog, applicable
-from tmalang.target.arch import SM_90A, target_named
+from tmalang.targets.arch import SM_90A, target_named
 
 
 def _snapshots(path) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
 
 import tmalang
 from conftest import ROOT
@@ -26,15 +27,20 @@ def test_the_gpu_extra_brings_ptxas():
 def test_the_package_holds_its_non_python_files():
     package = ROOT / "tmalang"
     assert (package / "py.typed").is_file()
-    assert (package / "include" / "tmalang_runtime.h").is_file()
     assert (package / "__main__.py").is_file()
 
 
-def test_the_cmake_helper_ships_with_the_package():
-    folder = tmalang.get_cmake_dir()
-    assert folder.endswith("tmalang/cmake")
+def test_the_c_runtime_has_its_own_top_level_folder_and_ships_in_the_wheel():
+    """runtime/ holds the header and the CMake helper; the wheel carries them as tmalang/include and
+    tmalang/cmake (.ci/wheel checks the built wheel), and get_include()/get_cmake_dir() find them in
+    a checkout too."""
+    assert Path(tmalang.get_include()) == ROOT / "runtime" / "include"
+    assert (Path(tmalang.get_include()) / "tmalang_runtime.h").is_file()
+    assert Path(tmalang.get_cmake_dir()) == ROOT / "runtime" / "cmake"
     for name in ("tmalang.cmake", "tmalangConfig.cmake"):
-        assert (ROOT / "tmalang" / "cmake" / name).is_file()
+        assert (Path(tmalang.get_cmake_dir()) / name).is_file()
+    shipped = PYPROJECT["tool"]["hatch"]["build"]["targets"]["wheel"]["force-include"]
+    assert shipped["runtime/include"] == "tmalang/include" and shipped["runtime/cmake"] == "tmalang/cmake"
 
 
 def test_the_license_and_its_metadata_agree():

@@ -1,5 +1,5 @@
 """The parser's pickles are loaded only from tmalang's cache folder, and only when they are the
-user's own (syntax/parser.py, tmalang/cache.py): unpickling runs whatever the file says, so a file
+user's own (syntax/parser.py, tmalang/caches/disk.py): unpickling runs whatever the file says, so a file
 another user could have written must never be unpickled.
 
 Each planted pickle here, when unpickled, creates a flag file; the tests assert it never appears."""
@@ -13,7 +13,7 @@ import tempfile
 import lark
 import pytest
 
-from tmalang import cache
+from tmalang.caches import disk as cache
 from tmalang.diagnostics import TmalangError
 from tmalang.syntax import parser as tma_parser
 

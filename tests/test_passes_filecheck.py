@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from tmalang.cli import main
+from tmalang.cli.main import main
 from tmalang.passes import PASS_NAMES
 
 CASES = sorted((ROOT / "tests" / "passes").glob("*/*.ir"))

@@ -17,7 +17,7 @@ from tmalang.ir.parser import parse_ir
 from tmalang.ir.printer import print_ir
 from tmalang.ir.verifier import verify
 from tmalang.passes import PASS_NAMES
-from tmalang.target.dtypes import NUMPY
+from tmalang.targets.dtypes import NUMPY
 
 # x's 64-row slabs all reduce into out's first box row: out[r] = op(out[r], x[64 t + r]) for every
 # slab t; out has 50 rows (the box's last 14 are clipped) and N = 45 columns (a partial box).

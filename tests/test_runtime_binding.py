@@ -16,7 +16,7 @@ import pytest
 from tmalang.contract.manifest import (
     DimParam, GridSpec, Manifest, ScalarArg, ScalarParam, TensorArg, TensorMapParam,
 )
-from tmalang.cache import DiskCache
+from tmalang.caches.disk import DiskCache
 from tmalang.runtime import Launcher, LaunchError, bind
 from tmalang.runtime import driver
 from tmalang.contract.arrays import array_view

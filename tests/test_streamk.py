@@ -27,7 +27,7 @@ from tmalang.ir.parser import parse_ir
 from tmalang.ir.printer import print_ir
 from tmalang.ir.verifier import verify
 from tmalang.passes import PASS_NAMES, PassLog, lower_tile_walk
-from tmalang.target.arch import SM_90A
+from tmalang.targets.arch import SM_90A
 
 EXAMPLE = ROOT / "examples" / "gemm_streamk_sm90.tma"
 

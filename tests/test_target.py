@@ -21,7 +21,7 @@ from conftest import ROOT
 from tmalang.compiler import Options, compile_source
 from tmalang.diagnostics import TmalangError
 from tmalang.passes import PIPELINE, PassLog
-from tmalang.target.arch import SM_90A, SM_100A, TARGETS, Target, target_named
+from tmalang.targets.arch import SM_90A, SM_100A, TARGETS, Target, target_named
 
 SM_120_LIKE = Target("sm_120a", (12, 0), (8, 7), 99 * 1024, (1, 2, 4, 8),
                      has_wgmma=False, has_tcgen05=False, tensor_memory=None)
@@ -114,8 +114,8 @@ def test_an_unknown_arch_name_is_a_diagnostic():
 
 def test_every_tensor_map_spelling_is_a_driver_enum():
     cu = pytest.importorskip("cuda.bindings.driver")
-    from tmalang.target import tma
-    from tmalang.target.dtypes import DTYPES
+    from tmalang.targets import tma
+    from tmalang.targets.dtypes import DTYPES
 
     enums = [(cu.CUtensorMapDataType, tma.DATA_TYPE_PREFIX + d.tma) for d in DTYPES.values()]
     enums += [(cu.CUtensorMapSwizzle, s.tensor_map) for s in tma.SWIZZLES.values()]
@@ -132,7 +132,7 @@ def test_a_header_with_every_box_option_compiles(tmp_path):
     import subprocess
     from pathlib import Path
 
-    from tmalang.cli import main
+    from tmalang.cli.main import main
 
     cuda_h = Path("/usr/local/cuda/include/cuda.h")
     if shutil.which("g++") is None or not cuda_h.exists():

@@ -10,7 +10,7 @@ from references import gemm_residual_case
 from test_gemm_sm100 import _edit, _is, _regions, _remove_fence
 
 import tmalang
-from tmalang.target.tcgen05 import descriptors
+from tmalang.targets.tcgen05 import descriptors
 from tmalang.interp import interpret
 from tmalang.ir import ops
 

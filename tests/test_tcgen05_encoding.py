@@ -14,10 +14,10 @@ import re
 import pytest
 
 from tmalang.backend import ptxas
-from tmalang.target import wgmma
-from tmalang.target.tcgen05 import descriptors as d
-from tmalang.target.tcgen05 import instructions as ins
-from tmalang.target.tcgen05 import tmem
+from tmalang.targets import wgmma
+from tmalang.targets.tcgen05 import descriptors as d
+from tmalang.targets.tcgen05 import instructions as ins
+from tmalang.targets.tcgen05 import tmem
 
 # Table 42, type codes per kind
 A_B_CODES = {"f16": 0, "bf16": 1, "f8e4m3": 0, "f8e5m2": 1}

@@ -97,7 +97,7 @@ def test_a_gemm_on_the_h100_leaves_a_timeline_of_its_pipeline():
 
 
 def test_tmalangc_run_names_its_engine(capsys):
-    from tmalang.cli import main
+    from tmalang.cli.main import main
 
     copy = str(ROOT / "examples" / "tma_copy.tma")
     for argv in ([copy], [copy, "--interpret", "--gpu"], [copy, "--gpu", "--seed", "1"],
@@ -110,7 +110,7 @@ def test_tmalangc_run_names_its_engine(capsys):
 
 @pytest.mark.gpu
 def test_tmalangc_run_gpu_trace_writes_the_hardware_timeline(tmp_path, capsys):
-    from tmalang.cli import main
+    from tmalang.cli.main import main
 
     out = tmp_path / "gemm.json"
     assert main(["run", str(GEMM), "--gpu", "--dims", "M=300,N=520,K=200", "--trace", str(out), "--ctas", "2"]) == 0

@@ -18,7 +18,7 @@ import pytest
 import tmalang
 from conftest import ROOT
 from test_gemm import BF16, bf16_matrix, check_on_h100, relative_error
-from tmalang.cli import main
+from tmalang.cli.main import main
 from tmalang.interp import interpret, machine
 from tmalang.ir import ops
 from tmalang.ir.parser import parse_ir

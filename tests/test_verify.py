@@ -69,7 +69,7 @@ def test_a_wait_on_every_other_phase_is_found_with_a_short_schedule():
 
 
 def test_the_cli_reports_the_counterexample_and_writes_its_trace(tmp_path, capsys):
-    from tmalang.cli import main
+    from tmalang.cli.main import main
     trace = tmp_path / "cx.json"
     code = main(["verify", str(BUGS / "lagging_waiter.tma"), "--dims", "M=96,N=128", "--ctas", "1",
                  "--trace", str(trace)])
@@ -79,7 +79,7 @@ def test_the_cli_reports_the_counterexample_and_writes_its_trace(tmp_path, capsy
 
 
 def test_the_cli_says_verified_for_a_correct_kernel(capsys):
-    from tmalang.cli import main
+    from tmalang.cli.main import main
     assert main(["verify", str(ROOT / "examples" / "tma_copy.tma"), "--dims", "M=300,N=200"]) == 0
     assert "verified: every schedule" in capsys.readouterr().out
 
@@ -130,14 +130,14 @@ def test_a_sweep_states_its_bound_and_varies_each_dim():
 
 @pytest.mark.parametrize("name", ["tma_copy", "copy_explicit", "saxpy"])
 def test_the_sweep_verifies_small_examples(name, capsys):
-    from tmalang.cli import main
+    from tmalang.cli.main import main
     path = ROOT / "examples" / f"{name}.tma"
     assert main(["verify", str(path), "--sweep", "--arch", example_arch(path)]) == 0
     assert "launches verified: trip counts" in capsys.readouterr().out
 
 
 def test_the_sweep_finds_the_lagging_waiter_and_names_its_launch(capsys):
-    from tmalang.cli import main
+    from tmalang.cli.main import main
     assert main(["verify", str(BUGS / "lagging_waiter.tma"), "--sweep"]) == 1
     err = capsys.readouterr().err
     assert "does not verify" in err and "error[E425]" in err and "ctas=" in err
@@ -157,7 +157,7 @@ def test_compile_with_verify_refuses_a_protocol_that_fails_in_some_schedule(monk
 
 
 def test_tmalangc_verify_switch(tmp_path, capsys):
-    from tmalang.cli import main
+    from tmalang.cli.main import main
     out = tmp_path / "k.ptx"
     assert main([str(ROOT / "examples" / "tma_copy.tma"), "--verify", "-o", str(out)]) == 0 and out.exists()
     assert main([str(BUGS / "lagging_waiter.tma"), "--verify", "-o", str(tmp_path / "bug.ptx")]) == 1
@@ -166,7 +166,7 @@ def test_tmalangc_verify_switch(tmp_path, capsys):
 
 
 def test_the_cli_runs_either_method_and_refuses_another(capsys):
-    from tmalang.cli import main
+    from tmalang.cli.main import main
     for method in ("order", "explore"):
         assert main(["verify", str(BUGS / "lagging_waiter.tma"), "--dims", "M=96,N=128", "--ctas", "1",
                      "--method", method]) == 1

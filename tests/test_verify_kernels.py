@@ -6,7 +6,7 @@
 - the accepted fixtures of the other test folders (whatever compiles there is meant to run clean);
 - every complete kernel shown in docs/*.md and README.md (a fenced block that is a whole kernel).
 
-Inputs come from tmalang.run_cli._random_inputs (rows padded to 16 bytes, as TMA needs) at shapes
+Inputs come from tmalang.cli.run._random_inputs (rows padded to 16 bytes, as TMA needs) at shapes
 that are not multiples of the boxes. examples/ are covered by tests/test_verify.py.
 """
 
@@ -20,7 +20,7 @@ import pytest
 
 import tmalang
 from conftest import ROOT, example_arch
-from tmalang.run_cli import _random_inputs
+from tmalang.cli.run import _random_inputs
 from tmalang.verify import verify
 
 USER_KERNELS = ROOT / "tests" / "user_kernels"

@@ -28,7 +28,7 @@ import tmalang
 from tmalang.compiler import Options, compile_source
 from tmalang.diagnostics import TmalangError
 from tmalang.interp import interpret
-from tmalang.run_cli import _random_inputs
+from tmalang.cli.run import _random_inputs
 from tmalang.sema import wait_cycles
 
 FIXTURES = sorted((ROOT / "tests" / "wait_cycles").glob("*.tma"))
@@ -175,7 +175,7 @@ HANG_PROBE = r"""
 import json, sys
 import numpy as np
 import tmalang
-from tmalang.run_cli import _random_inputs
+from tmalang.cli.run import _random_inputs
 from tmalang.sema import wait_cycles
 wait_cycles.check = lambda info: None        # the kernel as it compiled before the check: what would hang
 path, arch, dims = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])

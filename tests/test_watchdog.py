@@ -19,7 +19,7 @@ import pytest
 import tmalang
 from conftest import ROOT
 from split_cases import load_dir
-from tmalang.cli import main
+from tmalang.cli.main import main
 from tmalang.compiler import Options, compile_source
 from tmalang.contract import watchdog as layout
 from tmalang.contract.errors import LaunchError

@@ -1,4 +1,4 @@
-"""The wgmma encoding layer (tmalang/target/wgmma.py): descriptor bits, K-major tile offsets,
+"""The wgmma encoding layer (tmalang/targets/wgmma.py): descriptor bits, K-major tile offsets,
 mnemonics and inline asm, the accumulator fragment, and ptxas/LLVM acceptance.
 
 The expected descriptor values are written as explicit bit compositions from the PTX ISA table
@@ -17,8 +17,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from tmalang.target import wgmma as w
-from tmalang.target.arch import TARGETS
+from tmalang.targets import wgmma as w
+from tmalang.targets.arch import TARGETS
 
 # ------------------------------------------------------------------ descriptor bit positions
 

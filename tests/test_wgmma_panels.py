@@ -33,7 +33,7 @@ from tmalang.backend import panel_codegen
 from tmalang.backend.mma_codegen import _swizzled
 from tmalang.compiler import Options, compile_source
 from tmalang.ir import ops
-from tmalang.target import wgmma as w
+from tmalang.targets import wgmma as w
 
 from test_panels_mma import KN_SOURCE, gemm_source
 

@@ -27,11 +27,11 @@ from .verify import METHODS, verify_base_launches
 from .contract.trace import Trace
 from .ir.printer import print_ir
 from .runtime import Launcher
-from .cache import DiskCache
+from .caches.disk import DiskCache
 from .syntax.encoding import decode
 from .version import VERSION
 from .torch_op import TorchOp, make as make_torch_op
-from .target.arch import DEFAULT
+from .targets.arch import DEFAULT
 
 
 class Kernel:
@@ -114,7 +114,7 @@ class Kernel:
         (a search of the states, exponential, bounded by `states`); docs/interpreter.md,
         "Verification".
         `certificate`: a file to write what was proved to, when verified (nothing is written
-        otherwise); `python -m tmalang.certificate_check FILE` re-validates it."""
+        otherwise); `python -m tmalang.tools.certificate_check FILE` re-validates it."""
         _check_interpret_options(None, 0, ctas, None)
         if method not in METHODS:
             raise error("E212", f"verify(): method must be one of {', '.join(METHODS)}, got {method!r}")

@@ -1,6 +1,6 @@
 """The stage order, visible in one place (like Triton's make_ttir → make_ttgir → make_llir → make_ptx).
 
-    resolve the target: --arch → Target          target/ (the facts every stage below reads)
+    resolve the target: --arch → Target          targets/ (the facts every stage below reads)
     make_ast      text → AST                       syntax/
     make_checked  AST → KernelInfo                 sema/ (the target's rules at the user's line)
     make_ir       KernelInfo → high-level IR       lower/
@@ -33,7 +33,7 @@ from .sema.declarations import KernelInfo
 from .syntax import ast
 from .syntax.constants import Uses
 from .syntax.parser import parse
-from .target.arch import DEFAULT, TARGETS, Target, target_named
+from .targets.arch import DEFAULT, TARGETS, Target, target_named
 
 ARCHS = tuple(TARGETS)
 

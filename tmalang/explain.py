@@ -14,9 +14,9 @@ from collections import defaultdict
 from .contract.manifest import GridSpec
 from .ir import ops
 from .passes.plan_smem import smem_map
-from .target import tma
-from .target.arch import Target
-from .target.dtypes import itemsize
+from .targets import tma
+from .targets.arch import Target
+from .targets.dtypes import itemsize
 
 
 def explain(kernel: ops.KernelOp, target: Target, grid: GridSpec | None = None) -> str:

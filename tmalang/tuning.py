@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 from .api import compile as compile_source
-from .cache import default_root
+from .caches.disk import default_root
 
 WARMUP, SAMPLES = 2, 10
 HEAD_START_CYCLES = 400_000    # ~0.2 ms: longer than the host takes to queue one launch

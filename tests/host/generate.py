@@ -18,7 +18,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from tmalang.backend.launch_header import field_name
 from tmalang.contract.manifest import Manifest, TensorArg
-from tmalang.target.dtypes import NUMPY
+from tmalang.targets.dtypes import NUMPY
 
 SPEC = "spec.txt"
 

@@ -1,5 +1,5 @@
 """CTA sets of a cluster → LLVM IR: a CTA's place in its set, the set's 16-bit ctaMask, and the
-ranks a release arrives at (target/cluster.py defines the sets; the interpreter computes the same
+ranks a release arrives at (targets/cluster.py defines the sets; the interpreter computes the same
 from the rank).
 
 The whole cluster keeps the constant forms the backend always emitted (mask 2^N − 1, arrivals at

@@ -16,9 +16,9 @@ from ..contract.manifest import BulkParam, BulkStrideParam, CounterParam, DimPar
 from ..ir import exprs as ex
 from ..ir import ops
 from ..passes.dispatch_roles import register_limit
-from ..target import dtypes, tma
-from ..target.reduce import BULK_REDUCE_TYPES
-from ..target.tcgen05 import instructions as tcgen05
+from ..targets import dtypes, tma
+from ..targets.reduce import BULK_REDUCE_TYPES
+from ..targets.tcgen05 import instructions as tcgen05
 from . import (cluster_codegen, emit, gather_codegen, line_info, pair_codegen, panel_codegen, ptx_asm,
                tcgen05_codegen, timeline_codegen, watchdog_codegen)
 from .claim_codegen import CLAIM_EMITTERS, COUNTER

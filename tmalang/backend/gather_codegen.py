@@ -15,7 +15,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..ir import ops
-from ..target import dtypes, tma
+from ..targets import dtypes, tma
 from . import ptx_asm
 
 I32, I64 = ir.IntType(32), ir.IntType(64)

@@ -2,7 +2,7 @@
 
 It binds a C++ host to the same manifest the Python runtime reads: argument struct, launch-time
 validation, tensor-map encoding in the kernel's parameter order, grid sizing. The shared code
-lives in tmalang/include/tmalang_runtime.h (tmalang.get_include()).
+lives in runtime/include/tmalang_runtime.h (tmalang.get_include()).
 
 Names. Every legal tmalang name must give a header that compiles, so user names reach the C++
 only in two forms:
@@ -38,9 +38,9 @@ from ..contract.manifest import (
     BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, Manifest, ScalarParam, TensorArg, TensorMapParam,
 )
 from ..ir import ops
-from ..target import tma
-from ..target.arch import target_named
-from ..target.dtypes import DTYPES
+from ..targets import tma
+from ..targets.arch import target_named
+from ..targets.dtypes import DTYPES
 
 
 CPP_KEYWORDS = frozenset("""

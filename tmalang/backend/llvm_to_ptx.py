@@ -14,7 +14,7 @@ import re
 
 import llvmlite.binding as llvm
 
-from ..target.arch import Target
+from ..targets.arch import Target
 
 TRIPLE = "nvptx64-nvidia-cuda"
 

@@ -16,8 +16,8 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target import tma, wgmma
-from ..target.dtypes import DTYPES
+from ..targets import tma, wgmma
+from ..targets.dtypes import DTYPES
 from . import panel_codegen
 from .conversions import f32_to_i32
 from .tile_math import STORAGE

@@ -16,8 +16,8 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target import tma
-from ..target.dtypes import DTYPES
+from ..targets import tma
+from ..targets.dtypes import DTYPES
 from .mma_codegen import store_pair
 from .row_layouts import FragmentRows, accumulator_rows, holds_fragments, layout_of, store_tmem_row
 from .tcgen05_codegen import tile_address

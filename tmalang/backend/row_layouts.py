@@ -18,7 +18,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..ir import exprs as ex
-from ..target.tcgen05 import instructions as tcgen05
+from ..targets.tcgen05 import instructions as tcgen05
 from .tcgen05_codegen import load_columns, tile_address
 
 I32, F32 = ir.IntType(32), ir.FloatType()

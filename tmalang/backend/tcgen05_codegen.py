@@ -17,9 +17,9 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target import wgmma
-from ..target.tcgen05 import descriptors
-from ..target.tcgen05 import instructions as tcgen05
+from ..targets import wgmma
+from ..targets.tcgen05 import descriptors
+from ..targets.tcgen05 import instructions as tcgen05
 from . import cluster_codegen, pair_codegen
 from .mma_codegen import store_epilogue_pair
 

@@ -13,7 +13,7 @@ from llvmlite import ir
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target.dtypes import DTYPES
+from ..targets.dtypes import DTYPES
 from .conversions import f32_to_i32
 
 I32 = ir.IntType(32)

@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from ..target import dtypes
+from ..targets import dtypes
 from . import dlpack
 from .errors import ARG_KIND, DEVICE, LaunchError
 from .view import ArrayView, c_strides, checked_dtype

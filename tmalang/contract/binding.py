@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..target import dtypes, tma
+from ..targets import dtypes, tma
 from . import assumptions
 from .arrays import array_view, is_array_like
 from .manifest import BulkParam, DimParam, Manifest, ScalarArg, TensorArg, TensorMapParam

@@ -18,7 +18,7 @@ import ctypes
 
 import numpy as np
 
-from ..target import dtypes
+from ..targets import dtypes
 from .errors import ARG_KIND, LaunchError
 from .view import ArrayView, c_strides, checked_dtype
 

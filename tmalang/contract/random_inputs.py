@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..target.dtypes import NUMPY
+from ..targets.dtypes import NUMPY
 from .manifest import IndexParam, TensorArg
 
 DEFAULT_DIM = 256

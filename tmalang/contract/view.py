@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..target import dtypes
+from ..targets import dtypes
 from .errors import DTYPE, LaunchError
 
 

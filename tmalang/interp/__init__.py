@@ -17,8 +17,8 @@ from ..contract.binding import bind
 from ..contract.manifest import Manifest, TensorArg
 from ..diagnostics import TmalangError
 from ..ir import ops
-from ..target.arch import Target, target_named
-from ..target.dtypes import NUMPY
+from ..targets.arch import Target, target_named
+from ..targets.dtypes import NUMPY
 from .globalmem import GlobalMemory
 from .machine import CTA, Cluster
 from .claims import check_counter

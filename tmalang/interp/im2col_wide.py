@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import ops
-from ..target import tma
+from ..targets import tma
 from .state import ProtocolError
 from .tiles import TMA_NAN_HALFWORD
 

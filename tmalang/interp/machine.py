@@ -17,8 +17,8 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target import cluster as geometry
-from ..target.tma import matrix_shape
+from ..targets import cluster as geometry
+from ..targets.tma import matrix_shape
 from . import bulk, claims, dsmem, gather, mma, named, pairs, prefetch, rows, tcgen05, tmem_init
 from .meet import barrier, expect_tx, settle
 from .globalmem import walks_tiles
@@ -163,7 +163,7 @@ class CTA:
         return self.cta, bar.name, bar.stage, phase
 
     def members(self, ctas: str) -> list:
-        """The CTAs of this CTA's set `ctas` (target/cluster.py): what a multicast load writes,
+        """The CTAs of this CTA's set `ctas` (targets/cluster.py): what a multicast load writes,
         and what a release of a slot such loads fill arrives at."""
         return [self.cluster.ctas[r] for r in geometry.members(self.kernel.cluster_shape(), ctas, self.rank)]
 

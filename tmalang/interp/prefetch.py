@@ -15,8 +15,8 @@ from __future__ import annotations
 from math import prod
 
 from ..ir import ops
-from ..target import tma
-from ..target.dtypes import DTYPES
+from ..targets import tma
+from ..targets.dtypes import DTYPES
 from . import gather
 from .state import ProtocolError
 from .tiles import box_region, check_bulk_inside, check_element_start

@@ -2,7 +2,7 @@
 
 `combine(op, old, src)` is the new value of every destination element: `old` the tensor's
 elements, `src` the box's, both of the tensor's dtype (sema admits only the types of
-target/reduce.py). The reduction is applied when the reduce's transfer writes global memory,
+targets/reduce.py). The reduction is applied when the reduce's transfer writes global memory,
 in one step per transfer (interp/bulk.py): each element's read-modify-write is atomic.
 
 - add: integers wrap (two's complement); f64 (bulk reduces) adds in f64; f32, f16 and bf16 round to nearest even once, in the

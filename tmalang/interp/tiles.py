@@ -13,8 +13,8 @@ import numpy as np
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target import tma
-from ..target.dtypes import DTYPES
+from ..targets import tma
+from ..targets.dtypes import DTYPES
 from . import shares
 from .conversions import convert
 from .state import ProtocolError
@@ -71,7 +71,7 @@ def check_bulk_inside(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: l
 
 
 def check_element_start(box: ops.BoxDecl, coords: list[int], o: ops.Op, who: str) -> None:
-    """What the H100 faults on at element coordinates (target/tma.py INNER_START_ALIGNMENT): an
+    """What the H100 faults on at element coordinates (targets/tma.py INNER_START_ALIGNMENT): an
     innermost start that is not a multiple of 16 bytes (E476), and a store or reduce at a negative
     coordinate (E461). Sema refuses both where it can see them; this is the definition."""
     step = max(1, tma.INNER_START_ALIGNMENT // DTYPES[box.dtype].itemsize)

@@ -15,7 +15,7 @@ import functools
 from dataclasses import Field, dataclass, field, fields
 
 from ..diagnostics import Span
-from ..target import cluster, dtypes, tma
+from ..targets import cluster, dtypes, tma
 from .exprs import AccRef, Bin, BufferRef, Call, Cast, Const, Expr, Neg, TmemRef
 from .exprs import walk as walk_expr
 
@@ -74,7 +74,7 @@ class KernelOp(Op):
     cluster_cols: int = 1           # of the cluster's CTAs, how many along the second tile index
 
     def cluster_shape(self) -> tuple[int, int]:
-        """(R, C): the cluster takes R x C tiles, R along the first tile index (target/cluster.py)."""
+        """(R, C): the cluster takes R x C tiles, R along the first tile index (targets/cluster.py)."""
         return self.cluster // self.cluster_cols, self.cluster_cols
 
 
@@ -541,7 +541,7 @@ class TmaLoad(Op):
     # an index tensor: coords[0] is then a tile position p in it, and tile row j comes from tensor
     # row gather[p * rows + j] (tile::gather4, four rows per copy); "": a box at tile coordinates
     gather: str = ""
-    ctas: str = "cluster"         # a multicast's CTA set: cluster, row or column (target/cluster.py)
+    ctas: str = "cluster"         # a multicast's CTA set: cluster, row or column (targets/cluster.py)
     # through an im2col box: coords are element coordinates (N, spatial..., C) and these the
     # filter position added to each pixel, one per spatial dim, outermost first
     offsets: list[Expr] = field(default_factory=list)
@@ -725,7 +725,7 @@ class MbarArrive(Op):
 @dataclass
 class MbarArriveCluster(Op):
     """Arrive on this barrier (same offset) in every CTA of this CTA's set `ctas`: the whole
-    cluster, or its row, column or cross (target/cluster.py)."""
+    cluster, or its row, column or cross (targets/cluster.py)."""
 
     barrier: BufferRef
     ctas: str = "cluster"

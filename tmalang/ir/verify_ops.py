@@ -12,9 +12,9 @@ import math
 from collections.abc import Callable
 
 from ..diagnostics import TmalangError
-from ..target import cluster, tma
-from ..target.dtypes import DTYPES, SCALAR_DTYPES
-from ..target.reduce import BULK_REDUCE_TYPES, REDUCE_OPS
+from ..targets import cluster, tma
+from ..targets.dtypes import DTYPES, SCALAR_DTYPES
+from ..targets.reduce import BULK_REDUCE_TYPES, REDUCE_OPS
 from . import exprs as ex
 from . import ops
 from .printer import format_value

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ..api import compile as compile_source
 from ..contract.errors import LAUNCH_OPTION, LaunchError
-from ..cache import default_root
+from ..caches.disk import default_root
 from ..tuning import read_json, time_launches, write_json
 from . import configs
 from .operands import Operands, is_torch_type, prepare, torch_workspace

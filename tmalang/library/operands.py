@@ -16,7 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from ..contract.errors import LAUNCH_OPTION, LaunchError
-from ..target import dtypes, tma
+from ..targets import dtypes, tma
 
 INPUTS = {"bfloat16": "bf16", "float16": "f16", "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
 OUTPUTS = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}

@@ -19,7 +19,7 @@ from ..ir import exprs as ex
 from ..ir import ops
 from ..sema.scope import CLUSTER
 from ..syntax import ast
-from ..target import cluster, tma
+from ..targets import cluster, tma
 
 
 def lower_kernel(info: KernelInfo) -> ops.KernelOp:
@@ -365,7 +365,7 @@ class _Statements:
         return ex.Bin(e.op, self.int_expr(e.lhs), self.int_expr(e.rhs))
 
     def _cluster_coordinate(self, name: str) -> ex.Expr:
-        """cluster.rank is %cluster_ctarank; x and y split it as target/cluster.py does."""
+        """cluster.rank is %cluster_ctarank; x and y split it as targets/cluster.py does."""
         rows, cols = _shape(self.info)
         rank = ex.Sreg("cluster.ctarank")
         if name == "rank":

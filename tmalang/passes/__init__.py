@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..ir import ops
 from ..ir.printer import print_ir
 from ..ir.verifier import verify
-from ..target.arch import Target
+from ..targets.arch import Target
 from . import (
     claim_tiles,
     confine_idle_waits,

@@ -59,7 +59,7 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 from . import plan_smem
 from .lower_tile_walk import tile_space
 from .rewrite import rewrite

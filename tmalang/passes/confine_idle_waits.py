@@ -22,7 +22,7 @@ touch the slot, and the release waits for them (sync) or counts them (arrivals).
 from __future__ import annotations
 
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 
 
 def run(kernel: ops.KernelOp, target: Target) -> None:

@@ -30,7 +30,7 @@ from dataclasses import replace
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 from .rewrite import rewrite
 
 _RELEASES = (ops.MbarArrive, ops.MbarArriveCluster)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 
 REGISTER_FILE = 65536
 PTXAS_MAX_REGISTERS = 255

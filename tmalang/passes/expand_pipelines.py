@@ -12,7 +12,7 @@ producer's single elected thread arms `full` with the bytes of all its loads and
 the consumer's elected thread issues its stores and then arrives on `empty`. When another
 CTA's producer multicasts into the slot, the release arrives on `empty` in every CTA that does
 (`mbar_arrive_cluster ctas=S`, S the union of the multicast loads' CTA sets: the cluster, a row, a
-column, or the cross of a row and a column; target/cluster.py): no producer may refill a slot any
+column, or the cross of a row and a column; targets/cluster.py): no producer may refill a slot any
 of its receivers still reads, and `empty` counts the releases of exactly those CTAs.
 
 A tmem pipeline's fields become Tensor Memory tiles (`tmem @P.field`, S stages). Its producer is
@@ -41,9 +41,9 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target import cluster, tma
-from ..target.arch import Target
-from ..target.dtypes import DTYPES
+from ..targets import cluster, tma
+from ..targets.arch import Target
+from ..targets.dtypes import DTYPES
 from . import peer_slots
 
 
@@ -130,7 +130,7 @@ def _skip_other_warpgroups(region: list[ops.Op], skips: dict) -> list[ops.Op]:
 
 def _release_sets(kernel: ops.KernelOp, blocks) -> dict[str, str]:
     """Pipeline -> the CTA set its releases reach: every CTA that multicasts into its slots (the
-    union of its multicast loads' sets; target/cluster.py). Pipelines without multicast are absent."""
+    union of its multicast loads' sets; targets/cluster.py). Pipelines without multicast are absent."""
     sets: dict[str, set[str]] = {}
     for o in blocks:
         if isinstance(o, ops.Produce):

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 
 _ARRIVES = (ops.MbarArrive, ops.MbarArriveCluster, ops.MbarArriveExpectTx, ops.Tcgen05Commit)
 _LOOPS = (ops.ForRange, ops.ForTiles)

@@ -14,7 +14,7 @@ Guarantees, in a role that issues tcgen05 operations (PTX ISA 9.7.16.6.4):
 from __future__ import annotations
 
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 
 _TCGEN05 = (*ops.TENSOR_CORE_OPS, ops.TmemEpilogue, ops.TmemZero, ops.Tcgen05Commit)
 _SIGNALS = (ops.MbarArrive, ops.MbarArriveCluster, ops.Sync)

@@ -18,7 +18,7 @@ in such a cluster):
     }
 
 The CTA of rank r = ctaid mod S takes the tile at (r mod R, r / R) of its cluster's R x C block
-(target/cluster.py); a 1-D `cluster N` is N x 1.
+(targets/cluster.py); a 1-D `cluster N` is N x 1.
 
 With a split of P parts per tile (`split`, binding `part`), the walk has P times the tiles and
 the part is the slowest index: `%I.per_part` is the product above, `%I.tiles` = per_part * P, and
@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 from . import stream_walk
 from .rewrite import rewrite_roles
 
@@ -144,7 +144,7 @@ def _tile_counts(kernel: ops.KernelOp, o: ops.ForTiles) -> tuple[list[ops.Op], l
 
 
 def _place(ctaid: ex.Expr, d: int, rows: int, cluster: int) -> ex.Expr:
-    """This CTA's cluster coordinate along dim d (target/cluster.py): x = rank mod R, y = rank / R,
+    """This CTA's cluster coordinate along dim d (targets/cluster.py): x = rank mod R, y = rank / R,
     with rank = ctaid mod R·C (clusters are consecutive CTAs of the 1-D grid)."""
     if d == 0:
         return ex.Bin("urem", ctaid, ex.Const(rows))

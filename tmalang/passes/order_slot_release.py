@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 
 
 def run(kernel: ops.KernelOp, target: Target) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 
 THREADS = 256    # a warpgroup's 128 threads sync on B_g, the previous warpgroup's 128 arrive
 WARPGROUP = 4    # warps

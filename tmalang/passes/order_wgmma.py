@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 from .rewrite import rewrite_roles
 
 _WRITES = (ops.TileAssign, ops.AccStore, ops.TmemEpilogue, ops.RowAssign)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 
 BASE_ALIGN_GUARANTEED = 16
 

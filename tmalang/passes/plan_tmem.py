@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 
 # Why 32, then 4. The PTX ISA allocates TMEM in units of 32 columns (tcgen05.alloc), so a tile that
 # starts on 32 columns sits where an allocation of its own would; it states no finer rule for the

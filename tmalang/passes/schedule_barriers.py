@@ -33,8 +33,8 @@ from collections import defaultdict
 from ..diagnostics import error
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target.arch import Target
-from ..target.dtypes import DTYPES
+from ..targets.arch import Target
+from ..targets.dtypes import DTYPES
 
 
 def run(kernel: ops.KernelOp, target: Target) -> None:

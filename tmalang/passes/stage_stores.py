@@ -28,7 +28,7 @@ import dataclasses
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 
 
 def run(kernel: ops.KernelOp, target: Target) -> None:

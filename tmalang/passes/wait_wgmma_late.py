@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from ..ir import exprs as ex
 from ..ir import ops
-from ..target.arch import Target
+from ..targets.arch import Target
 
 _RELEASES = (ops.MbarArrive, ops.MbarArriveCluster)
 _FREE = (ops.Let, ops.MbarWait, ops.WgmmaCommit, ops.AccDecl, ops.RowDecl)

@@ -27,7 +27,7 @@ from ..contract.binding import Binding, bind, common_device
 from ..contract.errors import DEVICE, GRID, LAUNCH_OPTION, MANIFEST, WRONG_TARGET, LaunchError
 from ..contract.manifest import CounterParam, Manifest, TensorMapParam
 from ..contract.trace import Trace
-from ..target.arch import target_named
+from ..targets.arch import target_named
 from . import driver, timeline, watchdog
 from .params import pack_params
 from .staging import Staging

@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from ..contract.errors import MANIFEST, LaunchError
 from ..contract.manifest import TensorMapParam
 from ..contract.view import ArrayView
-from ..target import tma
-from ..target.dtypes import DTYPES
+from ..targets import tma
+from ..targets.dtypes import DTYPES
 from . import driver
 
 TENSOR_MAP_BYTES = tma.TENSOR_MAP_BYTES

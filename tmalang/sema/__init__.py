@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target.arch import Target
+from ..targets.arch import Target
 from . import declarations as d
 from . import assumptions, bulk, dsmem, gather, im2col, im2col_wide, pairs, prefetch, split
 from .declarations import KernelInfo, Pipeline

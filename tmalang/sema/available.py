@@ -9,7 +9,7 @@ the kernel: Tensor Memory declarations (tcgen05), mma statements on register acc
 from __future__ import annotations
 
 from ..diagnostics import error
-from ..target.arch import TARGETS
+from ..targets.arch import TARGETS
 from .declarations import KernelInfo
 
 

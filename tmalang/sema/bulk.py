@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target import tma
-from ..target.reduce import BULK_DTYPE, BULK_REDUCE_TYPES
+from ..targets import tma
+from ..targets.reduce import BULK_DTYPE, BULK_REDUCE_TYPES
 from . import reduce
 from .declarations import MAX_TX_BYTES, Box, KernelInfo, Tensor, check_static_strides, declare
 
@@ -49,7 +49,7 @@ def check_load(s: ast.Load, box: Box) -> None:
 
 
 def check_reduce(s: ast.Store, box: Box) -> None:
-    """A bulk reduce names its element type (no tensor map gives it): target/reduce.py's
+    """A bulk reduce names its element type (no tensor map gives it): targets/reduce.py's
     BULK_REDUCE_TYPES, which differ from the tensor reduce's (f64 add, i64 bitwise)."""
     reduce.check_operation(s)
     types = BULK_REDUCE_TYPES[s.reduce]

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import Span, error
 from ..syntax import ast
-from ..target import tma
-from ..target.arch import Target
-from ..target.dtypes import DTYPES, SCALAR_DTYPES, DType
+from ..targets import tma
+from ..targets.arch import Target
+from ..targets.dtypes import DTYPES, SCALAR_DTYPES, DType
 from . import interleave, panels
 
 GRID_KINDS = ("tiles", "persistent")
@@ -163,7 +163,7 @@ class KernelInfo:
     cluster_cols: int = 1              # of which along the second tile index (`cluster RxC`: C)
     cluster_decl: ast.ClusterDecl | None = None
     multicast_boxes: dict = field(default_factory=dict)   # box name -> loaded with multicast
-    multicast_sets: dict = field(default_factory=dict)    # box name -> the CTA set (target/cluster.py)
+    multicast_sets: dict = field(default_factory=dict)    # box name -> the CTA set (targets/cluster.py)
     cta_group: int = 1                 # 2: one tcgen05.mma works for a pair of CTAs (sema/pairs.py)
     cta_group_decl: ast.CtaGroupDecl | None = None
     symbols: dict[str, object] = field(default_factory=dict)

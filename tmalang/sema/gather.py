@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target import tma
+from ..targets import tma
 from . import panels
 from .declarations import Box, KernelInfo, Tensor
 from .scope import Scope, int_expr

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target import tma
+from ..targets import tma
 from .declarations import (MAX_TX_BYTES, Box, KernelInfo, Tensor, cache_policy, check_option, check_static_strides,
                            declare)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target import tma
+from ..targets import tma
 from .declarations import (MAX_TX_BYTES, Box, KernelInfo, Tensor, cache_policy, check_option, check_static_strides,
                            declare)
 from .im2col import Im2col, check_channels, check_rank, literal

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target import tma
+from ..targets import tma
 
 
 def check(d: ast.BoxDecl, tensor) -> None:

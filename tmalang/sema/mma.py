@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target import tma
+from ..targets import tma
 from . import tcgen05
 from .declarations import Box, KernelInfo, Scalar
 from .operands import Accumulator, block_index, check_operand

@@ -3,7 +3,7 @@ dim 0 into all of them (docs/language.md §16).
 
 The set is the whole cluster (`multicast`), or with `multicast(n)` the CTAs whose tiles differ
 only in the named tile indices: a cluster row (`multicast(n)`, n the second index) or column
-(`multicast(m)`) of a 2-D cluster, named as in target/cluster.py. Sema resolves the set once per
+(`multicast(m)`) of a 2-D cluster, named as in targets/cluster.py. Sema resolves the set once per
 box (one tensor map, one slice size) and records it in `info.multicast_sets` for lowering.
 """
 
@@ -13,7 +13,7 @@ import re
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target import cluster
+from ..targets import cluster
 from .declarations import Box, KernelInfo
 from .scope import Scope, mentions
 
@@ -109,7 +109,7 @@ def _multicast_axes(info: KernelInfo, s: ast.Load, scope: Scope) -> list[int]:
 
 
 def _cta_set(info: KernelInfo, axes: list[int]) -> str:
-    """The named set (target/cluster.py) spanned by `axes`: a row spans axis 1, a column axis 0."""
+    """The named set (targets/cluster.py) spanned by `axes`: a row spans axis 1, a column axis 0."""
     shape = _shape(info)
     spanned = [a for a in (0, 1) if shape[a] > 1]
     if axes == spanned:

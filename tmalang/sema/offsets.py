@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target import tma
+from ..targets import tma
 from .declarations import Box, KernelInfo
 from .scope import Scope
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import Span, error
 from ..syntax import ast
-from ..target import tma
+from ..targets import tma
 from .declarations import Box, Role
 
 MMA_INPUT_DTYPES = ("bf16", "f16", "f8e4m3", "f8e5m2")

@@ -21,8 +21,8 @@ from math import prod
 
 from ..diagnostics import Span, error
 from ..syntax import ast
-from ..target import tma
-from ..target.dtypes import DType
+from ..targets import tma
+from ..targets.dtypes import DType
 
 SWIZZLE_ATOM_ROWS = 8   # a swizzle pattern repeats every 8 rows of its span (PTX ISA 5.5.8)
 

@@ -1,12 +1,12 @@
 """TMA reduce (`reduce OP T[c..] <- src`): the operation must be one of the eight, and the
-tensor's element type one that operation accepts (target/reduce.py, from the PTX ISA)."""
+tensor's element type one that operation accepts (targets/reduce.py, from the PTX ISA)."""
 
 from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target.dtypes import DTYPES, DType
-from ..target.reduce import REDUCE_OPS, UNKNOWN_OP
+from ..targets.dtypes import DTYPES, DType
+from ..targets.reduce import REDUCE_OPS, UNKNOWN_OP
 from .declarations import Box
 
 

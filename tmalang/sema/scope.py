@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target.dtypes import DTYPES, TILE_MATH_DTYPES
+from ..targets.dtypes import DTYPES, TILE_MATH_DTYPES
 from . import pairs
 from .declarations import Box, KernelInfo, Pipeline, Role, Scalar, SmemBuffer
 

@@ -18,7 +18,7 @@ from .declarations import (
     Scalar,
     Tensor,
 )
-from ..target.dtypes import TILE_MATH_DTYPES
+from ..targets.dtypes import TILE_MATH_DTYPES
 from .scope import (
     Scope,
     mentions,

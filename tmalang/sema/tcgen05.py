@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..target.tcgen05 import descriptors
+from ..targets.tcgen05 import descriptors
 from . import panels
 from .declarations import KernelInfo
 from .operands import Accumulator, block_index, check_operand

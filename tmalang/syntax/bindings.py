@@ -2,7 +2,7 @@
 or binding, checked, with its kind.
 
 A value has one of three kinds, read from the value itself: an integer (`64`), a size (`"128B"`,
-`"none"`) or a dtype (`"bf16"`, a name of target/dtypes.py's table; no size is spelt like one). A
+`"none"`) or a dtype (`"bf16"`, a name of targets/dtypes.py's table; no size is spelt like one). A
 constant whose default is a dtype holds a dtype, and one whose default is an integer or a size
 holds no dtype: a binding of the other kind is E563 (at the declaration, since a binding has no
 line of its own). A constant without default takes the kind of its binding. Integer against size
@@ -20,7 +20,7 @@ import re
 import sys
 
 from ..diagnostics import TmalangError, error
-from ..target.dtypes import DTYPES, SUPPORTED, TORCH, from_numpy
+from ..targets.dtypes import DTYPES, SUPPORTED, TORCH, from_numpy
 from . import ast
 
 INT32 = (-(2**31), 2**31 - 1)

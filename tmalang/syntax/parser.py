@@ -18,7 +18,7 @@ from lark.lexer import BasicLexer, ContextualLexer, PatternRE, PatternStr, Termi
 from lark.parse_tree_builder import ParseTreeBuilder
 from lark.parsers.lalr_analysis import Shift
 
-from ..cache import default_root, read_own_file, write_own_file
+from ..caches.disk import default_root, read_own_file, write_own_file
 from ..diagnostics import Source, Span, error
 from . import ast
 from .bindings import check_default
@@ -236,7 +236,7 @@ def _tables_file(grammar: str) -> Path | None:
 
 
 def _cache_file(kind: str, grammar: str, form: str) -> Path | None:
-    """A parser pickle's place, in tmalang's cache folder as tmalang/cache.py finds it
+    """A parser pickle's place, in tmalang's cache folder as tmalang/caches/disk.py finds it
     (TMALANG_CACHE_DIR, else $XDG_CACHE_HOME/tmalang, else ~/.cache/tmalang; beside its entries,
     which are two-letter folders), named by everything the pickle depends on; None under
     TMALANG_CACHE=0."""

@@ -18,7 +18,7 @@ The one change to the events: a rendezvous key's first field, the Python id of t
 interpreter met at, becomes a small number in order of first appearance (the same label for the
 same rendezvous, so the document does not change from one run to the next).
 
-The checker (tmalang/certificate_check.py) shares none of this code: it reads the document.
+The checker (tmalang/tools/certificate_check.py) shares none of this code: it reads the document.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """An independent checker of `verify` certificates (written by tmalang/verify/certificate.py).
 
-    python -m tmalang.certificate_check CERT.json [--ir KERNEL.ir]    # exit 0 accepted, 1 rejected
+    python -m tmalang.tools.certificate_check CERT.json [--ir KERNEL.ir]    # exit 0 accepted, 1 rejected
 
 `check(certificate, ir_text=None)` returns the reasons for rejecting a certificate (empty: accepted).
 
@@ -556,7 +556,7 @@ def _short_sum(hb: _Clocks, arrivals: set, free: list, forced: int, moved: dict)
 # ---------------------------------------------------------------- the command line
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tmalang.certificate_check",
+    parser = argparse.ArgumentParser(prog="python -m tmalang.tools.certificate_check",
                                      description="Re-validate a certificate written by tmalangc verify --certificate.")
     parser.add_argument("certificate", help="the certificate (JSON)")
     parser.add_argument("--ir", help="the kernel's IR text (tmalangc --emit ir): its sha256 must be the certificate's")

@@ -3,7 +3,7 @@
     tmalangc kernel.tma -o kernel.ptx --arch sm_90a
     tmalangc kernel.tma --emit ir --print-ir-after=all --time-passes --explain --stats
     tmalangc gemm.tma -D BN=128 -D STAGES=3       (compile-time constants, docs/language.md §2a)
-    tmalangc opt kernel.ir --passes=expand_pipelines,order_wgmma    (tmalang/opt.py)
+    tmalangc opt kernel.ir --passes=expand_pipelines,order_wgmma    (tmalang/cli/opt.py)
     tmalangc cache info | tmalangc cache clear     (the whole-compile cache, compile_cache.py)
     cat kernel.tma | tmalangc - -o -       (`-`: standard input; `-o -`: standard output)
 
@@ -21,15 +21,16 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import compile_cache, defines
-from .backend import ptxas
-from .cache import DiskCache
-from .contract.watchdog import enabled_by_default as watchdog_enabled_by_default
-from .contract.verification import enabled_by_default as verify_by_default
-from .diagnostics import FORMATS, TmalangError
+from ..caches import whole_compile as compile_cache
+from . import defines
+from ..backend import ptxas
+from ..caches.disk import DiskCache
+from ..contract.watchdog import enabled_by_default as watchdog_enabled_by_default
+from ..contract.verification import enabled_by_default as verify_by_default
+from ..diagnostics import FORMATS, TmalangError
 from .files import STDIO, check_outputs, read_source, write_file
-from .target.arch import DEFAULT, TARGETS
-from .version import VERSION
+from ..targets.arch import DEFAULT, TARGETS
+from ..version import VERSION
 
 EMITS = ("ast", "ir", "ll", "ptx", "cubin", "header")
 
@@ -91,10 +92,10 @@ def version_text() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:
-        from .run_cli import run_main
+        from .run import run_main
         return run_main(argv[1:])
     if argv[:1] == ["verify"]:
-        from .verify_cli import verify_main
+        from .verify import verify_main
         return verify_main(argv[1:])
     if argv[:1] == ["opt"]:
         from .opt import opt_main
@@ -138,7 +139,7 @@ def _compile(parser, args, source: str) -> int:
     if hit is not None:
         _write(args, hit[compile_cache.OUTPUT], hit.get(compile_cache.MANIFEST))
         return 0
-    from .compile_cli import check_pass_names, compile_to_output
+    from .compile import check_pass_names, compile_to_output
     check_pass_names(parser, args.print_ir_after)
     produced = compile_to_output(args, source)
     _write(args, produced.output, produced.manifest)

@@ -13,7 +13,7 @@ Reading an entry needs none of the compiler: this module imports only the cache,
 `tmalangc` costs about what starting Python does. Runs that report on the compile itself
 (--time-passes, --print-ir-after, --stats, --explain) always compile.
 
-Where it lives and how to turn it off: tmalang/cache.py ($TMALANG_CACHE_DIR, $XDG_CACHE_HOME,
+Where it lives and how to turn it off: tmalang/caches/disk.py ($TMALANG_CACHE_DIR, $XDG_CACHE_HOME,
 TMALANG_CACHE=0); `tmalangc cache info|clear`.
 """
 
@@ -24,10 +24,10 @@ import importlib.util
 import os
 from pathlib import Path
 
-from .cache import DiskCache
-from .version import VERSION
+from .disk import DiskCache
+from ..version import VERSION
 
-PACKAGE = Path(__file__).parent
+PACKAGE = Path(__file__).parents[1]   # the whole tmalang package, not this folder
 OUTPUT = "output"
 MANIFEST = "manifest.json"
 

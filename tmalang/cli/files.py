@@ -7,8 +7,8 @@ import os
 import sys
 from pathlib import Path
 
-from .diagnostics import error
-from .syntax.encoding import decode
+from ..diagnostics import error
+from ..syntax.encoding import decode
 
 
 MAX_SOURCE_BYTES = 16 << 20   # far above any kernel; stops a read of /dev/zero or a runaway file

@@ -8,7 +8,7 @@ violation, in the interpreter's words and with the shortest schedule that reache
 writes that schedule as a Perfetto trace); exit 3 when the search could not finish (its state
 limit, or a kernel whose warps' paths depend on the schedule) and says what it did check.
 --certificate F writes what a verified launch proved (tmalang/verify/certificate.py); python -m
-tmalang.certificate_check F re-validates it on its own.
+tmalang.tools.certificate_check F re-validates it on its own.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from pathlib import Path
 import numpy as np
 
 from . import defines
-from .api import compile as compile_kernel
-from .diagnostics import TmalangError
+from ..api import compile as compile_kernel
+from ..diagnostics import TmalangError
 from .files import check_outputs, read_source, write_file
-from .run_cli import _check_memory, _parse_dims, _random_inputs
-from .target.arch import DEFAULT, TARGETS
-from .verify.explore import DEFAULT_STATE_LIMIT
-from .verify import METHODS, verify_sweep
+from .run import _check_memory, _parse_dims, _random_inputs
+from ..targets.arch import DEFAULT, TARGETS
+from ..verify.explore import DEFAULT_STATE_LIMIT
+from ..verify import METHODS, verify_sweep
 
 NOT_FINISHED = 3
 
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", type=Path, help="write the counterexample's schedule as a Perfetto trace")
     p.add_argument("--certificate", type=Path,
                    help="write what was proved, for a verified launch, as JSON that python -m "
-                        "tmalang.certificate_check re-validates (nothing is written otherwise)")
+                        "tmalang.tools.certificate_check re-validates (nothing is written otherwise)")
     p.add_argument("--sweep", action="store_true",
                    help="verify a set of launches instead of one: every loop's trip count through a stated set, "
                         "with partial last boxes, on 1..3 CTAs; then, per dim, every trip count where the "

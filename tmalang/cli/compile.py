@@ -10,12 +10,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .backend import launch_header, ptxas
-from .compiler import Options, compile_source
-from .explain import explain
+from ..backend import launch_header, ptxas
+from ..compiler import Options, compile_source
+from ..explain import explain
 from .files import STDIO
-from .ir.printer import print_ir
-from .passes import PASS_NAMES, PassLog
+from ..ir.printer import print_ir
+from ..passes import PASS_NAMES, PassLog
 
 
 @dataclass
@@ -47,7 +47,7 @@ def compile_to_output(args, source: str) -> Produced:
     for name, text in log.snapshots:
         print(f"// ----- IR after {name} -----\n{text}", file=sys.stderr, end="")
     if args.verify and c.manifest is not None:
-        from .verify import verify_base_launches   # the verifier loads NumPy: only when asked
+        from ..verify import verify_base_launches   # the verifier loads NumPy: only when asked
         verify_base_launches(c.ir, c.manifest)
     if args.emit == "cubin" or args.stats or args.embed_cubin:
         t0 = time.perf_counter()

@@ -3,7 +3,7 @@ accepts, with the diagnostic code sema raises for a type the operation refuses.
 
 Source: PTX ISA, cp.reduce.async.bulk.tensor, "valid combinations of .redOp and element type".
 The instruction has no type suffix: the element type is the tensor map's data type, so the
-table is keyed by CU_TENSOR_MAP_DATA_TYPE_* (target/dtypes.py `DType.tma`), which is what the
+table is keyed by CU_TENSOR_MAP_DATA_TYPE_* (targets/dtypes.py `DType.tma`), which is what the
 hardware sees; i16, i8 and the fp8 types travel as unsigned maps and reduce under no operation.
 
     .add             .u32 .s32 .u64 .f32 .f16 .bf16

@@ -19,14 +19,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .diagnostics import Source, Span, TmalangError, error
+from ..diagnostics import Source, Span, TmalangError, error
 from .files import check_outputs, read_source, write_file
-from .ir import ops
-from .ir.parser import parse_ir
-from .ir.printer import print_ir
-from .ir.verifier import verify_input
-from .passes import PASS_NAMES, PASSES, PassLog, run_named, stages_before, summary
-from .target.arch import DEFAULT, TARGETS, Target, target_named
+from ..ir import ops
+from ..ir.parser import parse_ir
+from ..ir.printer import print_ir
+from ..ir.verifier import verify_input
+from ..passes import PASS_NAMES, PASSES, PassLog, run_named, stages_before, summary
+from ..targets.arch import DEFAULT, TARGETS, Target, target_named
 
 
 def build_parser() -> argparse.ArgumentParser:

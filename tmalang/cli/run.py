@@ -21,15 +21,15 @@ from pathlib import Path
 import numpy as np
 
 from . import defines
-from .api import compile as compile_kernel
-from .contract.binding import check_extent
-from .contract.manifest import TensorArg
-from .contract.random_inputs import DEFAULT_DIM, random_inputs as _random_inputs
-from .diagnostics import TmalangError, error
+from ..api import compile as compile_kernel
+from ..contract.binding import check_extent
+from ..contract.manifest import TensorArg
+from ..contract.random_inputs import DEFAULT_DIM, random_inputs as _random_inputs
+from ..diagnostics import TmalangError, error
 from .files import check_outputs, read_source, write_file
-from .contract.trace import Trace
-from .target.arch import DEFAULT, TARGETS
-from .target.dtypes import NUMPY
+from ..contract.trace import Trace
+from ..targets.arch import DEFAULT, TARGETS
+from ..targets.dtypes import NUMPY
 
 
 
