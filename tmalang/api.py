@@ -5,14 +5,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from importlib import metadata
 from collections.abc import Mapping
 from pathlib import Path
 
-import llvmlite
 import numpy as np
 
 from .backend import ptxas
-from .compiler import Compilation, Options, compile_source
+from .compiler import Compilation, Options, advance, compile_source
 from .passes import PassLog
 from .contract.errors import LAUNCH_OPTION, LaunchError
 from .contract.manifest import Manifest
@@ -41,15 +41,23 @@ class Kernel:
         self._c = compilation
         self.source = source
         self.name = compilation.ir.symbol
-        self.ptx = compilation.ptx
         self.ir = print_ir(compilation.ir)
-        self.llvm_ir = compilation.llvm_ir
         self.manifest: Manifest = compilation.manifest
         # every compile-time constant's value: an int, or a str naming a size or a dtype (JSON as it is)
         self.constants: dict[str, int | str] = dict(compilation.constants)
         self._cubin: bytes | None = None
         self._launcher = None
         self._profiled = None      # the Launcher of this kernel compiled with the timeline
+
+    @property
+    def ptx(self) -> str:
+        """The PTX, made on first use: a kernel only interpreted never loads LLVM."""
+        return advance(self._c, "ptx").ptx
+
+    @property
+    def llvm_ir(self) -> str:
+        """The LLVM IR as NVPTX's pipeline left it (made with the PTX)."""
+        return advance(self._c, "ptx").llvm_ir
 
     def explain(self) -> str:
         return explain(self._c.ir, self._c.target, self._c.manifest.grid)
@@ -165,7 +173,7 @@ def compile(source: str | bytes, *, arch: str = DEFAULT.name, kernel: str | None
     options = Options(arch=arch, kernel=kernel, constants=constants, binder=_binder)
     if watchdog is not None:
         options.watchdog = watchdog
-    c = compile_source(source, name, options)
+    c = compile_source(source, name, options, until="ir")   # the PTX is made when first asked for
     if verify if verify is not None else verify_by_default():
         verify_base_launches(c.ir, c.manifest)
     return Kernel(c, source)
@@ -212,7 +220,7 @@ def _check_interpret_options(seed, explore, ctas, trace) -> None:
 def _cached_cubin(k: Kernel) -> bytes:
     """ptxas is the slow stage; its output is kept on disk, keyed by everything that shapes it."""
     cache = DiskCache()
-    versions = {"tmalang": VERSION, "llvmlite": llvmlite.__version__, "ptxas": ptxas.ptxas_version(),
+    versions = {"tmalang": VERSION, "llvmlite": metadata.version("llvmlite"), "ptxas": ptxas.ptxas_version(),
                 # a compiler edit without a version bump must not serve a stale cubin
                 "ptx_sha256": hashlib.sha256(k.ptx.encode()).hexdigest()}
     # every binding of the kernel's constants is an entry of its own (its PTX differs too, mostly)

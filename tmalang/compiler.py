@@ -1,32 +1,38 @@
 """The stage order, visible in one place (like Triton's make_ttir → make_ttgir → make_llir → make_ptx).
 
-    resolve the target: --arch → Target          targets/ (the facts every stage below reads)
-    make_ast      text → AST                       syntax/
-    make_checked  AST → KernelInfo                 sema/ (the target's rules at the user's line)
-    make_ir       KernelInfo → high-level IR       lower/
-    make_final_ir high-level IR → explicit IR      passes/ (PIPELINE, verified after each pass)
-    make_llir     explicit IR → LLVM IR            backend/codegen.py
-    make_ptx      LLVM IR → PTX                    backend/llvm_to_ptx.py
-    make_cubin    PTX → cubin                      backend/ptxas.py
+STAGES below is that order as data, its names from stages.py (the one vocabulary of
+`compile_source(until=...)`, `tmalangc --emit`, `--time-passes` and the caches).
+
+    (the target: --arch → Target                   targets/, the facts every stage below reads)
+    ast     text → AST                             syntax/
+    sema    AST → KernelInfo                       sema/ (the target's rules at the user's line)
+    lower   KernelInfo → high-level IR             lower/ (and the launch grid, from the tile loop)
+    ir      high-level IR → final IR + manifest    passes/ (PIPELINE, verified after each), contract/launch.py
+    ll      final IR → LLVM IR                     backend/codegen.py
+    ptx     LLVM IR → PTX                          backend/llvm_to_ptx.py
+    cubin   PTX → cubin                            backend/ptxas.py
+
+A compile enters at `ast` from .tma text (`compile_source`) or at `ir` from final IR text
+(`compile_ir`: `tmalangc K.ir --emit ptx`). The backend is imported only by the stages after
+`ir`, so a kernel compiled to interpret loads no LLVM.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from llvmlite import ir as llir
-
-from .backend import assumptions, codegen, llvm_to_ptx, ptxas, timeline_codegen, watchdog_codegen
-from .contract.manifest import GridSpec, Manifest, ScalarArg, TensorArg
+from . import stages
+from .contract.launch import derive_manifest, grid_spec
+from .contract.manifest import GridSpec, Manifest
 from .contract.watchdog import enabled_by_default as watchdog_enabled_by_default
 from .diagnostics import TmalangError, error
-from .ir import exprs as ex
 from .ir import ops
+from .ir.entry import read_kernel, check_target
+from .ir.verifier import verify_input
 from .lower import lower_kernel
-from .passes import PassLog, run_passes
-from .passes.dispatch_roles import entry_registers
+from .passes import PassLog, applicable, run_passes
 from .sema import check
 from .sema.available import check_available
 from .sema.declarations import KernelInfo
@@ -66,17 +72,19 @@ class Compilation:
     ptx: str = ""
     manifest: Manifest | None = None
     cubin: bytes = b""
-    stats: ptxas.PtxasStats | None = None
+    stats: object = None                            # backend.ptxas.PtxasStats, with the cubin
     uses: Uses = field(default_factory=Uses)        # every constant's uses, for notes on later errors
     constants: dict = field(default_factory=dict)   # the chosen kernel's constants: name -> value
     source_name: str = "<string>"
+    text: str = ""                                  # the .tma source (empty when entered from IR)
+    grid: GridSpec | None = None                    # from the tile loop (None when entered from IR)
+    done: str = ""                                  # the last stage that ran
     waits: list = field(default_factory=list)       # (mbar_wait op, WaitSite) the watchdog watches
     events: list = field(default_factory=list)      # (op, EventSite) the timeline stamps
 
 
-def make_ast(text: str, name: str, c: Compilation) -> None:
-    c.source_name = name
-    c.ast = parse(text, name, c.options.constants, c.options.binder, c.options.kernel)
+def make_ast(c: Compilation) -> None:
+    c.ast = parse(c.text, c.source_name, c.options.constants, c.options.binder, c.options.kernel)
     c.uses = c.ast.uses
     chosen = [k for k in c.ast.kernels if c.options.kernel in (None, k.name)][:1]
     c.constants = {d.name: d.value for k in chosen for d in k.constants}
@@ -94,107 +102,91 @@ def make_checked(c: Compilation) -> None:
 
 def make_ir(c: Compilation) -> None:
     c.ir = lower_kernel(c.info)
+    c.grid = grid_spec(c.ir)   # from the tile loop, before lower_tile_walk turns it into arithmetic
 
 
 def make_final_ir(c: Compilation) -> None:
-    grid = grid_spec(c.ir)   # from the tile loop, before lower_tile_walk turns it into arithmetic
-    run_passes(c.ir, c.target, c.options.log)
-    c.manifest = build_manifest(c.ir, c.target.name, grid)
-    if c.options.watchdog:
-        c.waits = watchdog_codegen.wait_sites(c.ir, c.source_name)
-        c.manifest = dataclasses.replace(c.manifest, waits=tuple(site for _, site in c.waits))
-    if c.options.timeline:
-        c.events = timeline_codegen.event_sites(c.ir)
-        c.manifest = dataclasses.replace(c.manifest, events=tuple(site for _, site in c.events))
+    run_passes(c.ir, c.target, c.options.log)   # times each pass itself
+    _derive_contract(c)
+
+
+def _derive_contract(c: Compilation) -> None:
+    c.manifest, c.waits, c.events = derive_manifest(c.ir, c.target.name, c.grid, c.source_name,
+                                                    c.options.watchdog, c.options.timeline)
 
 
 def make_llir(c: Compilation) -> None:
-    module = llir.Module(name=c.ir.symbol)
-    module.triple = llvm_to_ptx.TRIPLE
-    params = list(c.manifest.ptx_params)
-    gen = codegen.KernelCodegen(c.ir, params, module, {id(o): i for i, (o, _) in enumerate(c.waits)},
-                                {id(o): i for i, (o, _) in enumerate(c.events)})
-    gen.fn.calling_convention = "ptx_kernel"
-    for arg, p in zip(gen.fn.args, params):
-        arg.name = codegen.param_name(p)
-    gen.emit()
-    budgeted = any(r.regs for r in ops.roles(c.ir))
-    c.llvm_ir = llvm_to_ptx.finish_kernel_text(
-        str(module), c.ir.symbol, [p.box for p in params if isinstance(p, codegen.TensorMapParam)],
-        c.ir.threads, entry_registers(c.ir.threads) if budgeted else 0,
-    )
+    from .backend.stages import llvm_ir   # LLVM is loaded by the first stage that needs it
+    c.llvm_ir = llvm_ir(c.ir, c.manifest, c.waits, c.events)
 
 
 def make_ptx(c: Compilation) -> None:
-    c.llvm_ir, c.ptx = llvm_to_ptx.llvm_to_ptx(c.llvm_ir, c.target)
+    from .backend.stages import ptx
+    c.llvm_ir, c.ptx = ptx(c.llvm_ir, c.target)
 
 
 def make_cubin(c: Compilation) -> None:
-    c.cubin, c.stats = ptxas.assemble(c.ptx, c.target.name)
+    from .backend.stages import cubin
+    c.cubin, c.stats = cubin(c.ptx, c.target.name)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage: its name (stages.py), the artifact of a Compilation it fills, and the function
+    that fills it. `timed` is False for the stage whose passes time themselves."""
+
+    name: str
+    fills: str
+    run: Callable[[Compilation], None]
+    timed: bool = True
+
+
+_RUNS = {"ast": ("ast", make_ast), "sema": ("info", make_checked), "lower": ("ir", make_ir),
+         "ir": ("manifest", make_final_ir), "ll": ("llvm_ir", make_llir), "ptx": ("ptx", make_ptx),
+         "cubin": ("cubin", make_cubin)}
+STAGES = tuple(Stage(name, *_RUNS[name], timed=name != "ir") for name in stages.NAMES)
+STAGE_NAMES = stages.NAMES
 
 
 def compile_source(text: str, name: str = "<string>", options: Options | None = None,
                    until: str = "ptx") -> Compilation:
-    """Run the stages up to `until` (ast, ir, ll, ptx, cubin)."""
+    """Run the stages from .tma text up to `until` (a name of STAGES)."""
     options = options or Options()
-    c = Compilation(options, target_named(options.arch))
-    timed = _Timer(options.log)
-    timed("parse", make_ast, text, name, c)
-    if until == "ast":
-        return c
-    try:
-        _compile_checked(c, timed, until)
-    except TmalangError as exc:
-        raise c.uses.annotate(exc) from None
+    c = Compilation(options, target_named(options.arch), source_name=name, text=text)
+    return advance(c, until)
+
+
+def compile_ir(text: str, name: str = "<string>", options: Options | None = None,
+               until: str = "ptx") -> Compilation:
+    """Enter at the final IR (one kernel's IR text as `--emit ir` prints it: E090, E431), check it
+    against the target (E434) and the verifier's rules after every pass (E432), derive its launch
+    contract (without a grid: the tile loop is written out by then) and run the stages after `ir`
+    up to `until`."""
+    options = options or Options()
+    c = Compilation(options, target_named(options.arch), source_name=name)
+    c.ir = read_kernel(text, name)
+    check_target(c.ir, c.target)
+    verify_input(c.ir, ["lower", *applicable(c.target)], None)
+    _derive_contract(c)
+    c.done = "ir"
+    return advance(c, until)
+
+
+def advance(c: Compilation, until: str) -> Compilation:
+    """Run the stages after `c.done` up to `until`; an error after the AST at a constant's use
+    gets a note of the constant's value (§2a)."""
+    first = STAGE_NAMES.index(c.done) + 1 if c.done else 0
+    for stage in STAGES[first: STAGE_NAMES.index(until) + 1]:
+        try:
+            _run(stage, c)
+        except TmalangError as exc:
+            raise (exc if stage.name == "ast" else c.uses.annotate(exc)) from None
+        c.done = stage.name
     return c
 
 
-def _compile_checked(c: Compilation, timed, until: str) -> None:
-    """The stages after the AST; an error at a constant's use gets a note of its value (§2a)."""
-    timed("sema", make_checked, c)
-    timed("lower", make_ir, c)
-    make_final_ir(c)  # times each pass itself
-    if until == "ir":
-        return
-    timed("llvm_codegen", make_llir, c)
-    if until == "ll":
-        return
-    timed("llvm_to_ptx", make_ptx, c)
-    if until == "cubin":
-        timed("ptxas", make_cubin, c)
-
-
-class _Timer:
-    def __init__(self, log: PassLog):
-        self.log = log
-
-    def __call__(self, name: str, stage, *args) -> None:
-        start = time.perf_counter()
-        stage(*args)
-        self.log.timings.append((name, time.perf_counter() - start))
-
-def grid_spec(kernel: ops.KernelOp) -> GridSpec:
-    """The launch grid: the tiles of the kernel's tile loops (sema makes them all walk one space)."""
-    loop = next(o for o in ops.walk(kernel.body) if isinstance(o, ops.ForTiles))
-    tensor = ops.decls(kernel, ops.TensorDecl)[loop.tensor]
-    split = loop.split.value if isinstance(loop.split, ex.Const) else loop.split.name
-    stream = ()
-    if loop.stream:   # its extent is a literal or launch-bound (sema)
-        stream = (loop.extent.value if isinstance(loop.extent, ex.Const) else loop.extent.name, loop.chunk)
-    return GridSpec(kernel.grid, tuple(zip(tensor.shape, ops.decls(kernel, ops.BoxDecl)[loop.box].shape)), split,
-                    stream)
-
-
-def build_manifest(kernel: ops.KernelOp, arch: str, grid: GridSpec) -> Manifest:
-    boxes = ops.decls(kernel, ops.BoxDecl)
-    stored = {boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TmaStore)}
-    loaded = {boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TmaLoad)}
-    args = []
-    for o in kernel.body:
-        if isinstance(o, ops.TensorDecl):
-            args.append(TensorArg(o.symbol, o.dtype, tuple(o.shape), o.symbol in stored, o.symbol in loaded))
-        elif isinstance(o, ops.ScalarDecl):
-            args.append(ScalarArg(o.symbol, o.dtype))
-    return Manifest(kernel.symbol, arch, tuple(args), tuple(codegen.ptx_params(kernel)), kernel.threads,
-                    kernel.smem_bytes, grid, cluster=(kernel.cluster, 1, 1),
-                    assumptions=assumptions.manifest_assumptions(kernel))
+def _run(stage: Stage, c: Compilation) -> None:
+    start = time.perf_counter()
+    stage.run(c)
+    if stage.timed:
+        c.options.log.timings.append((stage.name, time.perf_counter() - start))

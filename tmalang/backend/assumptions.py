@@ -1,9 +1,8 @@
-"""A kernel's assumptions for its hosts: the manifest's Assumptions, from the final IR's `assume`
-ops, and the C++ launch header's check of each (docs/language.md §2b).
+"""The C++ launch header's check of each of a kernel's assumptions (docs/language.md §2b; the
+manifest's Assumptions come from the final IR's `assume` ops in contract/launch.py).
 
-Requires: AssumeDecl ops that the verifier accepted (integer operations on constants and $values).
-Guarantees: the manifest carries every assumption that some launch could break (one with no
-launch-bound name was proven at compile time), with its place in the source; the header computes
+Requires: the manifest's assumptions (each one some launch could break, with its place in the
+source). Guarantees: the header computes
 each one step per operation, operands left to right, in 64-bit integers with every division and
 overflow checked (tmalang_runtime.h), and fails with the message and notes of the Python
 runtime's E219 (contract/assumptions.py), before anything is encoded or launched.
@@ -12,31 +11,7 @@ runtime's E219 (contract/assumptions.py), before anything is encoded or launched
 from __future__ import annotations
 
 from ..contract import assumptions as checks
-from ..contract.manifest import Assumption, DimParam, Manifest, TensorArg
-from ..ir import exprs as ex
-from ..ir import ops
-
-
-def manifest_assumptions(kernel: ops.KernelOp) -> tuple[Assumption, ...]:
-    found = []
-    for o in kernel.body:
-        if isinstance(o, ops.AssumeDecl):
-            s = o.span
-            line = s.source.line(s.line) if s is not None else ""
-            end = s.end_col if s is not None and s.end_line == s.line else len(line) + 1
-            found.append(Assumption(o.text, _tree(o.lhs), o.compare, _tree(o.rhs), s.source.name if s else "",
-                                    s.line if s else 0, s.col if s else 0, end if s else 0, line))
-    return tuple(a for a in found if checks.names(a))
-
-
-def _tree(e: ex.Expr):
-    if isinstance(e, ex.Const):
-        return e.value
-    if isinstance(e, ex.Param):
-        return e.name
-    if isinstance(e, ex.Neg):
-        return ("neg", _tree(e.operand))
-    return (e.op, _tree(e.lhs), _tree(e.rhs))
+from ..contract.manifest import DimParam, Manifest, TensorArg
 
 
 def cpp_checks(manifest: Manifest, field, quote) -> list[dict]:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from ..contract.launch import COUNTER
 from ..ir import ops
 from . import ptx_asm
 
 I32 = ir.IntType(32)
-COUNTER = "tile_counter"
 
 
 def _loop(g, o: ops.Loop) -> None:

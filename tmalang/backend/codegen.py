@@ -12,7 +12,7 @@ import gc
 
 from llvmlite import ir
 
-from ..contract.manifest import BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, ScalarParam, TensorMapParam
+from ..contract.manifest import BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, TensorMapParam
 from ..ir import exprs as ex
 from ..ir import ops
 from ..passes.dispatch_roles import register_limit
@@ -21,7 +21,7 @@ from ..targets.reduce import BULK_REDUCE_TYPES
 from ..targets.tcgen05 import instructions as tcgen05
 from . import (cluster_codegen, emit, gather_codegen, line_info, pair_codegen, panel_codegen, ptx_asm,
                tcgen05_codegen, timeline_codegen, watchdog_codegen)
-from .claim_codegen import CLAIM_EMITTERS, COUNTER
+from .claim_codegen import CLAIM_EMITTERS
 from .builder import KernelBuilder
 from .mma_codegen import MMA_EMITTERS
 from .pair_codegen import PAIR_EMITTERS
@@ -548,39 +548,3 @@ EMITTERS = {
 }
 
 
-def ptx_params(kernel: ops.KernelOp) -> list:
-    """Kernel parameters in PTX order: tensor maps, then symbolic dims, then scalars, then (only in
-    kernels with bulk boxes) each bulk box's tensor address and outer byte strides, then (only in
-    kernels with gathered copies) each index tensor's address, then (only in kernels with a dynamic
-    tile loop) the tile counter's address."""
-    tensors = ops.decls(kernel, ops.TensorDecl)
-    boxes = ops.decls(kernel, ops.BoxDecl).values()
-    params: list = []
-    for box in (b for b in boxes if not b.bulk):
-        shape = tuple(box.map_shape())   # a CTA's slice of a split box; one row of a gathered one
-        if box.im2col:   # the traversal strides of the spatial dims; N and C are walked one by one
-            if box.wide:   # the tensor map's pixels per column leave out the halo rows
-                shape = (shape[0] - box.halo, shape[1])
-            params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, (1, *box.im2col_strides, 1),
-                                         box.swizzle, box.oob, box.l2, lower=tuple(box.lower),
-                                         upper=tuple(box.upper), wide=box.wide))
-            continue
-        params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, tuple(box.strides),
-                                     box.swizzle, box.oob, box.l2, box.interleave))
-    symbols = dict.fromkeys(d for t in tensors.values() for d in t.shape if isinstance(d, str))
-    params += [DimParam(s) for s in symbols]
-    params += [ScalarParam(s.symbol, s.dtype) for s in ops.decls(kernel, ops.ScalarDecl).values()]
-    for box in (b for b in boxes if b.bulk):
-        params.append(BulkParam(box.symbol, box.tensor, box.dtype, box.shape[-1]))
-        params += [BulkStrideParam(box.symbol, box.tensor, axis) for axis in range(len(box.shape) - 1)]
-    by_name = ops.decls(kernel, ops.BoxDecl)
-    gathered: dict[str, dict] = {}   # index tensor -> the tensors whose rows it names (ordered set)
-    for o in ops.walk(kernel.body):
-        if isinstance(o, (ops.TmaLoad, ops.TmaStore, ops.TmaPrefetch)) and o.gather:
-            gathered.setdefault(o.gather, {})[by_name[o.box].tensor] = None
-    params += [IndexParam(t, tuple(names)) for t, names in gathered.items()]
-    counted = kernel.grid == "persistent"   # a grid of tiles claims by cancelling CTAs: no counter
-    if any(isinstance(o, ops.TileClaim) or counted and isinstance(o, ops.ForTiles) and o.dynamic
-           for o in ops.walk(kernel.body)):
-        params.append(CounterParam(COUNTER))   # last: a dynamic tile loop's counter (backend/claim_codegen.py)
-    return params

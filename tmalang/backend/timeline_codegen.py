@@ -14,7 +14,7 @@ others one, after the op is issued.
 from __future__ import annotations
 
 
-from ..contract.manifest import EventSite
+from ..contract.launch import SPANS, TRACED
 from ..contract.timeline import BEGIN, END, EVENT_BYTES, FIELDS, GLOBAL, GLOBAL_BYTES, HEADER_BYTES, INSTANT
 from ..ir import ops
 from . import emit
@@ -28,46 +28,6 @@ ASM = {
     "store_count": "st.volatile.global.u32 [$0], $1;",
     "store_event": "st.global.v4.u32 [$0], {$1, $2, $3, $4};",
 }
-
-# op class -> the kind of event; a wait or sync spans its blocking, the rest are instants
-TRACED = {
-    ops.MbarWait: "wait",
-    ops.Sync: "sync",
-    ops.MbarArrive: "arrive",
-    ops.MbarArriveCluster: "arrive",
-    ops.MbarArriveExpectTx: "arrive",
-    ops.TmaLoad: "tma load",
-    ops.TmaStore: "tma store",
-    ops.WgmmaCommit: "mma commit",
-}
-SPANS = {"wait", "sync"}
-
-
-def event_sites(kernel: ops.KernelOp) -> list[tuple[ops.Op, EventSite]]:
-    """Every op the timeline stamps, in emission order, with its name and place."""
-    found: list[tuple[ops.Op, EventSite]] = []
-
-    def visit(region, role: str, span) -> None:
-        for o in region:
-            here = o.span or span
-            kind = TRACED.get(type(o))
-            if kind is not None and role != "-" and not (kind == "sync" and o.scope != "role"):
-                where = here.location() if here else "?"
-                found.append((o, EventSite(kind, role, _name(o, kind), where)))
-            for r in o.regions():
-                visit(r, o.symbol if isinstance(o, ops.RoleOp) else role, here)
-
-    visit(kernel.body, "-", kernel.span)
-    return found
-
-
-def _name(o: ops.Op, kind: str) -> str:
-    if kind in ("tma load", "tma store"):
-        return f"{kind} {o.box}"
-    if kind in ("wait", "arrive"):
-        return f"{kind} {o.barrier.name}"
-    return kind
-
 
 def prologue(g) -> None:
     """At the kernel's entry: whether this thread records, its warp's region, its count, the capacity."""

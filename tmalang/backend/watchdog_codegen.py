@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..contract.manifest import WaitSite
 from ..contract.watchdog import DEFAULT_TIMEOUT_NS, ENTRIES, ENTRY_WORDS, FIELDS, GLOBAL, GLOBAL_BYTES
 from ..ir import ops
 from . import emit, ptx_asm
@@ -68,32 +67,6 @@ ASM: dict[str, str] = {
     "stopped": f"ld.volatile.global.u32 $0, {_field('stop')};",
     "raise_stop": f"st.volatile.global.u32 {_field('stop')}, 1;",
 }
-
-
-def wait_sites(kernel: ops.KernelOp, source: str) -> list[tuple[ops.MbarWait, WaitSite]]:
-    """Every mbarrier wait of the final IR in emission order, with the facts the runtime reports;
-    a wait a pass made without a span gets the span of the statement around it."""
-    barriers = ops.decls(kernel, ops.MbarrierDecl)
-    found: list[tuple[ops.MbarWait, WaitSite]] = []
-
-    def visit(region, role: str, span) -> None:
-        for o in region:
-            here = o.span or span
-            if isinstance(o, ops.MbarWait):
-                found.append((o, _site(role, barriers[o.barrier.name], here)))
-            for r in o.regions():
-                visit(r, o.symbol if isinstance(o, ops.RoleOp) else role, here)
-
-    visit(kernel.body, "-", kernel.span)
-    return found
-
-
-def _site(role: str, decl: ops.MbarrierDecl, span) -> WaitSite:
-    if span is None:
-        return WaitSite(role, decl.symbol, decl.offset, decl.stages, "?", 0, 0, 0, "")
-    end = span.end_col if span.end_line == span.line else len(span.source.line(span.line)) + 1
-    return WaitSite(role, decl.symbol, decl.offset, decl.stages, span.source.name, span.line, span.col, end,
-                    span.source.line(span.line))
 
 
 # ---- the wait loop ----------------------------------------------------------------------------

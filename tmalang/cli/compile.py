@@ -6,12 +6,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..backend import launch_header, ptxas
-from ..compiler import Options, compile_source
+from ..backend import launch_header
+from ..compiler import Options, compile_ir, compile_source
 from ..explain import explain
 from .files import STDIO
 from ..ir.printer import print_ir
@@ -38,21 +37,14 @@ def compile_to_output(args, source: str) -> Produced:
     log = PassLog(print_after=set(args.print_ir_after))
     options = Options(arch=args.arch, kernel=args.kernel, log=log, constants=args.constants, binder="-D",
                       watchdog=args.watchdog)
-    until = {"ast": "ast", "ir": "ir", "header": "ir", "ll": "ll"}.get(args.emit, "ptx")
-    if args.stats or args.embed_cubin:
-        until = "ptx"  # --stats assembles, whatever is emitted; an embedded cubin too
-    elif args.explain and until == "ast":
-        until = "ir"   # the schedule exists only after the passes
-    c = compile_source(source, "<stdin>" if args.file == STDIO else args.file, options, until=until)
-    for name, text in log.snapshots:
-        print(f"// ----- IR after {name} -----\n{text}", file=sys.stderr, end="")
+    name = "<stdin>" if args.file == STDIO else args.file
+    enter = compile_ir if args.file.endswith(".ir") else compile_source
+    c = enter(source, name, options, until=_last_stage(args))
+    for pass_name, text in log.snapshots:
+        print(f"// ----- IR after {pass_name} -----\n{text}", file=sys.stderr, end="")
     if args.verify and c.manifest is not None:
         from ..verify import verify_base_launches   # the verifier loads NumPy: only when asked
         verify_base_launches(c.ir, c.manifest)
-    if args.emit == "cubin" or args.stats or args.embed_cubin:
-        t0 = time.perf_counter()
-        c.cubin, c.stats = ptxas.assemble(c.ptx, args.arch)
-        log.timings.append(("ptxas", time.perf_counter() - t0))
     if args.time_passes:
         _report_times(log)
     if args.stats:
@@ -67,12 +59,21 @@ def compile_to_output(args, source: str) -> Produced:
     return Produced(_output(args, c), manifest)
 
 
+def _last_stage(args) -> str:
+    """The stage the command line needs: --emit's, the cubin for --stats and an embedded cubin,
+    the final IR for a header and for --explain (the schedule exists only after the passes)."""
+    if args.stats or args.embed_cubin:
+        return "cubin"
+    if args.emit == "header" or (args.explain and args.emit == "ast"):
+        return "ir"
+    return args.emit
+
+
 def _report_times(log: PassLog) -> None:
     print("stage                 ms", file=sys.stderr)
     for name, seconds in log.timings:
         print(f"{name:<20} {seconds * 1e3:6.2f}", file=sys.stderr)
-    print(f"{'total to ' + ('cubin' if log.timings[-1][0] == 'ptxas' else 'last stage'):<20} "
-          f"{sum(s for _, s in log.timings) * 1e3:6.2f}", file=sys.stderr)
+    print(f"{'total to ' + log.timings[-1][0]:<20} {sum(s for _, s in log.timings) * 1e3:6.2f}", file=sys.stderr)
 
 
 def _output(args, c) -> bytes:

@@ -30,9 +30,10 @@ from ..contract.verification import enabled_by_default as verify_by_default
 from ..diagnostics import FORMATS, TmalangError
 from .files import STDIO, check_outputs, read_source, write_file
 from ..targets.arch import DEFAULT, TARGETS
+from ..stages import FROM_IR, PRINTED
 from ..version import VERSION
 
-EMITS = ("ast", "ir", "ll", "ptx", "cubin", "header")
+EMITS = (*PRINTED, "header")   # header: the C++ launch header, made from the cubin stage
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                "(tmalangc opt --help); 'tmalangc cache info|clear' shows or empties the compile cache. "
                "Also: python -m tmalang ...")
     p.add_argument("--version", action=_Version, help="print the versions of tmalang, llvmlite (LLVM) and ptxas")
-    p.add_argument("file", help="the .tma source file (-: standard input)")
+    p.add_argument("file", help="the .tma source file (-: standard input), or final IR text (FILE.ir, as "
+                                "--emit ir prints it) for --emit ll|ptx|cubin")
     p.add_argument("-o", "--output", help="output file (default: stdout; FILE.cubin for --emit cubin; -: stdout)")
     p.add_argument("--arch", default=DEFAULT.name, choices=tuple(TARGETS))
     p.add_argument("--emit", default="ptx", choices=EMITS, help="what to produce (default: ptx; header: a C++ launch header over tmalang_runtime.h (tmalang.get_include()))")
@@ -105,10 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.constants = defines.parse(parser, args.defines)
+    if args.file.endswith(".ir"):
+        _check_ir_entry(parser, args)
     if args.watchdog is None:
         args.watchdog = watchdog_enabled_by_default()
     if args.verify is None:
-        args.verify = verify_by_default()
+        args.verify = verify_by_default() and not args.file.endswith(".ir")
     if args.embed_cubin and args.emit != "header":
         parser.error("--embed-cubin goes with --emit header")
     if args.file == STDIO and args.emit == "cubin" and not args.output:
@@ -120,6 +124,20 @@ def main(argv: list[str] | None = None) -> int:
     except TmalangError as exc:
         print(exc.report(args.diagnostics_format), file=sys.stderr)
         return 1
+
+
+def _check_ir_entry(parser, args) -> None:
+    """From final IR text only the stages after `ir` run: the launch grid, which a header, a
+    manifest, --explain and --verify need, comes from the tile loop, and the final IR has written
+    that out as arithmetic."""
+    if args.emit not in FROM_IR:
+        parser.error(f"--emit {args.emit} from IR text: a .ir file enters at the final IR and makes "
+                     f"{', '.join(FROM_IR)} (compile the .tma source for the rest)")
+    for flag, wanted in (("--manifest", args.manifest), ("--explain", args.explain), ("--verify", args.verify),
+                         ("-D", args.constants), ("--print-ir-after", args.print_ir_after)):
+        if wanted:
+            parser.error(f"{flag} needs the .tma source: a .ir file is the final IR, past the launch grid, "
+                         "the constants and the passes")
 
 
 def _outputs(args) -> list[str]:
