@@ -2,7 +2,7 @@
 
 * a parse needs no lark parser: the parse table and rules come from a pickle in the cache, and
   the contextual lexer scans terminal by terminal instead of compiling a union regex per parser
-  state (syntax/parser.py); trees, tokens, positions and errors are lark's;
+  state (syntax/scanner.py, syntax/tables.py); trees, tokens, positions and errors are lark's;
 * codegen's builder folds constant arithmetic and keeps stack slots in the block, and the
   registers of a many-output inline asm are a named struct (backend/builder.py, codegen.py), so
   LLVM gets a lean module; the PTX is what llvmlite's plain builder gives.

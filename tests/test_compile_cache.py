@@ -117,7 +117,7 @@ def test_cache_info_and_clear(cache_dir, capsys):
     assert main([COPY, "-o", "/dev/null"]) == 0
     assert main([COPY, "--emit", "ir", "-o", "/dev/null"]) == 0
     capsys.readouterr()
-    (cache_dir / "parser-0123.pickle").write_bytes(b"tables")   # as syntax/parser.py keeps them
+    (cache_dir / "parser-0123.pickle").write_bytes(b"tables")   # as syntax/tables.py keeps them
     assert main(["cache", "info"]) == 0
     info = capsys.readouterr().out
     assert str(cache_dir) in info and "entries: 2 of at most 1000" in info and "XDG_CACHE_HOME" in info

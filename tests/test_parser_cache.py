@@ -1,5 +1,5 @@
 """The parser's pickles are loaded only from tmalang's cache folder, and only when they are the
-user's own (syntax/parser.py, tmalang/caches/disk.py): unpickling runs whatever the file says, so a file
+user's own (syntax/lark_parser.py, syntax/tables.py, tmalang/caches/disk.py): unpickling runs whatever the file says, so a file
 another user could have written must never be unpickled.
 
 Each planted pickle here, when unpickled, creates a flag file; the tests assert it never appears."""

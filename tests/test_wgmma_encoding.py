@@ -1,4 +1,4 @@
-"""The wgmma encoding layer (tmalang/targets/wgmma.py): descriptor bits, K-major tile offsets,
+"""The wgmma encoding layer (tmalang/targets/wgmma/): descriptor bits, K-major tile offsets,
 mnemonics and inline asm, the accumulator fragment, and ptxas/LLVM acceptance.
 
 The expected descriptor values are written as explicit bit compositions from the PTX ISA table

@@ -5,7 +5,7 @@ with constant indices, which LLVM promotes to registers. Warpgroup g of the role
 64g .. 64g + 63: its A operand starts `row_block_offset(g)` bytes into the A tile. Descriptors
 are built at run time from the tile's shared address (`descriptor_base | encode(address)`) and
 advanced per K slice by adding the encoded byte offset. An MN-major B (`mma acc, a, b kn`) is
-an `MNMajorTile` read with imm-trans-b = 1. All layout facts come from wgmma.py. A panelled
+an `MNMajorTile` read with imm-trans-b = 1. All layout facts come from targets/wgmma/. A panelled
 operand (language.md §4) needs nothing more: both tile layouts cut K (or N) into span-wide
 columns rows × span bytes apart, which is where a panelled box's copies put its panels.
 """

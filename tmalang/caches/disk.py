@@ -99,7 +99,7 @@ class DiskCache:
             count, total = count - 1, total - size
 
     def clear(self) -> int:
-        """Remove every entry and the parser's tables (syntax/parser.py rebuilds them); staging
+        """Remove every entry and the parser's tables (syntax/tables.py rebuilds them); staging
         folders of writers at work are left to them. How many entries went."""
         entries = _entries(self.root)
         for path, _, _ in entries:
@@ -227,7 +227,7 @@ def _touch(entry: Path) -> None:
 
 
 def _parser_tables(root: Path) -> list[Path]:
-    """The parse tables syntax/parser.py keeps beside the entries."""
+    """The parse tables syntax/tables.py keeps beside the entries."""
     try:
         return sorted(root.glob("parser-*.pickle"))
     except OSError:

@@ -5,7 +5,7 @@
     dtypes.py    element types with their NumPy, PyTorch, DLPack, tensor-map and C spellings
     tma.py       box options (swizzle, oob fill, L2 promotion) with their driver enums, TMA
                  limits and alignment, the bytes a box load writes
-    wgmma.py     the wgmma encodings: shared-memory descriptors, K-major tiles, instructions
+    wgmma/     the wgmma encodings: shared-memory descriptors, K-major tiles, instructions
     tcgen05/     the tcgen05 encodings: instruction and smem descriptors, Tensor Memory
                  addressing, instruction text
 

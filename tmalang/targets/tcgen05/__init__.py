@@ -1,6 +1,6 @@
 """Blackwell fifth-generation tensor cores (tcgen05) and Tensor Memory: the encoding layer.
 
-Plain integers and strings, no IR or LLVM, as for wgmma (targets/wgmma.py):
+Plain integers and strings, no IR or LLVM, as for wgmma (targets/wgmma/):
 
 * `descriptors`: the 32-bit instruction descriptor of `tcgen05.mma` and the sm_100 64-bit
   shared-memory matrix descriptor, with decoders, and the valid MMA shapes per kind;
