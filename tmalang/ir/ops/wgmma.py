@@ -1,0 +1,90 @@
+"""The sm_90a tensor cores: register accumulators (`accumulator`, `acc_zero`), `wgmma` with its
+fence, commit and wait, the accumulator epilogue (`acc_store`), and which accumulators an op
+touches in registers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..exprs import AccRef, Bin, BufferRef, Call, Cast, Expr, Neg
+from ..exprs import walk as walk_expr
+from .base import Op, op
+
+
+@op("accumulator")
+@dataclass
+class AccDecl(Op):
+    """A register tile of the enclosing role; warpgroup g holds rows 64g .. 64g + 63."""
+
+    symbol: str
+    dtype: str
+    shape: list[int]
+
+
+@op("acc_zero")
+@dataclass
+class AccZero(Op):
+    acc: str
+
+
+@op("wgmma")
+@dataclass
+class Wgmma(Op):
+    """acc += a · bᵀ over the whole K extent of the tiles (K-major a: [R, K], b: [C, K]).
+    `a` is an smem tile, or `cvt.bf16(!p)`: accumulator p converted in registers (wgmma's
+    register-A form; p's fragment layout is the A fragment layout, 16 columns per K step)."""
+
+    acc: str
+    a: Expr
+    b: BufferRef
+    kn: bool = False   # b is [K, C], stored C-innermost (MN-major, imm-trans-b = 1): acc += a · b
+
+    def register_a(self) -> set[str]:
+        """The accumulator read as a register A operand (`cvt.bf16(!p)`), if any."""
+        return {e.name for e in walk_expr(self.a) if isinstance(e, AccRef)}
+
+
+@op("wgmma_fence")
+@dataclass
+class WgmmaFence(Op):
+    """wgmma.fence. `pins`: the accumulators whose registers the backend ties to it (writes
+    before the fence stay before it); empty: all of the role's (wait_wgmma_late leaves out those
+    of groups still in flight)."""
+
+    pins: list[str] = field(default_factory=list)
+
+
+@op("wgmma_commit")
+@dataclass
+class WgmmaCommit(Op):
+    pass
+
+
+@op("wgmma_wait")
+@dataclass
+class WgmmaWait(Op):
+    """wgmma.wait_group: at most `pending` groups stay in flight. `pins`: the accumulators whose
+    registers the backend ties to the wait (reads after it stay after it): the ones the groups
+    it retires wrote (wait_wgmma_late); empty: all of the role's."""
+
+    pending: int
+    pins: list[str] = field(default_factory=list)
+
+
+@op("acc_store")
+@dataclass
+class AccStore(Op):
+    """Epilogue: dest[r, c] = value with !acc standing for acc[r, c], for every element."""
+
+    dest: BufferRef
+    value: Expr
+
+
+def accumulators_touched(o: Op) -> set[str]:
+    """Accumulators an op reads or writes in registers (its own, not those of nested ops)."""
+    if isinstance(o, AccZero):
+        return {o.acc}
+    values = [getattr(o, f.name) for f in o.operand_fields()]
+    return {e.name for v in values if isinstance(v, (Bin, Neg, Cast, Call, AccRef))
+            for e in walk_expr(v) if isinstance(e, AccRef)}
