@@ -300,6 +300,7 @@ def test_a_random_report_is_worded_as_the_python_runtime_words_it(tmp_path, mock
         assert "this process can launch again" in report["notes"][-2]
 
 
+@pytest.mark.slow   # a C++ compile of every example
 def test_every_example_s_watched_header_compiles_and_an_unwatched_one_has_no_watchdog(tmp_path):
     """-Wall -Wextra -Werror over the header of every example compiled with the watchdog; the header
     of a kernel without it names nothing of the watchdog (its text is what it was before)."""

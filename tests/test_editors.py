@@ -138,6 +138,7 @@ def _lex(text: str) -> list:
     return list(lexer.get_tokens(text))
 
 
+@pytest.mark.slow   # an editor sweep, per keyword or program
 @pytest.mark.parametrize("keyword", KEYWORDS)
 def test_every_grammar_keyword_lexes_as_a_keyword(keyword):
     assert keyword in LEXER_KEYWORDS, f"add '{keyword}' to tmalang/tools/highlight.py KEYWORDS"
@@ -145,11 +146,13 @@ def test_every_grammar_keyword_lexes_as_a_keyword(keyword):
     assert _lex(keyword)[0][0] in Keyword
 
 
+@pytest.mark.slow   # an editor sweep, per keyword or program
 @pytest.mark.parametrize("dtype", sorted(DTYPES))
 def test_every_dtype_lexes_as_a_type(dtype):
     assert _lex(dtype) == [(Keyword.Type, dtype)]
 
 
+@pytest.mark.slow   # an editor sweep, per keyword or program
 @pytest.mark.parametrize("text", PROGRAMS)
 def test_programs_lex_without_errors_and_round_trip(text):
     tokens = _lex(text)
@@ -158,6 +161,7 @@ def test_programs_lex_without_errors_and_round_trip(text):
     assert "".join(value for _, value in tokens) == text
 
 
+@pytest.mark.slow   # an editor sweep, per keyword or program
 @pytest.mark.parametrize("text", PROGRAMS)
 def test_keywords_where_the_parser_reads_them_lex_as_keywords(text):
     """Every keyword token lark's parser reads is a Keyword token of the lexer, at the same place."""
@@ -279,17 +283,20 @@ def test_the_textmate_keywords_are_the_lexers():
     assert words["storage.type"] == set(highlight.DTYPES)
 
 
+@pytest.mark.slow   # an editor sweep, per keyword or program
 @pytest.mark.parametrize("keyword", KEYWORDS)
 def test_textmate_scopes_each_keyword_by_its_category(keyword):
     assert keyword in LEXER_KEYWORDS, f"add '{keyword}' to tmalang/tools/highlight.py KEYWORDS"
     assert tokenize(keyword, _compiled(_grammar())) == [(0, len(keyword), f"{_category_scope(keyword)}.tmalang")]
 
 
+@pytest.mark.slow   # an editor sweep, per keyword or program
 @pytest.mark.parametrize("text", PROGRAMS)
 def test_textmate_leaves_no_keyword_unscoped(text):
     assert not _unscoped_keywords(text, _compiled(_grammar()))
 
 
+@pytest.mark.slow   # an editor sweep, per keyword or program
 @pytest.mark.parametrize("text", PROGRAMS)
 def test_textmate_scopes_keywords_where_the_parser_reads_them(text):
     """Each keyword token lark reads gets its keyword category's scope from the TextMate grammar."""

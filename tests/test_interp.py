@@ -53,6 +53,7 @@ def test_example_matches_numpy(path, shape):
     check(kernel.name, out, expected)
 
 
+@pytest.mark.slow   # every example x 64 schedules (3 min); test_verify covers one schedule each
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
 def test_no_correct_example_is_flagged_across_64_schedules(path):
     kernel = tmalang.compile_file(path, arch=example_arch(path))

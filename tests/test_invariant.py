@@ -95,6 +95,7 @@ def test_the_fuzzer_classifies_what_it_finds():
     assert fuzz.mutant(7, 3) == fuzz.mutant(7, 3)        # mutants are reproducible from (seed, index)
 
 
+@pytest.mark.slow   # a hypothesis sweep of mutants
 @settings(max_examples=150, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(SOURCES)), seed=st.integers(0, 2**32 - 1))

@@ -69,6 +69,7 @@ def _enumerate(system: System, window: int = 24) -> bool:
     return any(_holds(system, dict(zip(names, values))) for values in itertools.product(*ranges))
 
 
+@pytest.mark.slow   # an enumeration sweep
 @pytest.mark.parametrize("unbounded", [False, True], ids=["bounded", "unbounded"])
 def test_solver_agrees_with_enumeration(unbounded):
     """Bounded systems: the solver's answer is enumeration's. With unbounded variables an

@@ -96,6 +96,7 @@ def check_compiles_or_diagnoses(text: str, arch: str = "sm_90a") -> None:
     # any other exception propagates: that is the bug this file looks for
 
 
+@pytest.mark.slow   # a hypothesis sweep of mutants
 @settings(max_examples=300, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.sampled_from(sorted(SOURCES)), steps=mutations)

@@ -186,6 +186,7 @@ def _mutate(text: str, data) -> str:
     return text[:m.start()] + other + text[m.end():]
 
 
+@pytest.mark.slow   # a hypothesis sweep of mutants
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_mutated_ir_never_crashes_opt(data):

@@ -21,6 +21,8 @@ from conftest import EXAMPLES, example_arch
 from tmalang.verify.launches import units
 from tmalang.verify.trip_proof import prove_every_trip_count
 
+pytestmark = pytest.mark.slow   # every example's every dim through the proof: ~6 minutes on 2 cores
+
 BUDGET = 10.0          # seconds of runs per dim in CI; bench/verify_trip_counts.py gives them longer
 SHOWN = {("gemm_sm90", "gemm", "K"), ("multistage_sm90", "multistage", "K"),
          ("tma_copy", "tma_copy", "M"), ("blocksum", "blocksum", "K"), ("attention_sm100", "attention", "T"),
