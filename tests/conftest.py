@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -16,6 +17,12 @@ from tmalang.syntax.parser import parse
 from tmalang.targets.arch import DEFAULT, TARGETS
 
 ROOT = Path(__file__).resolve().parents[1]
+# The tests live in one folder per stage (tests/syntax, sema, ..., e2e, gpu, tools); a few share
+# helpers by module name across folders (test_gemm's check_on_h100, test_gemm_sm100's operands), so
+# every stage folder is importable by basename, whatever order pytest collects them in (test file
+# names are unique across the folders).
+sys.path[1:1] = [str(folder) for folder in sorted(Path(__file__).parent.iterdir())
+                 if folder.is_dir() and any(folder.glob("test_*.py"))]
 # Hermetic caches: a test session starts from an empty compile cache of its own (unless the caller
 # chose one, as the GPU runs do), so no answer comes from a user's cache or an earlier session.
 os.environ.setdefault("TMALANG_CACHE_DIR", tempfile.mkdtemp(prefix="tmalang-test-cache-"))

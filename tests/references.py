@@ -189,7 +189,7 @@ def attention_case(rng, shape):
 
 def flash_attention_case(rng, shape):
     """examples/attention_sm90.tma: two heads of S queries and T keys (shape = (S, T)), head dim
-    64, causal when S + T is odd; O is checked (the LSE in tests/test_attention_sm90.py)."""
+    64, causal when S + T is odd; O is checked (the LSE in tests/e2e/test_attention_sm90.py)."""
     import ml_dtypes
 
     s, t = shape

@@ -5,7 +5,7 @@ the same 2-D tensor load in every CTA and reports which phases completed within 
 completes only when the bytes armed equal the bytes that land, or fewer, so the largest
 completing count is what the load delivers. It also returns the shared memory the load wrote.
 `store_box` stores a known pattern through a tensor map and returns the global array.
-Used by tests/test_interp_vs_h100.py to pin the hardware facts that sema and the interpreter
+Used by tests/gpu/test_interp_vs_h100.py to pin the hardware facts that sema and the interpreter
 encode (e.g. that the innermost element stride is ignored).
 """
 

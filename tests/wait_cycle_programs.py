@@ -1,5 +1,5 @@
 """Random programs of two or three roles handing tiles through TMA pipelines, for the wait-cycle
-check's property test (tests/test_wait_cycles.py).
+check's property test (tests/sema/test_wait_cycles.py).
 
 Each pipeline has a random producer and consumer role (sometimes one role on both sides, §11), a
 random depth, and its blocks either straight in the tile loop (once or twice per tile) or in a

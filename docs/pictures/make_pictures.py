@@ -21,7 +21,7 @@ Two kinds of picture, nothing drawn by hand:
   mbarrier phase a tick. It is the same JSON that Perfetto (ui.perfetto.dev) opens; the JSON is
   written beside the picture so you can open it there.
 
-The output is deterministic, so tests/test_pictures.py can check that the committed files are
+The output is deterministic, so tests/tools/test_pictures.py can check that the committed files are
 what this script makes today.
 """
 

@@ -1,4 +1,4 @@
-"""Host programs for the C++ tests, generated from a kernel's manifest (tests/test_cpp_host.py).
+"""Host programs for the C++ tests, generated from a kernel's manifest (tests/runtime/test_cpp_host.py).
 
 `host_program` writes the main() a C++ user would write against a kernel's launch header: load
 the cubin (a file, or the header's embedded copy), fill `KERNEL_args` from the run's tensors and

@@ -1,5 +1,5 @@
 // mock_cuda.cpp — a stand-in for the driver library, so that host programs built against a
-// launch header run on a machine without a GPU (tests/test_cpp_host.py). Device memory is host
+// launch header run on a machine without a GPU (tests/runtime/test_cpp_host.py). Device memory is host
 // memory and kernels do not run; what the header asks of the driver is written to $MOCK_LOG, one
 // JSON object a line: the loaded image and entry, every tensor-map encode with its arguments,
 // the tile counter it allocates and every launch (grid, block, shared memory, cluster and the
@@ -9,7 +9,7 @@
 // Built as its own shared library (not named libcuda), so a real libcuda on the library path
 // cannot take its place.
 //
-// The watchdog (tests/test_cpp_watchdog.py): every module has a global named $MOCK_WATCHDOG_GLOBAL
+// The watchdog (tests/runtime/test_cpp_watchdog.py): every module has a global named $MOCK_WATCHDOG_GLOBAL
 // of $MOCK_WATCHDOG_GLOBAL_BYTES bytes (none without them). The pinned record the header
 // allocates is logged, with the address a kernel would see it at (not its host address), and so
 // is every write to a module's global. A launch of a kernel whose module global was armed logs

@@ -1,4 +1,4 @@
-// watchdog_host.cpp — a host program over two launch headers (tests/test_cpp_watchdog.py): hang.h,
+// watchdog_host.cpp — a host program over two launch headers (tests/runtime/test_cpp_watchdog.py): hang.h,
 // of a kernel HANG compiled with the watchdog whose waits never complete, and copy.h, of a healthy
 // kernel COPY; both take (src: f32[M, N], dst: f32[M, N]). It hangs HANG three times and prints
 // each report: twice through tmalang::synchronize (the second report shows that the first one

@@ -1,4 +1,4 @@
-// watchdog_notes.cpp — how the C++ runtime words a report's waits (tests/test_cpp_watchdog.py).
+// watchdog_notes.cpp — how the C++ runtime words a report's waits (tests/runtime/test_cpp_watchdog.py).
 // Reads records from stdin, one entry a line, "tag site cta_x cta_y cta_z cluster_rank warp offset
 // parity phase_parity", a blank line ending each record; writes the notes tmalang_runtime.h gives
 // the record's waits (tag 1 is kernel KERNEL of kernel.h, compiled with the watchdog; any other

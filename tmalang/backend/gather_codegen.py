@@ -6,7 +6,7 @@ four rows each, tile rows 4g..4g+3 at smem offset 4g * W * itemsize. A position 
 tensor, and an index outside the tensor's rows (negative included), name the row just past the
 tensor's end: TMA fills that row on a load (the box's oob fill) and skips it on a store. So the
 indices never move a byte outside the tensors, whatever they hold. Never a negative row: the H100
-faults on a tensor store at a negative coordinate (tests/test_offsets.py), and sm_100a's scatter4
+faults on a tensor store at a negative coordinate (tests/sema/test_offsets.py), and sm_100a's scatter4
 is not measured.
 """
 

@@ -12,7 +12,7 @@ Exit status: 0 success, 1 user error (a diagnostic on stderr), 2 bad usage.
 This module starts every command, so it imports only what a warm compile needs: the arguments,
 the source, the cache. The compiler (compile_cli.py), the interpreter (run_cli.py) and the pass
 driver (opt.py) are imported when a command needs them, which is what the lazy imports below
-are for (tests/test_layering.py lists them).
+are for (tests/tools/test_layering.py lists them).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 Each conversion is defined as the PTX instruction the backend emits for it does it on the H100
 (measured there and on an H200, alike, over 376,320 f32 bit patterns: every sign and exponent with
-the mantissas around each rounding boundary, and random patterns; tests/test_conversions.py
+the mantissas around each rounding boundary, and random patterns; tests/interp/test_conversions.py
 checks the GPU against this):
 
 - float → i32, `cvt.rzi.s32.f32`: toward zero; NaN gives 0; ±inf and values out of range clamp

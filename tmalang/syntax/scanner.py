@@ -5,7 +5,7 @@ parse in a process cost ~30-50 ms, more than the parse. The scanner here gives t
 from the same ordered terminal list, trying the terminals one after another (a union regex takes
 its first alternative that matches, so this is the same match), each pattern compiled once for
 all states. It follows lark 1.3's lexer (pyproject asks for lark>=1.3; lark 1.2's lexer differs),
-and tests/test_cold_compile.py compares it with lark's own on every source in the repository; it
+and tests/syntax/test_cold_compile.py compares it with lark's own on every source in the repository; it
 serves both lark's parser (`scan_terminal_by_terminal`) and the table-driven parse (syntax/tables.py)."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ hardware sees; i16, i8 and the fp8 types travel as unsigned maps and reduce unde
     .inc .dec        .u32
     .and .or .xor    .b32 .b64      (here: INT32, UINT32 and UINT64 maps)
 
-Measured on the H100 (tests/test_reduce.py, 2026-11-23): and/or/xor through an INT64 tensor map
+Measured on the H100 (tests/e2e/test_reduce.py, 2026-11-23): and/or/xor through an INT64 tensor map
 assemble (ptxas accepts the instruction, which names no type) but fault at run time with
 CUDA_ERROR_ILLEGAL_INSTRUCTION, while the same bits through a UINT64 map reduce correctly; an
 INT32 map works. So the bitwise operations refuse i64 (a bitwise result is the same on u64).

@@ -5,7 +5,7 @@ tmalang module imports this one, so the compiler runs without it. The module imp
 tmalang either, so `pygmentize -x -l tmalang/tools/highlight.py:TmalangLexer` works from a checkout.
 
 The word lists and the rule table below are the one place both highlighters learn the language
-from. tests/test_editors.py checks the lists against grammar/tmalang.lark and the compiler's own
+from. tests/tools/test_editors.py checks the lists against grammar/tmalang.lark and the compiler's own
 tables (so a keyword added to the grammar fails there until it is added here), and checks that
 editors/vscode/syntaxes/tmalang.tmLanguage.json is exactly what `python -m tmalang.tools.highlight`
 prints. The TextMate rules are single-line `match` rules only, in syntax that Python's `re` and

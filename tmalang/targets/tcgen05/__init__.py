@@ -9,6 +9,6 @@ Plain integers and strings, no IR or LLVM, as for wgmma (targets/wgmma/):
   thread-sync fences.
 
 No Blackwell GPU is available to this project: every field is checked bit by bit against the
-PTX ISA tables by tests/test_tcgen05_encoding.py, and every instruction form is assembled by
+PTX ISA tables by tests/targets/test_tcgen05_encoding.py, and every instruction form is assembled by
 ptxas for sm_100a.
 """

@@ -23,7 +23,7 @@ kernel never loads it. The sm_100 tcgen05 encodings are another table: targets/t
 # * 9.7.15.4       "Async Proxy" (wgmma reads shared memory through the async proxy);
 # * 9.7.15.7.1 / .2 / .3  wgmma.fence / wgmma.commit_group / wgmma.wait_group.
 #
-# Every layout fact here is also checked on an H100 by tests/test_wgmma_encoding.py (the GPU test
+# Every layout fact here is also checked on an H100 by tests/targets/test_wgmma_encoding.py (the GPU test
 # builds operand tiles with `KMajorTile.pack`, runs real wgmma instructions made from
 # `inline_asm`, and maps the registers back with `accumulator_layout`).
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 # So thread 0 holds (0,0), (0,1), (8,0), (8,1), then (0,8), ...; thread 1 starts at (0,2);
 # thread 4 at (1,0); thread 32 at (16,0). Index i counts accumulator *elements* d0, d1, ...: for
 # f32 that is the register number; for an f16 accumulator, register r packs d[2r] (low half) and
-# d[2r+1] (high half). The GPU test in tests/test_wgmma_encoding.py checks this on hardware.
+# d[2r+1] (high half). The GPU test in tests/targets/test_wgmma_encoding.py checks this on hardware.
 # ---------------------------------------------------------------------------------------------
 
 WARPGROUP_THREADS = 128
