@@ -16,7 +16,7 @@ from ..contract.manifest import BulkParam, BulkStrideParam, CounterParam, DimPar
 from ..ir import exprs as ex
 from ..ir import ops
 from ..passes.dispatch_roles import register_limit
-from ..targets import dtypes, tma
+from ..targets import dtypes, tma, tma_modes
 from ..targets.reduce import BULK_REDUCE_TYPES
 from ..targets.tcgen05 import instructions as tcgen05
 from . import (cluster_codegen, emit, gather_codegen, line_info, pair_codegen, panel_codegen, ptx_asm,
@@ -405,7 +405,7 @@ def _im2col_load(g: KernelCodegen, box: ops.BoxDecl, o: ops.TmaLoad) -> None:
     offsets = [g.b.trunc(g.expr(c), I16) for c in reversed(o.offsets)]
     rank = len(coords)
     if box.wide:   # {wHalo, wOffset}: the box's halo and the load's one offset
-        template = ptx_asm.cache_hint(ptx_asm.tma_load_im2col_wide(rank, tma.IM2COL_WIDE_MODES[box.wide]), "::bytes",
+        template = ptx_asm.cache_hint(ptx_asm.tma_load_im2col_wide(rank, tma_modes.WIDE_QUALIFIERS[box.wide]), "::bytes",
                                       box.cache)
         g.asm(template, ",".join(["r", "l"] + ["r"] * rank + ["r", "h", "h"]),
               [g.address(o.dest), g.tensor_map(o.box), *coords, g.address(o.barrier), I16(box.halo), *offsets])
@@ -441,10 +441,21 @@ def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
         g.bulk_guard(box, o.coords)
         g.asm(ptx_asm.PTX["bulk_prefetch"], "l,r", [g.bulk_address(box, o.coords), _bulk_size(box)])
         return
+    if box.im2col:   # element coordinates and the filter position, innermost first (as an im2col load's)
+        _im2col_prefetch(g, box, o)
+        return
     coords = g.element_coords(box, o.coords, o.elements)
     template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords)), ".tile", box.cache)
     for at, _ in panel_codegen.copies(g, box, coords, None, 0):
         g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *at])
+
+
+def _im2col_prefetch(g: KernelCodegen, box: ops.BoxDecl, o: ops.TmaPrefetch) -> None:
+    coords = [g.expr(c) for c in reversed(o.coords)]
+    offsets = [g.b.trunc(g.expr(c), I16) for c in reversed(o.offsets)]
+    mode = tma_modes.MODES[box.mode].prefetch
+    template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords), mode, len(offsets)), mode, box.cache)
+    g.asm(template, ",".join(["l"] + ["r"] * len(coords) + ["h"] * len(offsets)), [g.tensor_map(o.box), *coords, *offsets])
 
 
 def _peer_rank(g: KernelCodegen, o: ops.Op) -> ir.Value:

@@ -38,7 +38,7 @@ from ..contract.manifest import (
     BulkParam, BulkStrideParam, CounterParam, DimParam, IndexParam, Manifest, ScalarParam, TensorArg, TensorMapParam,
 )
 from ..ir import ops
-from ..targets import tma
+from ..targets import tma, tma_modes
 from ..targets.arch import target_named
 from ..targets.dtypes import DTYPES
 
@@ -163,7 +163,7 @@ def render(manifest: Manifest, source: str, kernel: ops.KernelOp | None = None, 
         itemsize={n: d.itemsize for n, d in DTYPES.items()},
         tma_dtype={n: tma.DATA_TYPE_PREFIX + d.tma for n, d in DTYPES.items()},
         swizzle={s.name: s.tensor_map for s in tma.SWIZZLES.values()},
-        wide_mode=tma.IM2COL_WIDE_MODE_ENUM,
+        wide_mode=tma_modes.WIDE_MODE_ENUMS,
         interleave={i.name: i.tensor_map for i in tma.INTERLEAVES.values()},
         oob=tma.OOB_FILLS, l2=tma.L2_PROMOTIONS,
     )

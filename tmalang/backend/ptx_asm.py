@@ -74,10 +74,12 @@ def cache_hint(template: str, qualifier_after: str, policy: str) -> str:
             f"{hinted[:-1]}, l2p; }}")
 
 
-def tma_prefetch(rank: int) -> str:
-    """A box into L2 only: the tensor map and the element coordinates, innermost first."""
+def tma_prefetch(rank: int, mode: str = ".tile", offsets: int = 0) -> str:
+    """A box into L2 only: the tensor map and the element coordinates, innermost first. An im2col
+    prefetch (`mode` .im2col) takes its 16-bit offsets after them, as an im2col load does."""
     coords = ", ".join(f"${i + 1}" for i in range(rank))
-    return f"cp.async.bulk.prefetch.tensor.{rank}d.L2.global.tile [$0, {{{coords}}}];"
+    info = f", {{{', '.join(f'${rank + 1 + i}' for i in range(offsets))}}}" if offsets else ""
+    return f"cp.async.bulk.prefetch.tensor.{rank}d.L2.global{mode} [$0, {{{coords}}}]{info};"
 
 
 PTX = {

@@ -53,20 +53,31 @@ def walk(shape: tuple[int, ...], box: ops.BoxDecl, start: list[int], count: int)
 def read_im2col(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], offsets: list[int],
                 o: ops.Op, who: str) -> np.ndarray:
     """The [pixels, channels] tile the load writes into shared memory."""
-    shape = tensor.shape
-    _check(shape, box, coords, offsets, o, who)
-    pixels, channels = box.shape
-    tile = np.zeros((pixels, channels), dtype=tensor.dtype)
+    at, inside, first, last = _pixels(tensor.shape, box, coords, offsets, o, who)
+    tile = np.zeros(box.shape, dtype=tensor.dtype)
     if box.oob == "nan":
         tile.view(np.uint16)[...] = TMA_NAN_HALFWORD
-    at = walk(shape, box, coords[:-1], pixels) + np.array([0, *offsets])
+    if first < last and inside.any():
+        c0 = coords[-1]
+        tile[np.nonzero(inside)[0], first:last] = tensor[tuple(at[inside].T)][:, c0 + first:c0 + last]
+    return tile
+
+
+def elements_inside(shape, box: ops.BoxDecl, coords: list[int], offsets: list[int], o: ops.Op, who: str) -> int:
+    """How many of the tile's elements lie inside the tensor: what an im2col prefetch brings into
+    L2 (checked as the load would be)."""
+    _, inside, first, last = _pixels(shape, box, coords, offsets, o, who)
+    return int(inside.sum()) * max(0, last - first)
+
+
+def _pixels(shape, box: ops.BoxDecl, coords: list[int], offsets: list[int], o: ops.Op, who: str):
+    """(each pixel's tensor coordinates but C, whether it lies inside the tensor, the channels
+    [first, last) of the tile that do) of a copy at `coords` (N, spatial..., C) with `offsets`."""
+    _check(shape, box, coords, offsets, o, who)
+    at = walk(shape, box, coords[:-1], box.shape[0]) + np.array([0, *offsets])
     inside = np.all((at >= 0) & (at < np.array(shape[:-1])), axis=1)
     c0 = coords[-1]
-    first, last = max(0, -c0), max(0, min(channels, shape[-1] - c0))
-    if first < last and inside.any():
-        rows = at[inside]
-        tile[np.nonzero(inside)[0], first:last] = tensor[tuple(rows.T)][:, c0 + first:c0 + last]
-    return tile
+    return at, inside, max(0, -c0), max(0, min(box.shape[1], shape[-1] - c0))
 
 
 def _check(shape, box: ops.BoxDecl, coords: list[int], offsets: list[int], o: ops.Op, who: str) -> None:
@@ -79,6 +90,7 @@ def _check(shape, box: ops.BoxDecl, coords: list[int], offsets: list[int], o: op
                                 [who, "the offsets are unsigned and 16, 8 or 5 bits wide by rank"])
     for axis, (p, (lo, hi)) in enumerate(zip(coords[1:-1], pixel_box(shape, box)), start=1):
         if not lo <= p <= hi:
-            raise ProtocolError("E488", f"im2col load through '{box.symbol}' starts at {p} along dim {axis} of "
+            what = "prefetch" if isinstance(o, ops.TmaPrefetch) else "load"
+            raise ProtocolError("E488", f"im2col {what} through '{box.symbol}' starts at {p} along dim {axis} of "
                                 f"'{box.tensor}', outside its pixel box [{lo}, {hi}]", o.span,
                                 [who, "the start pixel (the filter's corner) must lie in the pixel box"])

@@ -7,7 +7,9 @@ fine, the hardware skips it), so an IR that would fault is caught here, and the 
 prefetch on the TMA engine's track with the bytes that lie inside the tensor. L2 cache policies
 (the box's `cache`) are hints only and have no semantics at all. A bulk box's prefetch
 (cp.async.bulk.prefetch.L2) is an address range, which must lie inside the tensor like a bulk
-copy's: E477 here, a trap on the GPU.
+copy's: E477 here, a trap on the GPU. An im2col box's prefetch (cp.async.bulk.prefetch.tensor
+.im2col) names the pixels an im2col load at the same coordinates and offsets would read, and is
+held to the same rules (E488: offsets in range, the start inside the pixel box).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from ..ir import ops
 from ..targets import tma
 from ..targets.dtypes import DTYPES
 from . import gather
+from .im2col import elements_inside
 from .state import ProtocolError
 from .tiles import box_region, check_bulk_inside, check_element_start
 
@@ -27,6 +30,11 @@ def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
     coords = [m.value(w, c) for c in o.coords]
     if o.gather:   # rows an index tensor names: a hint like any prefetch, so no row is checked
         _gathered(m, w, o, box, coords)
+        return
+    if box.im2col:   # the pixels an im2col load at the same place would read, checked as its are
+        inside = elements_inside(m.launch.arrays[box.tensor].shape, box, coords, [m.value(w, c) for c in o.offsets],
+                                 o, m.who(w))
+        _trace(m, o, inside * DTYPES[box.dtype].itemsize)
         return
     if box.bulk:
         check_bulk_inside(m.launch.arrays[box.tensor].shape, box, coords, o, m.who(w))
@@ -42,8 +50,13 @@ def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
     if m.trace is not None:
         region = box_region(m.launch.arrays[box.tensor].shape, box, coords, o.elements)
         inside = 0 if region is None else prod(-(-(stop - start) // s) for (start, stop), s in zip(region, box.strides))
-        m.trace.transfer(m.cta, "prefetch", m.step, m.step + 1, inside * DTYPES[box.dtype].itemsize,
-                         o.span.location() if o.span else "")
+        _trace(m, o, inside * DTYPES[box.dtype].itemsize)
+
+
+def _trace(m, o: ops.TmaPrefetch, inside_bytes: int) -> None:
+    """The prefetch on the TMA engine's track, with the bytes that lie inside the tensor."""
+    if m.trace is not None:
+        m.trace.transfer(m.cta, "prefetch", m.step, m.step + 1, inside_bytes, o.span.location() if o.span else "")
 
 
 def _gathered(m, w, o: ops.TmaPrefetch, box: ops.BoxDecl, coords: list[int]) -> None:
@@ -58,8 +71,7 @@ def _gathered(m, w, o: ops.TmaPrefetch, box: ops.BoxDecl, coords: list[int]) -> 
         tensor = m.launch.arrays[box.tensor]
         inside = sum(len(range(*r[1])) for r in gather.regions(tensor.shape, box, gather.picked(m, w, o, box),
                                                                coords[1]))
-        m.trace.transfer(m.cta, "prefetch", m.step, m.step + 1, inside * DTYPES[box.dtype].itemsize,
-                         o.span.location() if o.span else "")
+        _trace(m, o, inside * DTYPES[box.dtype].itemsize)
 
 
 SEMANTICS = {

@@ -226,9 +226,7 @@ class _Statements:
     def _Load(self, s: ast.Load):
         barrier = ex.BufferRef(s.barrier.name, ex.Const(0)) if s.barrier else None
         box = self.info.box_for(s.source)
-        offsets = [self.int_expr(c) for c in s.offsets or []]
-        if box.im2col and not offsets:   # no `offsets`: the filter position 0 along every spatial dim
-            offsets = [ex.Const(0)] * (1 if box.im2col.wide else len(box.im2col.lower))   # wide: wOffset
+        offsets = self.im2col_offsets(box, s)
         ctas = self.info.multicast_sets.get(box.name, "cluster")
         return ops.TmaLoad(box.name, self.copy_coords(s), self.tile(s.dest), barrier, s.multicast, False,
                            elements=s.elements, gather=s.gather, ctas=ctas, offsets=offsets, span=s.span)
@@ -250,14 +248,23 @@ class _Statements:
                                self.buffers.get(staging.name, staging.name), s.blocks,
                                s.reduce, s.elements, span=s.span)
 
+    def im2col_offsets(self, box, s) -> list[ex.Expr]:
+        """An im2col copy's filter position; without `offsets`, 0 along every spatial dim (a wide
+        box's one wOffset); none through another box."""
+        offsets = [self.int_expr(c) for c in s.offsets or []]
+        if box.im2col and not offsets:
+            offsets = [ex.Const(0)] * (1 if box.im2col.wide else len(box.im2col.lower))
+        return offsets
+
     def copy_coords(self, s) -> list[ex.Expr]:
         """A copy's tile coordinates; a gathered row `idx[p]` becomes its position p (the op names idx)."""
         coords = [s.coords[0].block[0], *s.coords[1:]] if s.gather else s.coords
         return [self.int_expr(c) for c in coords]
 
     def _Prefetch(self, s: ast.Prefetch):
-        prefetch = ops.TmaPrefetch(self.info.box_for(s.box).name, self.copy_coords(s), elements=s.elements,
-                                   gather=s.gather, span=s.span)
+        box = self.info.box_for(s.box)
+        prefetch = ops.TmaPrefetch(box.name, self.copy_coords(s), elements=s.elements, gather=s.gather,
+                                   offsets=self.im2col_offsets(box, s), span=s.span)
         return prefetch if self.elected else ops.Elect("role", [prefetch], span=s.span)   # one thread issues it
 
     def _is_tmem(self, ref) -> bool:

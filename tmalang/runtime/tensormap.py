@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from ..contract.errors import MANIFEST, LaunchError
 from ..contract.manifest import TensorMapParam
 from ..contract.view import ArrayView
-from ..targets import tma
+from ..targets import tma, tma_modes
 from ..targets.dtypes import DTYPES
 from . import driver
 
@@ -71,7 +71,7 @@ def tensor_map_fields(param: TensorMapParam, view: ArrayView, device_ptr: int) -
         interleave=_lookup(_INTERLEAVES, param.interleave, "interleave", param),
         lower=tuple(reversed(param.lower)),
         upper=tuple(reversed(param.upper)),
-        wide_mode=tma.IM2COL_WIDE_MODE_ENUM[param.wide] if param.wide else "",
+        wide_mode=tma_modes.WIDE_MODE_ENUMS[param.wide] if param.wide else "",
     )
 
 

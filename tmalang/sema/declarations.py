@@ -13,6 +13,7 @@ from ..diagnostics import Span, error
 from ..syntax import ast
 from ..targets import tma
 from ..targets.arch import Target
+from ..targets.tma_modes import mode_of
 from ..targets.dtypes import DTYPES, SCALAR_DTYPES, DType
 from . import interleave, panels
 
@@ -61,6 +62,11 @@ class Box:
     @property
     def dtype(self) -> DType:
         return self.tensor.dtype
+
+    @property
+    def mode(self) -> str:
+        """Its TMA mode (targets/tma_modes.py MODES), from the declaration's switches."""
+        return mode_of(self.bulk, self.im2col is not None, getattr(self.im2col, "wide", ""), self.gather)
 
     @property
     def tile_shape(self) -> list[int]:
@@ -265,7 +271,7 @@ def check_box(info: KernelInfo, d: ast.BoxDecl) -> None:
         raise error("E025", f"element strides must be {rank} values in 1..{tma.MAX_ELEMENT_STRIDE}, got {strides}",
                     d.option_spans.get("strides", d.span))
     if strides[-1] != 1:
-        # Measured on the H100 (tests/test_interp_vs_h100.py): the TMA unit ignores the innermost
+        # Measured on the H100 (tests/gpu/test_interp_vs_h100.py): the TMA unit ignores the innermost
         # element stride and moves the whole inner extent, so the bytes landing on the barrier,
         # the smem layout and the elements a store writes all differ from a strided reading, and
         # an inner coordinate that is not a multiple of the stride faults the launch.

@@ -132,31 +132,40 @@ def _check_area(d: ast.BoxDecl, tensor: Tensor, lower: list[int], upper: list[in
 def check_load(info: KernelInfo, s: ast.Load, box: Box) -> None:
     """An im2col load names every tensor coordinate (elements: N, spatial..., C) and one offset
     per spatial dim; a tiled load takes no offsets."""
-    if box.im2col is None:
-        if s.offsets is not None:
-            raise error("E486", f"box '{box.name}' is a tiled box; only an im2col load takes offsets",
-                        s.offsets_span, "declare the box with `im2col`")
+    if not check_copy(box, s, "load"):
         return
-    rank = len(box.tensor.shape)
-    if len(s.coords) != rank:
-        raise error("E065", f"an im2col load through '{box.name}' takes {rank} element coordinates (N, spatial "
-                    f"dims, C) of tensor '{box.tensor.name}', got {len(s.coords)}", s.span)
     if s.multicast:
         raise error("E487", f"im2col box '{box.name}' cannot be loaded with multicast (v0)", s.span,
                     "load the im2col tile in each CTA; multicast the tiled operand")
     if info.cta_group == 2:   # a pair's load completes on the leader's barrier (.cta_group::2)
         raise error("E487", f"im2col box '{box.name}' cannot be loaded in a cta_group 2 kernel (v0)", s.span,
                     "the im2col load has no CTA-pair form here; run the convolution without CTA pairs")
+
+
+def check_copy(box: Box, s, what: str) -> bool:
+    """A load or prefetch (`what`) through an im2col box names every tensor coordinate (elements:
+    N, spatial..., C) and at most one offset per spatial dim; through another box it takes no
+    offsets. True for an im2col copy."""
+    if box.im2col is None:
+        if s.offsets is not None:
+            raise error("E486", f"box '{box.name}' is a tiled box; only an im2col {what} takes offsets",
+                        s.offsets_span, "declare the box with `im2col`")
+        return False
+    rank = len(box.tensor.shape)
+    if len(s.coords) != rank:
+        raise error("E065", f"an im2col {what} through '{box.name}' takes {rank} element coordinates (N, spatial "
+                    f"dims, C) of tensor '{box.tensor.name}', got {len(s.coords)}", s.span)
     offsets = s.offsets or []
     if s.offsets is not None and len(offsets) != rank - 2:
-        raise error("E486", f"an im2col load over a rank-{rank} tensor takes {rank - 2} offsets (one per spatial "
-                    f"dim), got {len(offsets)}", s.offsets_span)
+        raise error("E486", f"an im2col {what} over a rank-{rank} tensor takes {rank - 2} offsets (one per "
+                    f"spatial dim), got {len(offsets)}", s.offsets_span)
     low, high = tma.im2col_offset_range(rank)
     for e in offsets:
         value = literal(e)
         if value is not None and not low <= value <= high:
             raise error("E486", f"an im2col offset over a rank-{rank} tensor lies in [{low}, {high}], got {value}",
                         e.span, "the filter position, unsigned: 16, 8 or 5 bits by rank")
+    return True
 
 
 def literal(e) -> int | None:
@@ -169,7 +178,7 @@ def literal(e) -> int | None:
 
 
 def refuse(box: Box, what: str, span) -> None:
-    """What an im2col tensor map does not do in v0: stores, reduces, prefetches, tile loops."""
+    """What an im2col tensor map does not do in v0: stores, reduces, tile loops."""
     if box.im2col is not None:
         raise error("E487", f"im2col box '{box.name}' cannot {what} (v0)", span,
                     "an im2col box only loads; declare a tiled box over the tensor for this")

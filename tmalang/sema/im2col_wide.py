@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from ..diagnostics import error
 from ..syntax import ast
-from ..targets import tma
+from ..targets import tma, tma_modes
 from .declarations import (MAX_TX_BYTES, Box, KernelInfo, Tensor, cache_policy, check_option, check_static_strides,
                            declare)
 from .im2col import Im2col, check_channels, check_rank, literal
@@ -38,7 +38,7 @@ def check_decl(info: KernelInfo, d: ast.BoxDecl) -> None:
     if not info.target.has_im2col_w:
         raise error("E503", f"wide im2col box '{d.name}' (.im2col::{'w::128' if d.wide == 'w128' else 'w'}) needs "
                     f"sm_100a, not {info.target.name}", span, "compile with --arch sm_100a, or drop `wide`")
-    if d.wide not in tma.IM2COL_WIDE_MODES:
+    if d.wide not in tma_modes.WIDE_QUALIFIERS:
         raise error("E504", f"unknown wide im2col mode '{d.wide}'", span, "expected `wide w` or `wide w128`")
     tensor = info.lookup(d.tensor, Tensor, what="tensor")
     rank = check_rank(d, tensor)

@@ -9,7 +9,7 @@ access alike by global_races (E580): two stores of different tiles whose boxes o
 while boxes that leave gaps, or interleave by element strides, do not.
 
 Two rules come from the H100 itself, which faults (illegal instruction) rather than fill or clip
-(tests/test_offsets.py probes it with hand-written PTX): the innermost coordinate of every copy
+(tests/sema/test_offsets.py probes it with hand-written PTX): the innermost coordinate of every copy
 at element coordinates must be a multiple of 16 bytes (E476), and a store's or reduce's
 coordinates must not be negative (E461). Both are checked on the coordinate's linear form, so an
 expression sema cannot see through is refused rather than trusted.
@@ -56,6 +56,8 @@ def check_load(box: Box, s: ast.Load) -> None:
 
 
 def check_prefetch(box: Box, s: ast.Prefetch) -> None:
+    if box.im2col and not s.elements:   # element coordinates by nature, as an im2col load's
+        check_inner_alignment(box, s.coords)
     if s.elements:
         _whole_chunks(box, s)
         check_inner_alignment(box, s.coords)

@@ -224,6 +224,8 @@ class Prefetch(Node):
     coords: list[Expr]
     elements: bool = False  # `prefetch T@[r, c]`: element coordinates
     gather: str = ""        # sema: the index tensor of `prefetch X[idx[p], c]` (tile::gather4 into L2)
+    offsets: list[Expr] | None = None   # `offsets [r, s]`: an im2col prefetch's filter position
+    offsets_span: Span | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

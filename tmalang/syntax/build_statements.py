@@ -96,8 +96,11 @@ class StatementBuilder(NodeBuilder):
                          through=self._through(through))
 
     def prefetch(self, meta, children):
-        box, at, *coords = children
-        return ast.Prefetch(self._span(meta), self._ref(box), coords, at is not None)
+        box, at, *coords, offsets = children
+        prefetch = ast.Prefetch(self._span(meta), self._ref(box), coords, at is not None)
+        if offsets is not None:
+            prefetch.offsets, prefetch.offsets_span = offsets
+        return prefetch
 
     def assign(self, meta, children):
         target, value = children

@@ -64,7 +64,7 @@ CACHE_POLICIES = ("none", "evict_first", "evict_normal", "evict_last")
 TMA_COORDINATE_RANGE = (-(1 << 31), (1 << 31) - 1)   # tensor coordinates are signed 32-bit
 
 GLOBAL_ALIGNMENT = 16      # bytes: a tensor's base address and every outer stride
-# Measured on the H100 (tests/test_offsets.py, hand-written PTX): a tensor copy whose innermost
+# Measured on the H100 (tests/sema/test_offsets.py, hand-written PTX): a tensor copy whose innermost
 # start coordinate is not a multiple of 16 bytes faults (CUDA_ERROR_ILLEGAL_INSTRUCTION), as does
 # a tensor store at any negative coordinate; a load at negative coordinates is filled like any
 # other part outside the tensor.
@@ -129,8 +129,7 @@ IM2COL_MAX_PIXELS = 1024                     # pixelsPerColumn
 # the sm_100a W-only im2col modes (cuTensorMapEncodeIm2colWide; PTX ISA 5.5.5 and
 # cp.async.bulk.tensor's {wHalo, wOffset}): one corner per side along W, 16-bit signed at every
 # rank; im2col::w::128 always loads 128 pixels; halo and wOffset are 16-bit unsigned operands
-IM2COL_WIDE_MODES = {"w": ".im2col::w", "w128": ".im2col::w::128"}
-IM2COL_WIDE_MODE_ENUM = {"w": "CU_TENSOR_MAP_IM2COL_WIDE_MODE_W", "w128": "CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128"}
+# (the modes themselves, w and w128, with their qualifiers and enums: tma_modes.py)
 IM2COL_WIDE_CORNER = (-32768, 32767)
 IM2COL_W128_PIXELS = 128
 IM2COL_WIDE_HALO = {"w": 512, "w128": 32}    # wHalo lies in [0, this)

@@ -72,6 +72,9 @@ class TmaPrefetch(Op):
     coords: list[Expr]            # tile indices, outermost first
     elements: bool = False        # coords are element indices, not tile indices
     gather: str = ""              # an index tensor, as for tma_load: the rows gather[p * rows + j] into L2
+    # through an im2col box: coords are element coordinates (N, spatial..., C) and these the filter
+    # position added to each pixel, one per spatial dim, outermost first (as tma_load's)
+    offsets: list[Expr] = field(default_factory=list)
 
 
 @op("tensormap_prefetch")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...targets import dtypes, tma
+from ...targets.tma_modes import mode_of
 from ..exprs import Expr
 from .base import Op, op
 
@@ -80,6 +81,11 @@ class BoxDecl(Op):
     @property
     def im2col(self) -> bool:
         return bool(self.lower)
+
+    @property
+    def mode(self) -> str:
+        """Its TMA mode (targets/tma_modes.py MODES), derived from the fields as sema derives it."""
+        return mode_of(self.bulk, self.im2col, self.wide, self.gather)
 
     def map_shape(self) -> list[int]:
         """The box one CTA's tensor map describes: its slice of a split box, one row of a gathered one,

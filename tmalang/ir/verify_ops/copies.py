@@ -6,6 +6,7 @@ prefetches, bulk groups, and the push of a whole tile into a peer CTA.
 from __future__ import annotations
 
 from ...targets import cluster
+from ...targets.tma_modes import MODES
 from ...targets.dtypes import DTYPES
 from ...targets.reduce import BULK_REDUCE_TYPES, REDUCE_OPS
 from .. import exprs as ex
@@ -17,15 +18,9 @@ from .scope import Hook, Scope, cta_set, one_thread, pair_kernel, pending, state
 def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
     v.in_role(o)
     box = v.decl(o, "box", ops.BoxDecl)
-    if box.im2col:   # element coordinates of the tensor; an offset per spatial dim
-        rank = len(v.decl(box, "tensor", ops.TensorDecl).shape)
-        v.check(o, "coords", len(o.coords) == rank, f"not one per dimension of im2col box @{box.symbol}'s tensor")
-        v.check(o, "offsets", len(o.offsets) == (1 if box.wide else rank - 2),
-                f"not one per spatial dimension of @{box.symbol}'s tensor (a wide box: one wOffset)")
+    _pixels_or_box(v, o, box)
+    if box.im2col:
         v.check(o, "pair", not o.multicast and not o.pair, f"im2col box @{box.symbol} has no multicast or pair load")
-    else:
-        v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
-        v.check(o, "offsets", not o.offsets, f"box @{box.symbol} is not an im2col box")
     v.tile(o, "dest", "smem")
     if o.barrier is not None:
         v.tile(o, "barrier", "mbarrier")
@@ -42,6 +37,19 @@ def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
     if o.pair:
         pair_kernel(v, o)
     _gathered(v, o, box)
+
+
+def _pixels_or_box(v: Scope, o: ops.TmaLoad | ops.TmaPrefetch, box: ops.BoxDecl) -> None:
+    """Through an im2col box: element coordinates of the tensor and an offset per spatial dim (a
+    wide box's one wOffset); through another box: a coordinate per box dim and no offsets."""
+    if box.im2col:
+        rank = len(v.decl(box, "tensor", ops.TensorDecl).shape)
+        v.check(o, "coords", len(o.coords) == rank, f"not one per dimension of im2col box @{box.symbol}'s tensor")
+        v.check(o, "offsets", len(o.offsets) == (1 if box.wide else rank - 2),
+                f"not one per spatial dimension of @{box.symbol}'s tensor (a wide box: one wOffset)")
+    else:
+        v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
+        v.check(o, "offsets", not o.offsets, f"box @{box.symbol} is not an im2col box")
 
 
 def _tma_store(v: Scope, o: ops.TmaStore) -> None:
@@ -91,9 +99,9 @@ def _tma_prefetch(v: Scope, o: ops.TmaPrefetch) -> None:
     v.in_role(o)
     box = v.decl(o, "box", ops.BoxDecl)
     _gathered(v, o, box)
-    v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
+    _pixels_or_box(v, o, box)
     v.check(o, "box", box.slices() == 1, "a sliced box (multicast or pair): its tensor map covers part of it")
-    v.check(o, "box", not box.im2col, "an im2col box only loads")
+    v.check(o, "box", MODES[box.mode].prefetch is not None, f"a {box.mode} box has no prefetch (v0)")
     one_thread(v, o)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ...targets import tma
+from ...targets import tma, tma_modes
 from ...targets.dtypes import DTYPES, SCALAR_DTYPES
 from .. import exprs as ex
 from .. import ops
@@ -117,8 +117,8 @@ def _im2col_box(v: Scope, o: ops.BoxDecl, tensor: ops.TensorDecl) -> None:
 def _im2col_wide_box(v: Scope, o: ops.BoxDecl, rank: int) -> None:
     """sm_100a W-only modes: one W corner per side (D, H: 0), one W stride (D, H: 1), the halo's
     range, [pixels + halo, channels] with 128 pixels in w128, and a swizzle."""
-    v.check(o, "wide", o.wide in tma.IM2COL_WIDE_MODES, "not a wide im2col mode (w, w128)")
-    if o.wide not in tma.IM2COL_WIDE_MODES:
+    v.check(o, "wide", o.wide in tma_modes.WIDE_QUALIFIERS, "not a wide im2col mode (w, w128)")
+    if o.wide not in tma_modes.WIDE_QUALIFIERS:
         return
     low, high = tma.IM2COL_WIDE_CORNER
     for name in ("lower", "upper"):
