@@ -3,7 +3,7 @@
 A small GEMM C = A · B with A [M, K] and B [K, N] as they lie in memory, in bf16 and f16, f32
 out, at shapes that are not tile multiples: the interpreter (CPU) and the H100 against float64,
 and the H100 against the interpreter. The encoding itself (wgmma.MNMajorTile) is checked against
-the PTX ISA text in tests/test_wgmma_encoding.py.
+the PTX ISA text in tests/targets/test_wgmma_encoding.py.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ that this image is exactly the layout the descriptors the backend builds describ
   panel, K·128 bytes; SBO is the stride between 8-row K groups, 1024 bytes. One descriptor per
   k16 step covers all N = 64·P columns.
 
-The H100 check is tests/test_panels_mma.py (GEMMs over these layouts against float64).
+The H100 check is tests/backend/test_panels_mma.py (GEMMs over these layouts against float64).
 """
 
 from __future__ import annotations
