@@ -4,13 +4,16 @@ only list of passes)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import ROOT
-from tmalang.compiler import Options, compile_source
+from tmalang.compiler import Options, compile_ir, compile_source
 from tmalang.diagnostics import TmalangError
 from tmalang.ir.ops import OPS
 from tmalang.ir.parser import parse_ir
+from tmalang.ir.printer import print_ir
 from tmalang.ir.verifier import verify
 from tmalang.ir.verify_ops import VERIFY
 from tmalang.passes import PASS_NAMES, PassLog
@@ -117,3 +120,32 @@ def test_a_failure_points_at_the_op_in_the_ir_text():
     line = text.splitlines().index("    fence kind=nope") + 1
     assert caught.value.span.line == line and caught.value.span.col == 5
     assert "^^^^^^^^^^^^^^^" in caught.value.render()
+
+
+# What the last passes establish, held of final IR text given to `tmalangc K.ir --emit ptx`
+# (compiler.compile_ir): a hand-written kernel that breaks one is E432, not a backend crash or a
+# launch whose copies write past its shared memory.
+def _final_ir(example: str, arch: str) -> str:
+    path = ROOT / "examples" / f"{example}.tma"
+    return print_ir(compile_source(path.read_text(), path.name, Options(arch=arch), until="ir").ir)
+
+
+@pytest.mark.parametrize("example, arch, edit, message", [
+    ("tma_copy", "sm_90a", lambda t: re.sub(r"smem_bytes=\d+", "smem_bytes=16", t, count=1),
+     "overlaps another or ends past smem_bytes"),
+    ("tma_copy", "sm_90a", lambda t: re.sub(r"(@ring.full stages=\d+ count=\d+ tx_bytes=\d+ offset=)\d+", r"\g<1>0", t,
+                                            count=1), "overlaps another"),
+    ("tma_copy", "sm_90a", lambda t: re.sub(r"threads=\d+", "threads=32", t, count=1),
+     "a role's warps lie past the block's threads"),
+    ("gemm_sm100", "sm_100a", lambda t: re.sub(r"\n *tmem_alloc [^\n]*", "", t, count=1), "one tmem_alloc"),
+    ("gemm_sm100", "sm_100a", lambda t: t.replace("tmem_alloc columns=512", "tmem_alloc columns=32", 1),
+     "of at least their columns"),
+], ids=["smem_too_small", "overlapping_barrier", "role_outside_the_block", "no_tmem_alloc", "tmem_alloc_too_small"])
+def test_final_ir_text_is_held_to_what_the_last_passes_establish(example, arch, edit, message):
+    text = _final_ir(example, arch)
+    compile_ir(text, "k.ir", Options(arch=arch), until="ir")   # the kernel as compiled is accepted
+    changed = edit(text)
+    assert changed != text
+    with pytest.raises(TmalangError, match="E432") as caught:
+        compile_ir(changed, "k.ir", Options(arch=arch), until="ir")
+    assert message in str(caught.value)

@@ -30,7 +30,12 @@ STAGE_RULES = [
     ("plan_smem", (ops.BufferDecl, ops.MbarrierDecl, ops.TmemAlloc), lambda o: o.offset >= 0, "no smem offset"),
     ("claim_tiles", ops.ForTiles, lambda o: not o.dynamic, "a dynamic tile loop remains"),
     ("claim_tiles", ops.TileQueueDecl, lambda o: o.offset >= 0, "no smem offset"),
+    ("plan_smem", ops.KernelOp, lambda o: _placed_apart_within(o), "shared memory: a placed buffer, barrier, "
+     "TMEM address word or tile queue overlaps another or ends past smem_bytes"),
+    ("plan_tmem", ops.KernelOp, lambda o: _tmem_allocated(o), "Tensor Memory: the tmem tiles need one tmem_alloc "
+     "at the kernel's top, of at least their columns, and one tmem_dealloc of as many"),
     ("dispatch_roles", ops.KernelOp, lambda o: o.threads > 0, "no block size"),
+    ("dispatch_roles", ops.KernelOp, lambda o: _roles_within_block(o), "a role's warps lie past the block's threads"),
     ("lower_tile_walk", ops.ForTiles, lambda o: False, "none may remain"),
 ]
 
@@ -107,6 +112,28 @@ class Verifier(Scope):
         decl = self.symbols.get(ref.name) or self.symbols[ref.name.partition(".")[0]]
         if isinstance(ref.index, ex.Const) and not 0 <= ref.index.value < decl.stages:
             self.fail(f"{ref} is outside the {decl.stages} stage(s) of @{ref.name}", o)
+
+
+def _placed_apart_within(kernel: ops.KernelOp) -> bool:
+    """No two placed ranges overlap and every one ends within the kernel's dynamic smem."""
+    ranges = sorted((start, end) for start, end, _ in ops.smem_ranges(kernel))
+    apart = all(end <= start for (_, end), (start, _) in zip(ranges, ranges[1:]))
+    return apart and all(end <= kernel.smem_bytes for _, end in ranges)
+
+
+def _tmem_allocated(kernel: ops.KernelOp) -> bool:
+    tiles = ops.decls(kernel, ops.TmemDecl).values()
+    if not tiles:
+        return True
+    allocs = [o for o in kernel.body if isinstance(o, ops.TmemAlloc)]
+    frees = [o for o in kernel.body if isinstance(o, ops.TmemDealloc)]
+    needed = max(t.column + t.stages * t.pitch() for t in tiles)
+    return (len(allocs) == 1 == len(frees) and allocs[0].columns >= needed
+            and frees[0].columns == allocs[0].columns)
+
+
+def _roles_within_block(kernel: ops.KernelOp) -> bool:
+    return all(32 * (r.last_warp + 1) <= kernel.threads for r in ops.roles(kernel))
 
 
 def _named(o: ops.Op) -> str:

@@ -30,19 +30,14 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
         offset += 8 * m.stages
     for alloc in (o for o in kernel.body if isinstance(o, ops.TmemAlloc)):
         alloc.offset = offset       # tcgen05.alloc writes the 32-bit TMEM base address here
-        offset += 8
+        offset += ops.TMEM_ADDRESS_BYTES
     _settle(kernel, target, buffers, offset)
 
 
 def extend(kernel: ops.KernelOp, target: Target, nbytes: int, align: int) -> int:
     """Room for `nbytes` more after the plan (for what a pass after this one declares): its offset."""
     buffers = list(ops.decls(kernel, ops.BufferDecl).values())
-    ends = [b.offset + b.bytes * b.stages for b in buffers]
-    ends += [m.offset + 8 * m.stages for m in ops.decls(kernel, ops.MbarrierDecl).values()]
-    ends += [a.offset + 8 for a in kernel.body if isinstance(a, ops.TmemAlloc)]
-    queues = ops.decls(kernel, ops.TileQueueDecl).values()
-    ends += [q.offset + q.stage_bytes * q.stages for q in queues if q.offset >= 0]
-    offset = _round_up(max(ends, default=0), align)
+    offset = _round_up(max((end for _, end, _ in ops.smem_ranges(kernel)), default=0), align)
     _settle(kernel, target, buffers, offset + nbytes)
     return offset
 

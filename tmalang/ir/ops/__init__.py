@@ -25,6 +25,7 @@ from ..exprs import AccRef, Bin, BufferRef, Call, Cast, Const, Expr, Neg, TmemRe
 from ..exprs import walk as walk_expr
 from .base import OPS, Op, op, walk
 from .kernel import KernelOp, RoleOp, SetMaxNReg, WarpgroupBlock, decls, roles
+from .layout import TMEM_ADDRESS_BYTES, smem_ranges
 from .declarations import (
     ASSUME_OPS,
     COMPARISONS,
