@@ -133,7 +133,7 @@ def _turns(kernel: ops.KernelOp) -> list[str]:
 def _l2(kernel: ops.KernelOp) -> list[str]:
     """Prefetches and cache policies, where the kernel has any: they change no barrier or smem."""
     maps = [o.box for o in ops.walk(kernel.body) if isinstance(o, ops.TensorMapPrefetch)]
-    boxes = [o.box for o in ops.walk(kernel.body) if isinstance(o, ops.TmaPrefetch)]
+    boxes = [o.box for o in ops.walk(kernel.body) if isinstance(o, ops.TensorPrefetch)]
     hints = [f"{b.symbol} {b.cache}" for b in ops.decls(kernel, ops.BoxDecl).values() if b.cache != "none"]
     rows = [f"  tensor maps prefetched at kernel start: {', '.join(maps)}"] if maps else []
     rows += [f"  boxes prefetched into L2: {', '.join(dict.fromkeys(boxes))}"] if boxes else []

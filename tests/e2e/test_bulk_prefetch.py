@@ -84,7 +84,7 @@ def test_explain_lists_the_prefetched_bulk_box():
 def test_verifier_takes_a_bulk_prefetch_through_the_ir_text():
     c = kernel()._c
     text = print_ir(c.ir)
-    assert "tma_prefetch box=In" in text and print_ir(parse_ir(text)) == text
+    assert "bulk_prefetch box=In" in text and print_ir(parse_ir(text)) == text
 
 
 @pytest.mark.gpu

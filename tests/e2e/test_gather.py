@@ -269,8 +269,10 @@ def test_ir_round_trips_and_the_verifier_holds_the_gather_rules():
         assert old in text
         with pytest.raises(TmalangError, match="gather"):
             verify(parse_ir(text.replace(old, new, 1))[0], "lower_tile_walk", done)
-    with pytest.raises(TmalangError, match="is gathered, unlike the copy"):
-        verify(parse_ir(text.replace(" gather=idx", "", 1))[0], "lower_tile_walk", done)
+    assert "tma_store_scatter4 box=Y" in text   # a copy's op is its box's mode: a tiled store cannot go through Y
+    tiled = text.replace("tma_store_scatter4 box=Y", "tma_store box=Y", 1).replace(" gather=idx", "", 1)
+    with pytest.raises(TmalangError, match="box @Y is a gather4 box, not tiled"):
+        verify(parse_ir(tiled)[0], "lower_tile_walk", done)
 
 
 def test_the_launch_header_passes_the_index_tensor_address(tmp_path):
@@ -285,7 +287,7 @@ def test_opt_refuses_gathered_copies_for_sm_90a():
     path = ROOT / "tests" / "passes" / "order_slot_release" / "scatters_overlap.ir"
     with pytest.raises(TmalangError) as e:
         optimize(path.read_text(), str(path), ["order_slot_release"], target_named("sm_90a"))
-    assert e.value.code == "E434" and "'tma_store' needs a target with gather4" in e.value.message
+    assert e.value.code == "E434" and "'tma_store_scatter4' needs a target with gather4" in e.value.message
     optimize(path.read_text(), str(path), ["order_slot_release"], target_named("sm_100a"))
 
 

@@ -61,7 +61,7 @@ def test_the_ptx_prefetches_im2col_and_ptxas_takes_it():
 
 def test_the_verifier_holds_an_im2col_prefetch_to_its_offsets():
     text = print_ir(compile_source(SOURCE, "taps.tma", Options(arch="sm_90a"), until="ir").ir)
-    assert "tma_prefetch box=A" in text and "offsets=[" in text
+    assert "tma_prefetch_im2col box=A" in text and "offsets=[" in text
     one_offset = text.replace("offsets=[", "offsets=[0, ", 1)   # the prefetch is the first op with offsets
     with pytest.raises(TmalangError, match="E432.*not one per spatial dimension"):
         compile_ir(one_offset, "taps.ir", Options(arch="sm_90a"))

@@ -16,12 +16,14 @@ from ..contract.manifest import BulkParam, BulkStrideParam, CounterParam, DimPar
 from ..ir import exprs as ex
 from ..ir import ops
 from ..passes.dispatch_roles import register_limit
-from ..targets import dtypes, tma, tma_modes
-from ..targets.reduce import BULK_REDUCE_TYPES
+from ..targets import dtypes
 from ..targets.tcgen05 import instructions as tcgen05
-from . import (cluster_codegen, emit, gather_codegen, line_info, pair_codegen, panel_codegen, ptx_asm,
+from . import (cluster_codegen, emit, line_info, pair_codegen, panel_codegen, ptx_asm,
                tcgen05_codegen, timeline_codegen, watchdog_codegen)
+from .bulk_codegen import BULK_EMITTERS
 from .claim_codegen import CLAIM_EMITTERS
+from .gather_codegen import GATHER_EMITTERS
+from .im2col_codegen import IM2COL_EMITTERS
 from .builder import KernelBuilder
 from .mma_codegen import MMA_EMITTERS
 from .pair_codegen import PAIR_EMITTERS
@@ -353,23 +355,9 @@ def param_name(p) -> str:
     return p.symbol if isinstance(p, DimParam) else p.name
 
 
-def _bulk_size(box: ops.BoxDecl) -> ir.Value:
-    return I32(box.shape[-1] * dtypes.itemsize(box.dtype))
-
-
 def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
+    """A tiled load; through a multicast box this CTA's slice to its set, in a pair its half."""
     box = g.boxes[o.box]
-    if box.bulk:   # sema and the verifier allow no multicast or pair form
-        g.bulk_guard(box, o.coords)
-        g.asm(ptx_asm.PTX["bulk_load"], "r,l,r,r",
-              [g.address(o.dest), g.bulk_address(box, o.coords), _bulk_size(box), g.address(o.barrier)])
-        return
-    if o.gather:   # sema and the verifier allow no multicast or pair form
-        gather_codegen.gather_load(g, o, box)
-        return
-    if box.im2col:   # sema and the verifier allow no multicast or pair form
-        _im2col_load(g, box, o)
-        return
     coords = g.element_coords(box, o.coords, o.elements)
     rank, dest, barrier = len(coords), g.address(o.dest), g.address(o.barrier)
     constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"])
@@ -399,32 +387,8 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
         g.asm(template, constraints, [smem, g.tensor_map(o.box), *at, barrier, *extra])
 
 
-def _im2col_load(g: KernelCodegen, box: ops.BoxDecl, o: ops.TmaLoad) -> None:
-    """Coordinates are elements already; both they and the offsets go innermost first."""
-    coords = [g.expr(c) for c in reversed(o.coords)]
-    offsets = [g.b.trunc(g.expr(c), I16) for c in reversed(o.offsets)]
-    rank = len(coords)
-    if box.wide:   # {wHalo, wOffset}: the box's halo and the load's one offset
-        template = ptx_asm.cache_hint(ptx_asm.tma_load_im2col_wide(rank, tma_modes.WIDE_QUALIFIERS[box.wide]), "::bytes",
-                                      box.cache)
-        g.asm(template, ",".join(["r", "l"] + ["r"] * rank + ["r", "h", "h"]),
-              [g.address(o.dest), g.tensor_map(o.box), *coords, g.address(o.barrier), I16(box.halo), *offsets])
-        return
-    constraints = ",".join(["r", "l"] + ["r"] * rank + ["r"] + ["h"] * len(offsets))
-    template = ptx_asm.cache_hint(ptx_asm.tma_load_im2col(rank), "::bytes", box.cache)
-    g.asm(template, constraints, [g.address(o.dest), g.tensor_map(o.box), *coords, g.address(o.barrier), *offsets])
-
-
 def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
     box = g.boxes[o.box]
-    if box.bulk:
-        g.bulk_guard(box, o.coords)
-        template = ptx_asm.bulk_store(o.reduce and BULK_REDUCE_TYPES[o.reduce][box.dtype], o.reduce)
-        g.asm(template, "l,r,r", [g.bulk_address(box, o.coords), g.address(o.source), _bulk_size(box)])
-        return
-    if o.gather:   # no reduce form (sema E495, the verifier)
-        gather_codegen.scatter_store(g, o, box)
-        return
     coords = g.element_coords(box, o.coords, o.elements)
     tensor_map, source = g.tensor_map(o.box), g.address(o.source)
     template = ptx_asm.cache_hint(ptx_asm.tma_store(len(coords), o.reduce), ".bulk_group", box.cache)
@@ -434,28 +398,10 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
 
 def _tma_prefetch(g: KernelCodegen, o: ops.TmaPrefetch) -> None:
     box = g.boxes[o.box]
-    if o.gather:
-        gather_codegen.gather_prefetch(g, o, box)
-        return
-    if box.bulk:   # an address and a byte count; outside the tensor it traps, like a bulk copy
-        g.bulk_guard(box, o.coords)
-        g.asm(ptx_asm.PTX["bulk_prefetch"], "l,r", [g.bulk_address(box, o.coords), _bulk_size(box)])
-        return
-    if box.im2col:   # element coordinates and the filter position, innermost first (as an im2col load's)
-        _im2col_prefetch(g, box, o)
-        return
     coords = g.element_coords(box, o.coords, o.elements)
     template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords)), ".tile", box.cache)
     for at, _ in panel_codegen.copies(g, box, coords, None, 0):
         g.asm(template, ",".join(["l"] + ["r"] * len(coords)), [g.tensor_map(o.box), *at])
-
-
-def _im2col_prefetch(g: KernelCodegen, box: ops.BoxDecl, o: ops.TmaPrefetch) -> None:
-    coords = [g.expr(c) for c in reversed(o.coords)]
-    offsets = [g.b.trunc(g.expr(c), I16) for c in reversed(o.offsets)]
-    mode = tma_modes.MODES[box.mode].prefetch
-    template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords), mode, len(offsets)), mode, box.cache)
-    g.asm(template, ",".join(["l"] + ["r"] * len(coords) + ["h"] * len(offsets)), [g.tensor_map(o.box), *coords, *offsets])
 
 
 def _peer_rank(g: KernelCodegen, o: ops.Op) -> ir.Value:
@@ -551,6 +497,9 @@ EMITTERS = {
         g.b.and_(g.b.icmp_unsigned(">=", g.b.lshr(g.warp, I32(2)), I32(o.first)),
                  g.b.icmp_unsigned("<=", g.b.lshr(g.warp, I32(2)), I32(o.last))),
         lambda: g.region(o.body)),
+    **IM2COL_EMITTERS,
+    **BULK_EMITTERS,
+    **GATHER_EMITTERS,
     **MMA_EMITTERS,
     **TCGEN05_EMITTERS,
     **PAIR_EMITTERS,

@@ -22,7 +22,7 @@ I32, I64 = ir.IntType(32), ir.IntType(64)
 INDEX_BYTES = 4   # i32 indices (sema/gather.py)
 
 
-def row_indices(g, o: ops.TmaLoad | ops.TmaStore | ops.TmaPrefetch, rows: int) -> list[ir.Value]:
+def row_indices(g, o: ops.GatherLoad | ops.ScatterStore | ops.GatherPrefetch, rows: int) -> list[ir.Value]:
     """The tensor rows of the copy's R tile rows, read by this thread; the tensor's row count (one
     past its last row) past the index tensor or for an index outside the tensor."""
     tensors = ops.decls(g.kernel, ops.TensorDecl)
@@ -48,21 +48,27 @@ def _copies(g, o, box: ops.BoxDecl):
         yield k * step, [column, *indices[k * tma.GATHER_ROWS:(k + 1) * tma.GATHER_ROWS]]
 
 
-def gather_load(g, o: ops.TmaLoad, box: ops.BoxDecl) -> None:
+def gather_load(g, o: ops.GatherLoad) -> None:
+    box = g.boxes[o.box]
     dest, barrier = g.address(o.dest), g.address(o.barrier)
     template = ptx_asm.cache_hint(ptx_asm.PTX["gather4_load"], "::bytes", box.cache)
     for offset, coords in _copies(g, o, box):
         g.asm(template, "r,l,r,r,r,r,r,r", [g.b.add(dest, I32(offset)), g.tensor_map(o.box), *coords, barrier])
 
 
-def gather_prefetch(g, o: ops.TmaPrefetch, box: ops.BoxDecl) -> None:
+def gather_prefetch(g, o: ops.GatherPrefetch) -> None:
+    box = g.boxes[o.box]
     template = ptx_asm.cache_hint(ptx_asm.PTX["gather4_prefetch"], "tile::gather4", box.cache)
     for _, coords in _copies(g, o, box):
         g.asm(template, "l,r,r,r,r,r", [g.tensor_map(o.box), *coords])
 
 
-def scatter_store(g, o: ops.TmaStore, box: ops.BoxDecl) -> None:
+def scatter_store(g, o: ops.ScatterStore) -> None:
+    box = g.boxes[o.box]
     source = g.address(o.source)
     template = ptx_asm.cache_hint(ptx_asm.PTX["scatter4_store"], ".bulk_group", box.cache)
     for offset, coords in _copies(g, o, box):
         g.asm(template, "l,r,r,r,r,r,r", [g.tensor_map(o.box), *coords, g.b.add(source, I32(offset))])
+
+
+GATHER_EMITTERS = {ops.GatherLoad: gather_load, ops.ScatterStore: scatter_store, ops.GatherPrefetch: gather_prefetch}

@@ -35,8 +35,8 @@ def derive_manifest(kernel: ops.KernelOp, arch: str, grid: GridSpec, source: str
 
 def build_manifest(kernel: ops.KernelOp, arch: str, grid: GridSpec, waits=(), events=()) -> Manifest:
     boxes = ops.decls(kernel, ops.BoxDecl)
-    stored = {boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TmaStore)}
-    loaded = {boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TmaLoad)}
+    stored = {boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TensorStore)}
+    loaded = {boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TensorLoad)}
     args = []
     for o in kernel.body:
         if isinstance(o, ops.TensorDecl):
@@ -89,7 +89,7 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     by_name = ops.decls(kernel, ops.BoxDecl)
     gathered: dict[str, dict] = {}   # index tensor -> the tensors whose rows it names (ordered set)
     for o in ops.walk(kernel.body):
-        if isinstance(o, (ops.TmaLoad, ops.TmaStore, ops.TmaPrefetch)) and o.gather:
+        if isinstance(o, (ops.GatherLoad, ops.ScatterStore, ops.GatherPrefetch)):
             gathered.setdefault(o.gather, {})[by_name[o.box].tensor] = None
     params += [IndexParam(t, tuple(names)) for t, names in gathered.items()]
     counted = kernel.grid == "persistent"   # a grid of tiles claims by cancelling CTAs: no counter
@@ -135,8 +135,8 @@ TRACED = {
     ops.MbarArrive: "arrive",
     ops.MbarArriveCluster: "arrive",
     ops.MbarArriveExpectTx: "arrive",
-    ops.TmaLoad: "tma load",
-    ops.TmaStore: "tma store",
+    **dict.fromkeys((ops.TmaLoad, ops.Im2colLoad, ops.GatherLoad, ops.BulkLoad), "tma load"),
+    **dict.fromkeys((ops.TmaStore, ops.ScatterStore, ops.BulkStore), "tma store"),
     ops.WgmmaCommit: "mma commit",
 }
 SPANS = {"wait", "sync"}

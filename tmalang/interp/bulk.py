@@ -16,38 +16,43 @@ from .state import Blocked, BulkGroup, Transfer
 from .tiles import box_region, check_bulk_inside, check_element_start, write_box
 
 
-def tma_store(m, w, o: ops.TmaStore) -> None:
+def tma_store(m, w, o: ops.TensorStore) -> None:
+    """A store or reduce of any mode (tiled, scatter4, bulk) joins the thread's open bulk group; its
+    global writes land when the transfer does."""
     box = m.boxes[o.box]
     coords = [m.value(w, c) for c in o.coords]
     source = m.tile(w, o.source)
     target = m.launch.arrays[box.tensor]
-    if box.bulk:
+    scattered = isinstance(o, ops.ScatterStore)
+    elements = isinstance(o, ops.TmaStore) and o.elements
+    operation = "" if scattered else o.reduce
+    if isinstance(o, ops.BulkStore):
         check_bulk_inside(target.shape, box, coords, o, m.who(w))
-    if o.elements:
+    if elements:
         check_element_start(box, coords, o, m.who(w))
     if w.open_group is None:
         w.open_group = BulkGroup()
-    what = f"TMA reduce '{o.reduce}'" if o.reduce else "TMA store"
+    what = f"TMA reduce '{operation}'" if operation else "TMA store"
     key, who = m.tile_key(w, o.source), f"the {what} issued by {m.who(w)}"
-    combine = (lambda old, new: reduce.combine(o.reduce, old, new)) if o.reduce else None
+    combine = (lambda old, new: reduce.combine(operation, old, new)) if operation else None
     agent, tile = m.races.issue(w.agent), w.current_tile   # the tile it was issued for, whenever it lands
-    if o.gather:   # tile rows to the rows an index tensor names (interp/gather.py)
+    if scattered:   # tile rows to the rows an index tensor names (interp/gather.py)
         picked = gather.rows(m, w, o, box)
         gather.check_distinct(m, w, o, box, picked)
         regions = gather.regions(target.shape, box, picked, coords[1])
     else:
-        regions = [r for r in [box_region(target.shape, box, coords, o.elements)] if r is not None]
+        regions = [r for r in [box_region(target.shape, box, coords, elements)] if r is not None]
 
     def apply():
         m.races.access(key, agent, False, None, o.span, who)
         m.races.tick(agent)     # epoch 2: the global writes, which only a full wait_group acquires
         for region in regions:
             m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, True, o.span,
-                                   f"{who} in CTA {m.cta}", reduce=o.reduce or "", steps=box.strides, tile=tile)
-        if o.gather:
+                                   f"{who} in CTA {m.cta}", reduce=operation, steps=box.strides, tile=tile)
+        if scattered:
             gather.write_rows(target, box, picked, coords[1], source.copy())
         else:
-            write_box(target, box, coords, source.copy(), combine, o.elements)
+            write_box(target, box, coords, source.copy(), combine, elements)
 
     transfer = Transfer("store", w.index, o.span, apply, nbytes=source.nbytes, due=m.launch.due(m.step),
                         issued=m.step)

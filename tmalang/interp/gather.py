@@ -23,7 +23,7 @@ from .tiles import box_region, box_tile_bytes, read_box, write_box
 NO_ROW = -1   # a position past the index tensor: outside every tensor
 
 
-def picked(m, w, o: ops.TmaLoad | ops.TmaStore | ops.TmaPrefetch, box: ops.BoxDecl) -> list[int]:
+def picked(m, w, o: ops.GatherLoad | ops.ScatterStore | ops.GatherPrefetch, box: ops.BoxDecl) -> list[int]:
     """The index of each tile row, read as the issuing thread reads it: NO_ROW past the index tensor."""
     index = m.launch.arrays[o.gather]
     count, position = box.shape[0], m.value(w, o.coords[0])
@@ -31,7 +31,7 @@ def picked(m, w, o: ops.TmaLoad | ops.TmaStore | ops.TmaPrefetch, box: ops.BoxDe
             for p in range(position * count, position * count + count)]
 
 
-def rows(m, w, o: ops.TmaLoad | ops.TmaStore, box: ops.BoxDecl) -> list[int]:
+def rows(m, w, o: ops.GatherLoad | ops.ScatterStore, box: ops.BoxDecl) -> list[int]:
     """The tensor row of each tile row of a copy, NO_ROW past the index tensor; E497 for an index
     outside the tensor's rows."""
     extent = m.launch.arrays[box.tensor].shape[0]
@@ -40,7 +40,7 @@ def rows(m, w, o: ops.TmaLoad | ops.TmaStore, box: ops.BoxDecl) -> list[int]:
     for j, row in enumerate(out):
         p = first + j
         if 0 <= p < m.launch.arrays[o.gather].shape[0] and not 0 <= row < extent:
-            what = "load" if isinstance(o, ops.TmaLoad) else "store"
+            what = "load" if isinstance(o, ops.GatherLoad) else "store"
             raise ProtocolError("E497", f"gathered {what} through box '{box.symbol}': {o.gather}[{p}] = {row} "
                                 f"is not a row of tensor '{box.tensor}' (0..{extent - 1})", o.span,
                                 [m.who(w), "on the GPU TMA " + ("fills that tile row (oob)" if what == "load" else
@@ -60,13 +60,20 @@ def regions(tensor_shape, box: ops.BoxDecl, picked: list[int], column: int) -> l
     return [r for r in found if r is not None]
 
 
+def read_load(m, w, o: ops.GatherLoad, box: ops.BoxDecl, coords: list[int]):
+    """(the tile, the regions read, no steps) of a gathered load: tile rows from the rows its
+    index tensor names."""
+    tensor, named = m.launch.arrays[box.tensor], rows(m, w, o, box)
+    return read_rows(tensor, box, named, coords[1]), regions(tensor.shape, box, named, coords[1]), ()
+
+
 def read_rows(tensor: np.ndarray, box: ops.BoxDecl, picked: list[int], column: int) -> np.ndarray:
     shape, _ = box_tile_bytes(box)
     one = _row_box(box)
     return np.concatenate([read_box(tensor, one, [r, column]) for r in picked]).reshape(shape)
 
 
-def check_distinct(m, w, o: ops.TmaStore, box: ops.BoxDecl, picked: list[int]) -> None:
+def check_distinct(m, w, o: ops.ScatterStore, box: ops.BoxDecl, picked: list[int]) -> None:
     seen: dict[int, int] = {}
     for j, r in enumerate(picked):
         if r != NO_ROW and r in seen:

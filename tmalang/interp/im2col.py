@@ -90,7 +90,7 @@ def _check(shape, box: ops.BoxDecl, coords: list[int], offsets: list[int], o: op
                                 [who, "the offsets are unsigned and 16, 8 or 5 bits wide by rank"])
     for axis, (p, (lo, hi)) in enumerate(zip(coords[1:-1], pixel_box(shape, box)), start=1):
         if not lo <= p <= hi:
-            what = "prefetch" if isinstance(o, ops.TmaPrefetch) else "load"
+            what = "prefetch" if isinstance(o, ops.TensorPrefetch) else "load"
             raise ProtocolError("E488", f"im2col {what} through '{box.symbol}' starts at {p} along dim {axis} of "
                                 f"'{box.tensor}', outside its pixel box [{lo}, {hi}]", o.span,
                                 [who, "the start pixel (the filter's corner) must lie in the pixel box"])

@@ -94,7 +94,7 @@ class CTA:
         self.trace = launch.trace
         self.races = self.cluster.races
         self.cluster_id = self.cluster.ctas[0].cta   # global memory orders accesses within a cluster only
-        self.stored = {self.boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TmaStore)}
+        self.stored = {self.boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TensorStore)}
         self.quota = _arrival_quota(kernel)          # arrive op -> arrivals it makes in one phase
         self.phase_arrivals: dict[tuple, dict] = {}  # barrier -> arrive op -> arrivals this phase
         self.site_phase: dict[tuple, int] = {}       # (arrive op, barrier) -> phase it last arrived in
@@ -430,47 +430,35 @@ def _mbar_wait(m: CTA, w: Warp, o: ops.MbarWait):
     tcgen05.synchronised(w)
 
 
-def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
-    """A box lands in smem and completes its bytes on the barrier at the same offset. With
-    multicast, this CTA loads its slice of the box into every CTA of its set (the cluster, or its
-    row or column: slice = its place there), each completing on its own barrier. Each CTA of a pair loads its half of a pair box; a pair load completes on
-    the barrier of the pair's leader, where the pair's MMA waits for both CTAs' bytes."""
+def _tma_load(m: CTA, w: Warp, o: ops.TensorLoad):
+    """A box lands in smem and completes its bytes on the barrier at the same offset; what it
+    reads is its mode's (READS). With multicast (a tiled load), this CTA loads its slice of the box
+    into every CTA of its set (the cluster, or its row or column: slice = its place there), each
+    completing on its own barrier. Each CTA of a pair loads its half of a pair box; a pair load
+    completes on the barrier of the pair's leader, where the pair's MMA waits for both CTAs' bytes."""
     box = m.boxes[o.box]
     coords = [m.value(w, c) for c in o.coords]
-    parts = box.slices() if o.multicast or box.pair else 1
-    shape = m.kernel.cluster_shape()
-    part = geometry.position(shape, o.ctas, m.rank) if o.multicast else m.rank % parts
+    tiled = isinstance(o, ops.TmaLoad)
+    multicast, pair, ctas = (o.multicast, o.pair, o.ctas) if tiled else (False, False, "cluster")
+    parts = box.slices() if multicast or box.pair else 1
+    part = geometry.position(m.kernel.cluster_shape(), ctas, m.rank) if multicast else m.rank % parts
     if parts > 1:   # rows [part, part + 1) * extent / parts of the box, as a box of its own
         box = replace(box, shape=[box.shape[0] // parts, *box.shape[1:]], pair=False)
         coords = [coords[0] * parts + part, *coords[1:]]
-    if box.bulk:
-        check_bulk_inside(m.launch.arrays[box.tensor].shape, box, coords, o, m.who(w))
-    tensor = m.launch.arrays[box.tensor]
-    if o.elements:
-        check_element_start(box, coords, o, m.who(w))
-    if box.im2col:   # gathered pixels: take the whole tensor as what the load may read
-        data = (read_im2col_wide if box.wide else read_im2col)(tensor, box, coords, [m.value(w, c) for c in o.offsets],
-                                                               o, m.who(w))
-        regions = [tuple((0, n) for n in tensor.shape)]
-    elif o.gather:   # tile rows from the rows an index tensor names (interp/gather.py)
-        picked = gather.rows(m, w, o, box)
-        data, regions = gather.read_rows(tensor, box, picked, coords[1]), gather.regions(tensor.shape, box, picked,
-                                                                                           coords[1])
-    else:
-        data, regions = read_box(tensor, box, coords, o.elements), [box_region(tensor.shape, box, coords, o.elements)]
+    data, regions, steps = READS[type(o)](m, w, o, box, coords)
     agent, who = m.races.issue(w.agent), f"the TMA load issued by {m.who(w)}"
     tile = w.current_tile
-    share = row_share(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else None
+    share = row_share(part * box.shape[0], (part + 1) * box.shape[0]) if multicast else None
     deliveries = []
-    for c in m.members(o.ctas) if o.multicast else [m]:
-        signalled = pairs.leader(m) if o.pair else c
+    for c in m.members(ctas) if multicast else [m]:
+        signalled = pairs.leader(m) if pair else c
         bar = signalled.barrier(w, o.barrier, o)
         if (bar.name, bar.stage) in signalled.init_unfenced:
             raise ProtocolError("E407", f"TMA load completes on mbarrier '{bar.name}[{bar.stage}]' whose "
                                 "initialisation no fence.mbarrier_init made visible to the async proxy", o.span,
                                 [m.who(w), ("after mbarrier.init, fence (mbarrier_init or proxy_async) and sync "
                                             "before any TMA operation uses the barrier")])
-        rows = slice(part * box.shape[0], (part + 1) * box.shape[0]) if o.multicast else slice(None)
+        rows = slice(part * box.shape[0], (part + 1) * box.shape[0]) if multicast else slice(None)
         deliveries.append((c, signalled, bar, c.tile(w, o.dest)[rows], c.tile_key(w, o.dest)))
         signalled.fed[(bar.name, bar.stage)] = (bar.completed, o)
 
@@ -478,8 +466,7 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
         for region in regions if box.tensor in m.stored else []:   # it reads what a store may write
             if region is not None:
                 m.launch.memory.access(m.races, m.cluster_id, box.tensor, region, agent, False, o.span,
-                                       f"{who} in CTA {m.cta}", steps=() if box.im2col or o.gather else box.strides,
-                                       tile=tile)
+                                       f"{who} in CTA {m.cta}", steps=steps, tile=tile)
         for c, signalled, bar, dest, key in deliveries:
             c.races.access(key, agent, True, share, o.span, who)
             dest[...] = data
@@ -489,6 +476,35 @@ def _tma_load(m: CTA, w: Warp, o: ops.TmaLoad):
 
     m.put_in_flight(Transfer("load", w.index, o.span, apply, None, data.nbytes,
                                 due=m.launch.due(m.step), issued=m.step))
+
+
+def _read_tiled(m: CTA, w: Warp, o: ops.TmaLoad, box: ops.BoxDecl, coords: list[int]):
+    """(the tile, the tensor regions read, their element steps) of a tiled load."""
+    tensor = m.launch.arrays[box.tensor]
+    if o.elements:
+        check_element_start(box, coords, o, m.who(w))
+    return read_box(tensor, box, coords, o.elements), [box_region(tensor.shape, box, coords, o.elements)], box.strides
+
+
+def _read_bulk(m: CTA, w: Warp, o: ops.BulkLoad, box: ops.BoxDecl, coords: list[int]):
+    """A bulk chunk, which must lie inside the tensor (E477)."""
+    tensor = m.launch.arrays[box.tensor]
+    check_bulk_inside(tensor.shape, box, coords, o, m.who(w))
+    return read_box(tensor, box, coords, False), [box_region(tensor.shape, box, coords, False)], box.strides
+
+
+def _read_pixels(m: CTA, w: Warp, o: ops.Im2colLoad, box: ops.BoxDecl, coords: list[int]):
+    """An im2col box's pixels (interp/im2col.py, im2col_wide.py): the whole tensor is what the
+    load may read."""
+    tensor = m.launch.arrays[box.tensor]
+    read = read_im2col_wide if box.wide else read_im2col
+    data = read(tensor, box, coords, [m.value(w, c) for c in o.offsets], o, m.who(w))
+    return data, [tuple((0, n) for n in tensor.shape)], ()
+
+
+# what each mode's load reads: (tile, tensor regions, their element steps)
+READS = {ops.TmaLoad: _read_tiled, ops.BulkLoad: _read_bulk, ops.Im2colLoad: _read_pixels,
+         ops.GatherLoad: gather.read_load}
 
 
 def _tile_assign(m: CTA, w: Warp, o: ops.TileAssign):
@@ -507,7 +523,8 @@ SEMANTICS = {
     ops.MbarInit: _mbar_init, ops.MbarArrive: _mbar_arrive, ops.MbarArriveCluster: _mbar_arrive_cluster,
     ops.MbarArriveLeader: _mbar_arrive_leader, ops.MbarExpectTx: _mbar_expect_tx,
     ops.MbarArriveExpectTx: _mbar_arrive_expect_tx, ops.MbarWait: _mbar_wait,
-    ops.TmaLoad: _tma_load, ops.TmaStore: bulk.tma_store, ops.BulkCommit: bulk.bulk_commit,
+    **dict.fromkeys(READS, _tma_load), **dict.fromkeys((ops.TmaStore, ops.ScatterStore, ops.BulkStore), bulk.tma_store),
+    ops.BulkCommit: bulk.bulk_commit,
     ops.BulkWait: bulk.bulk_wait, ops.TileAssign: _tile_assign,
     ops.Fence: _fence, ops.SetMaxNReg: lambda m, w, o: None,
     ops.TmemAlloc: _tmem_alloc, ops.TmemDealloc: _tmem_dealloc,

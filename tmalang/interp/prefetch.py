@@ -25,43 +25,49 @@ from .state import ProtocolError
 from .tiles import box_region, check_bulk_inside, check_element_start
 
 
-def tma_prefetch(m, w, o: ops.TmaPrefetch) -> None:
+def tma_prefetch(m, w, o: ops.TmaPrefetch | ops.BulkPrefetch) -> None:
+    """A tiled box's (or a bulk chunk's, which must lie inside the tensor) prefetch."""
     box = m.boxes[o.box]
     coords = [m.value(w, c) for c in o.coords]
-    if o.gather:   # rows an index tensor names: a hint like any prefetch, so no row is checked
-        _gathered(m, w, o, box, coords)
-        return
-    if box.im2col:   # the pixels an im2col load at the same place would read, checked as its are
-        inside = elements_inside(m.launch.arrays[box.tensor].shape, box, coords, [m.value(w, c) for c in o.offsets],
-                                 o, m.who(w))
-        _trace(m, o, inside * DTYPES[box.dtype].itemsize)
-        return
-    if box.bulk:
+    elements = isinstance(o, ops.TmaPrefetch) and o.elements
+    if isinstance(o, ops.BulkPrefetch):
         check_bulk_inside(m.launch.arrays[box.tensor].shape, box, coords, o, m.who(w))
     low, high = tma.TMA_COORDINATE_RANGE
     for c, extent in zip(coords, box.shape):
-        element = c if o.elements else c * extent
+        element = c if elements else c * extent
         if not low <= element <= high:
-            raise ProtocolError("E456", f"prefetch of box '{box.symbol}' at {'element' if o.elements else 'tile'} "
+            raise ProtocolError("E456", f"prefetch of box '{box.symbol}' at {'element' if elements else 'tile'} "
                                 f"{c}: element coordinate {element} is outside the signed 32-bit range TMA takes",
                                 o.span, [m.who(w)])
-    if o.elements:
+    if elements:
         check_element_start(box, coords, o, m.who(w))
     if m.trace is not None:
-        region = box_region(m.launch.arrays[box.tensor].shape, box, coords, o.elements)
+        region = box_region(m.launch.arrays[box.tensor].shape, box, coords, elements)
         inside = 0 if region is None else prod(-(-(stop - start) // s) for (start, stop), s in zip(region, box.strides))
         _trace(m, o, inside * DTYPES[box.dtype].itemsize)
 
 
-def _trace(m, o: ops.TmaPrefetch, inside_bytes: int) -> None:
+def _trace(m, o: ops.TensorPrefetch, inside_bytes: int) -> None:
     """The prefetch on the TMA engine's track, with the bytes that lie inside the tensor."""
     if m.trace is not None:
         m.trace.transfer(m.cta, "prefetch", m.step, m.step + 1, inside_bytes, o.span.location() if o.span else "")
 
 
-def _gathered(m, w, o: ops.TmaPrefetch, box: ops.BoxDecl, coords: list[int]) -> None:
-    """Four rows per gather4 prefetch: only the column is a coordinate the index math computes
-    (the rows are the index values, i32 already)."""
+def im2col_prefetch(m, w, o: ops.Im2colPrefetch) -> None:
+    """The pixels an im2col load at the same place would read, checked as its are."""
+    box = m.boxes[o.box]
+    coords = [m.value(w, c) for c in o.coords]
+    inside = elements_inside(m.launch.arrays[box.tensor].shape, box, coords, [m.value(w, c) for c in o.offsets],
+                             o, m.who(w))
+    _trace(m, o, inside * DTYPES[box.dtype].itemsize)
+
+
+def gather_prefetch(m, w, o: ops.GatherPrefetch) -> None:
+    """Four rows per gather4 prefetch, the rows its index tensor names: a hint like any prefetch,
+    so no row is checked; only the column is a coordinate the index math computes (the rows are
+    the index values, i32 already)."""
+    box = m.boxes[o.box]
+    coords = [m.value(w, c) for c in o.coords]
     low, high = tma.TMA_COORDINATE_RANGE
     if not low <= coords[1] * box.shape[1] <= high:
         raise ProtocolError("E456", f"prefetch of box '{box.symbol}' at column tile {coords[1]}: element "
@@ -75,6 +81,7 @@ def _gathered(m, w, o: ops.TmaPrefetch, box: ops.BoxDecl, coords: list[int]) -> 
 
 
 SEMANTICS = {
-    ops.TmaPrefetch: tma_prefetch,
+    ops.TmaPrefetch: tma_prefetch, ops.BulkPrefetch: tma_prefetch, ops.Im2colPrefetch: im2col_prefetch,
+    ops.GatherPrefetch: gather_prefetch,
     ops.TensorMapPrefetch: lambda m, w, o: None,   # the descriptor is read-only; caching it changes nothing
 }

@@ -82,7 +82,7 @@ def _check_exit(cta: CTA) -> None:
     cta.exited = True
     for key, (phase, op) in cta.fed.items():
         if cta.observed.get(key, 0) <= phase:
-            what = ("a TMA load" if isinstance(op, ops.TmaLoad) else "a bulk push" if isinstance(op, ops.BulkPush)
+            what = ("a TMA load" if isinstance(op, ops.TensorLoad) else "a bulk push" if isinstance(op, ops.BulkPush)
                     else "a tcgen05.commit")
             raise ProtocolError("E412", f"CTA {cta.cta} may exit with {what} in flight: no wait observes "
                                 f"phase {phase} of mbarrier '{key[0]}[{key[1]}]'", op.span,

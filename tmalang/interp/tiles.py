@@ -63,8 +63,8 @@ def check_bulk_inside(tensor_shape: tuple[int, ...], box: ops.BoxDecl, coords: l
     no out-of-bounds handling, so on the GPU it would reach past the tensor (the backend traps)."""
     if all(0 <= c * n and c * n + n <= dim for c, n, dim in zip(coords, box.shape, tensor_shape)):
         return
-    what = ("reduce" if getattr(o, "reduce", "") else "load" if isinstance(o, ops.TmaLoad)
-            else "prefetch" if isinstance(o, ops.TmaPrefetch) else "store")
+    what = ("reduce" if isinstance(o, ops.BulkStore) and o.reduce else "load" if isinstance(o, ops.BulkLoad)
+            else "prefetch" if isinstance(o, ops.BulkPrefetch) else "store")
     raise ProtocolError("E477", f"bulk {what} through box '{box.symbol}' at tile {list(coords)} lies outside "
                         f"tensor '{box.tensor}' of shape {list(tensor_shape)}", o.span,
                         [who, "a bulk copy has no out-of-bounds fill or clipping; on the GPU the kernel traps"])

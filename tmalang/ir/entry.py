@@ -17,14 +17,12 @@ NEEDS = {
     "has_tcgen05": (ops.TmemDecl, ops.TmemAlloc, ops.TmemDealloc, ops.Tcgen05Mma, ops.Tcgen05Cp, ops.TmemZero,
                     ops.Tcgen05Commit, ops.TmemEpilogue),
     "has_wgmma": (ops.AccDecl, ops.AccZero, ops.Wgmma, ops.WgmmaFence, ops.WgmmaCommit, ops.WgmmaWait, ops.AccStore),
-    "has_gather4": (),   # a field, not an op: tma_load / tma_store / tma_prefetch with gather= (_needs)
+    "has_gather4": (ops.GatherLoad, ops.ScatterStore, ops.GatherPrefetch),
     "has_im2col_w": (),  # a field, not an op: a box with wide= (_needs)
 }
 
 
 def _needs(o: ops.Op, feature: str) -> bool:
-    if feature == "has_gather4":
-        return isinstance(o, (ops.TmaLoad, ops.TmaStore, ops.TmaPrefetch)) and bool(o.gather)
     if feature == "has_im2col_w":
         return isinstance(o, ops.BoxDecl) and bool(o.wide)
     return isinstance(o, NEEDS[feature])

@@ -224,18 +224,29 @@ class _Statements:
         return self._pipeline_block(ops.Consume, s)
 
     def _Load(self, s: ast.Load):
+        """One op per TMA mode (ops/copies.py): each takes only its own operands."""
         barrier = ex.BufferRef(s.barrier.name, ex.Const(0)) if s.barrier else None
         box = self.info.box_for(s.source)
-        offsets = self.im2col_offsets(box, s)
+        head = (box.name, self.copy_coords(s), self.tile(s.dest), barrier)
+        if box.mode in ("im2col", "im2col_wide"):
+            return ops.Im2colLoad(*head, self.im2col_offsets(box, s), span=s.span)
+        if box.mode == "gather4":
+            return ops.GatherLoad(*head, s.gather, span=s.span)
+        if box.mode == "bulk":
+            return ops.BulkLoad(*head, span=s.span)
         ctas = self.info.multicast_sets.get(box.name, "cluster")
-        return ops.TmaLoad(box.name, self.copy_coords(s), self.tile(s.dest), barrier, s.multicast, False,
-                           elements=s.elements, gather=s.gather, ctas=ctas, offsets=offsets, span=s.span)
+        return ops.TmaLoad(*head, s.multicast, False, elements=s.elements, ctas=ctas, span=s.span)
 
     def _Store(self, s: ast.Store):
         if s.through is not None:
             return self._staged_store(s)
-        return ops.TmaStore(self.info.box_for(s.target).name, self.copy_coords(s), self.tile(s.source), s.reduce,
-                            elements=s.elements, gather=s.gather, span=s.span)
+        box = self.info.box_for(s.target)
+        head = (box.name, self.copy_coords(s), self.tile(s.source))
+        if box.mode == "gather4":
+            return ops.ScatterStore(*head, s.gather, span=s.span)
+        if box.mode == "bulk":
+            return ops.BulkStore(*head, s.reduce, span=s.span)
+        return ops.TmaStore(*head, s.reduce, elements=s.elements, span=s.span)
 
     def _staged_store(self, s: ast.Store) -> ops.StagedStore:
         """Block 0's coordinates in units of the staging box: its columns are the tile's / blocks."""
@@ -250,9 +261,9 @@ class _Statements:
 
     def im2col_offsets(self, box, s) -> list[ex.Expr]:
         """An im2col copy's filter position; without `offsets`, 0 along every spatial dim (a wide
-        box's one wOffset); none through another box."""
+        box's one wOffset)."""
         offsets = [self.int_expr(c) for c in s.offsets or []]
-        if box.im2col and not offsets:
+        if not offsets:
             offsets = [ex.Const(0)] * (1 if box.im2col.wide else len(box.im2col.lower))
         return offsets
 
@@ -263,8 +274,15 @@ class _Statements:
 
     def _Prefetch(self, s: ast.Prefetch):
         box = self.info.box_for(s.box)
-        prefetch = ops.TmaPrefetch(box.name, self.copy_coords(s), elements=s.elements, gather=s.gather,
-                                   offsets=self.im2col_offsets(box, s), span=s.span)
+        head = (box.name, self.copy_coords(s))
+        if box.mode in ("im2col", "im2col_wide"):
+            prefetch = ops.Im2colPrefetch(*head, self.im2col_offsets(box, s), span=s.span)
+        elif box.mode == "gather4":
+            prefetch = ops.GatherPrefetch(*head, s.gather, span=s.span)
+        elif box.mode == "bulk":
+            prefetch = ops.BulkPrefetch(*head, span=s.span)
+        else:
+            prefetch = ops.TmaPrefetch(*head, elements=s.elements, span=s.span)
         return prefetch if self.elected else ops.Elect("role", [prefetch], span=s.span)   # one thread issues it
 
     def _is_tmem(self, ref) -> bool:

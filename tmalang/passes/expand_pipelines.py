@@ -39,6 +39,8 @@ consumers release on that CTA's `empty` (passes/peer_slots.py says why that is s
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir import exprs as ex
 from ..ir import ops
 from ..targets import cluster, tma
@@ -192,7 +194,7 @@ def _expand(region: list[ops.Op], pipelines, boxes, multicast: dict[str, str], o
             out += peer_slots.produce(o, p, slot, _advance(at, o.span), peers[0])
         elif any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(o.body)):
             out += _produce_accumulators(o, p, at)
-        elif any(isinstance(x, ops.TmaLoad) for x in o.body):
+        elif any(isinstance(x, ops.TensorLoad) for x in o.body):
             out += _produce(o, p, at, boxes)
         else:
             out += _produce_by_threads(o, p, at)
@@ -216,8 +218,7 @@ def _advance(at: ex.Var, span) -> ops.Let:
 
 def _produce(o: ops.Produce, p: ops.PipelineDecl, at: ex.Var, boxes) -> list[ops.Op]:
     full = ex.BufferRef(f"{p.symbol}.full", ex.Var(o.slot))
-    loads = [ops.TmaLoad(l.box, l.coords, l.dest, full, l.multicast, l.pair, elements=l.elements, gather=l.gather,
-                         ctas=l.ctas, offsets=l.offsets, span=l.span) for l in o.body]
+    loads = [dataclasses.replace(l, barrier=full) for l in o.body]   # each load keeps its mode's op
     nbytes = sum(boxes[l.box].bytes(DTYPES[boxes[l.box].dtype].itemsize) for l in loads)
     issue = ops.Elect("role", [ops.MbarArriveExpectTx(full, ex.Const(nbytes), span=o.span), *loads], span=o.span)
     return [_slot(p, at, o.slot, o.span), _wait_free(p, at, o.slot, o.span), issue, _advance(at, o.span)]
@@ -257,7 +258,7 @@ def _consume(o: ops.Consume, p: ops.PipelineDecl, at: ex.Var, ctas: str | None, 
     """`ctas`: the CTA set that multicasts into the slot, which the release reaches (None: this CTA);
     a peer pipeline's release goes to the CTA that pushed into the slot instead."""
     stage = ex.Var(o.slot)
-    body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TmaStore) else s for s in o.body]
+    body = [ops.Elect("role", [s], span=s.span) if isinstance(s, ops.TensorStore) else s for s in o.body]
     empty = ex.BufferRef(f"{p.symbol}.empty", stage)
     tensor_cores = any(isinstance(s, ops.TENSOR_CORE_OPS) for s in ops.walk(o.body))   # free once they read it
     if ctas is None:

@@ -123,7 +123,7 @@ def _generic_writes(o: ops.Op, cx: _Context) -> frozenset:
 
 def _async_reads(o: ops.Op) -> set[str]:
     """The smem buffers an op itself reads through the async proxy."""
-    if isinstance(o, ops.TmaStore):
+    if isinstance(o, ops.TensorStore):
         return {o.source.name}
     if isinstance(o, ops.Wgmma):
         return {o.b.name} | ({o.a.name} if isinstance(o.a, ex.BufferRef) else set())

@@ -39,7 +39,7 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
     boxes = ops.decls(kernel, ops.BoxDecl)
     for role in ops.roles(kernel):
         role.body = _region(role.body, boxes)
-        if any(isinstance(o, ops.TmaStore) and _pipelined(o.source.name) for o in ops.walk(role.body)) \
+        if any(isinstance(o, ops.TensorStore) and _pipelined(o.source.name) for o in ops.walk(role.body)) \
                 and not _ends_waiting(role.body):
             role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
 
@@ -73,7 +73,7 @@ def _region(region: list[ops.Op], boxes: dict) -> list[ops.Op]:
         elif isinstance(o, ops.Sync):
             touched = None
         elif isinstance(o, ops.Elect):
-            stores = [s for s in o.body if isinstance(s, ops.TmaStore) and _pipelined(s.source.name)]
+            stores = [s for s in o.body if isinstance(s, ops.TensorStore) and _pipelined(s.source.name)]
             targets = _order_repeated_stores(o, stores, targets, boxes)
             if stores:
                 last = _position(o.body, stores[-1])
@@ -109,7 +109,7 @@ def _nested_touch(o: ops.Op, touched: str | None) -> str | None:
     return touched
 
 
-def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: set, boxes: dict) -> set:
+def _order_repeated_stores(o: ops.Elect, stores: list[ops.TensorStore], targets: set, boxes: dict) -> set:
     """A store that may write what an earlier store of the region wrote waits for that store's
     writes (`bulk_wait read=false`): two unordered stores to the same elements race (E421), also
     through two boxes of one tensor. Reduces of one operation are atomic per element and commute,
@@ -117,12 +117,13 @@ def _order_repeated_stores(o: ops.Elect, stores: list[ops.TmaStore], targets: se
     another operation it waits as after a store (which lands first would decide the result)."""
     for store in stores:
         target = _target(store, boxes)
-        if any(_may_overlap(t, target) and not (op and op == store.reduce) for t, op in targets):
+        reduce = "" if isinstance(store, ops.ScatterStore) else store.reduce   # scatter4 has no reduce form
+        if any(_may_overlap(t, target) and not (op and op == reduce) for t, op in targets):
             at = _position(o.body, store)
-            earlier = any(isinstance(x, ops.TmaStore) for x in o.body[:at])
+            earlier = any(isinstance(x, ops.TensorStore) for x in o.body[:at])
             o.body[at:at] = [ops.BulkCommit(span=store.span)] * earlier + [ops.BulkWait(0, False, span=store.span)]
             targets = set()
-        targets.add((target, store.reduce))
+        targets.add((target, reduce))
     return targets
 
 
@@ -131,12 +132,13 @@ def _position(body: list[ops.Op], o: ops.Op) -> int:
     return next(i for i, x in enumerate(body) if x is o)
 
 
-def _target(store: ops.TmaStore, boxes: dict) -> tuple:
+def _target(store: ops.TensorStore, boxes: dict) -> tuple:
     """What a store writes, as far as this pass compares it: tensor, box geometry, coordinates
     (None for a store at element coordinates or a scattered store: its box may lie anywhere in the
     tensor, or its rows are whatever its indices name)."""
     box = boxes[store.box]
-    coords = None if store.elements or store.gather else tuple(map(str, store.coords))
+    by_box = isinstance(store, ops.BulkStore) or isinstance(store, ops.TmaStore) and not store.elements
+    coords = tuple(map(str, store.coords)) if by_box else None
     return box.tensor, tuple(box.shape), tuple(box.strides), coords
 
 

@@ -17,6 +17,7 @@ Guarantees, in a kernel with `cta_group 2` (any other kernel is left as it is):
 
 from __future__ import annotations
 
+from ..diagnostics import error
 from ..ir import exprs as ex
 from ..ir import ops
 from ..targets.arch import Target
@@ -44,7 +45,10 @@ def _rewrite(region: list[ops.Op], consumed: set[str], produced: set[str]) -> li
     for o in region:
         for r in o.regions():
             r[:] = _rewrite(r, consumed, produced)
-        if isinstance(o, ops.TmaLoad) and o.barrier is not None and o.barrier.name in consumed:
+        if isinstance(o, ops.TensorLoad) and o.barrier is not None and o.barrier.name in consumed:
+            if not isinstance(o, ops.TmaLoad):   # the leader's expect_tx counts both CTAs' bytes
+                raise error("E999", f"internal compiler error: '{o.name}' has no CTA-pair form, and sema "
+                            "admits none into a pair's ring", o.span, "please report this with the source file")
             o.pair = True
         elif isinstance(o, ops.MbarArriveExpectTx) and o.barrier.name in consumed:
             both = ex.Const(2 * o.bytes.value) if isinstance(o.bytes, ex.Const) else ex.Bin("*", o.bytes, ex.Const(2))

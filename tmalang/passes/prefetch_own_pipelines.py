@@ -33,6 +33,8 @@ expand_pipelines later gives such a role separate producer and consumer position
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..ir import exprs as ex
 from ..ir import ops
 from ..targets.arch import Target
@@ -67,7 +69,7 @@ def _pairs(loop: ops.ForRange, stages: dict[str, int]) -> list[tuple[ops.Produce
     for name, depth in stages.items():
         produce = next((o for o in loop.body if isinstance(o, ops.Produce) and o.pipeline == name), None)
         consume = next((o for o in loop.body if isinstance(o, ops.Consume) and o.pipeline == name), None)
-        if produce is None or consume is None or not all(isinstance(x, ops.TmaLoad) for x in produce.body):
+        if produce is None or consume is None or not all(isinstance(x, ops.TensorLoad) for x in produce.body):
             continue
         ahead = depth - 1 if any(isinstance(x, ops.TENSOR_CORE_OPS) for x in ops.walk(consume.body)) else depth
         if ahead > 0:
@@ -93,10 +95,15 @@ def _prefetched(loop: ops.ForRange, pairs) -> list[ops.Op]:
 def _shifted(produce: ops.Produce, var: str, value: ex.Expr) -> ops.Produce:
     """The produce block with the loop index `var` replaced by `value` in its load coordinates
     (and an im2col load's offsets)."""
-    loads = [ops.TmaLoad(l.box, [_substitute(c, var, value) for c in l.coords], l.dest, l.barrier, l.multicast,
-                         l.pair, elements=l.elements, gather=l.gather, ctas=l.ctas,
-                         offsets=[_substitute(c, var, value) for c in l.offsets], span=l.span) for l in produce.body]
+    loads = [_shifted_load(l, var, value) for l in produce.body]
     return ops.Produce(produce.pipeline, produce.slot, loads, span=produce.span)
+
+
+def _shifted_load(load: ops.TensorLoad, var: str, value: ex.Expr) -> ops.TensorLoad:
+    shifted = dataclasses.replace(load, coords=[_substitute(c, var, value) for c in load.coords])
+    if isinstance(load, ops.Im2colLoad):
+        shifted.offsets = [_substitute(c, var, value) for c in load.offsets]
+    return shifted
 
 
 def _substitute(e: ex.Expr, var: str, value: ex.Expr) -> ex.Expr:

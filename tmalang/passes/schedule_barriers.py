@@ -139,7 +139,7 @@ def _check_tx(roles: list[ops.RoleOp], barriers, boxes) -> None:
             _check_site(o, barriers, boxes)
         elif isinstance(o, (ops.MbarExpectTx, ops.MbarArriveExpectTx)) and not _pipelined(o.barrier.name):
             expected[o.barrier.name].append(o)
-        elif isinstance(o, ops.TmaLoad) and o.barrier is not None and not _pipelined(o.barrier.name):
+        elif isinstance(o, ops.TensorLoad) and o.barrier is not None and not _pipelined(o.barrier.name):
             loaded[o.barrier.name] += _load_bytes(o, boxes)
     for name, sites in expected.items():
         if not all(isinstance(s.bytes, ex.Const) for s in sites):
@@ -152,15 +152,15 @@ def _check_tx(roles: list[ops.RoleOp], barriers, boxes) -> None:
                         "a phase completes only when the bytes match exactly: fewer hang, more race")
 
 
-def _load_bytes(o: ops.TmaLoad, boxes) -> int:
+def _load_bytes(o: ops.TensorLoad, boxes) -> int:
     box = boxes[o.box]   # a pair load: both CTAs of the pair bring their bytes to the leader's barrier
-    return box.bytes(DTYPES[box.dtype].itemsize) * (2 if o.pair else 1)
+    return box.bytes(DTYPES[box.dtype].itemsize) * (2 if isinstance(o, ops.TmaLoad) and o.pair else 1)
 
 
 def _check_site(o: ops.Elect, barriers, boxes) -> None:
     for arm in (x for x in ops.walk(o.body) if isinstance(x, ops.MbarArriveExpectTx)):
         name = arm.barrier.name
-        brought = sum(_load_bytes(x, boxes) for x in ops.walk(o.body) if isinstance(x, ops.TmaLoad)
+        brought = sum(_load_bytes(x, boxes) for x in ops.walk(o.body) if isinstance(x, ops.TensorLoad)
                       and x.barrier is not None and x.barrier.name == name)
         brought += sum(x.bytes for x in ops.walk(o.body) if isinstance(x, ops.BulkPush) and x.barrier.name == name)
         if not isinstance(arm.bytes, ex.Const) or arm.bytes.value != brought:

@@ -63,7 +63,7 @@ class _Derived:
             if isinstance(o, ops.Elect) and any(isinstance(x, ops.BulkWait) and x.pending == 0 for x in o.body):
                 pending = frozenset()      # the user's own wait (explicit layer) covers every store
             pending = self.nested(o, _inside(o, in_block), pending, emit)
-            derived = isinstance(o, ops.StagedStore) or (isinstance(o, ops.TmaStore) and _derived_here(o, in_block))
+            derived = isinstance(o, ops.StagedStore) or (isinstance(o, ops.TensorStore) and _derived_here(o, in_block))
             self.stored |= derived
             if not emit or not derived:
                 out.append(o)
@@ -71,7 +71,7 @@ class _Derived:
                 out += _expand(o, self.buffers, self.boxes)
             else:
                 out.append(ops.Elect("role", [o, ops.BulkCommit(span=o.span)], span=o.span))
-            if derived and isinstance(o, ops.TmaStore):
+            if derived and isinstance(o, ops.TensorStore):
                 pending |= {o.source.name}
         return out, pending
 
@@ -102,7 +102,7 @@ def _inside(o: ops.Op, where):
     return "consume" if isinstance(o, ops.Consume) else where
 
 
-def _derived_here(o: ops.TmaStore, where) -> bool:
+def _derived_here(o: ops.TensorStore, where) -> bool:
     """A bare store this pass derives: outside elect and produce blocks, and in a consume block
     only from a tile that is not a slot (a slot's store is released with the slot)."""
     return where is False or (where == "consume" and not ops.is_pipeline_buffer(o.source.name))

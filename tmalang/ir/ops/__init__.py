@@ -71,7 +71,9 @@ from .control import (
     Turn,
     Val,
 )
-from .copies import BulkCommit, BulkPush, BulkWait, StagedStore, TensorMapPrefetch, TmaLoad, TmaPrefetch, TmaStore
+from .copies import (BulkCommit, BulkLoad, BulkPrefetch, BulkPush, BulkStore, BulkWait, GatherLoad, GatherPrefetch,
+                     Im2colLoad, Im2colPrefetch, ScatterStore, StagedStore, TensorLoad, TensorMapPrefetch,
+                     TensorPrefetch, TensorStore, TmaLoad, TmaPrefetch, TmaStore)
 from .wgmma import AccDecl, AccStore, AccZero, Wgmma, WgmmaCommit, WgmmaFence, WgmmaWait, accumulators_touched
 from .barriers import (
     NAMED_BARRIERS,

@@ -1,45 +1,96 @@
-"""Data movement between global and shared memory: TMA loads, stores and reduces (by box, by
-element, gathered), the high-level staged store that stage_stores expands, L2 and tensor-map
+"""Data movement between global and shared memory: TMA loads, stores, reduces and L2 prefetches,
+one op per mode (tiled, im2col, gather4/scatter4, bulk) over a base per kind of copy, the
+high-level staged store that stage_stores expands, L2 and tensor-map
 prefetches, the bulk async-group commit and wait, and the distributed shared memory push to a
 peer CTA (`bulk_push`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..exprs import BufferRef, Expr
 from .base import Op, op
 
 
-@op("tma_load")
+# ---- loads, stores and prefetches: one op per TMA mode (targets/tma_modes.py) ------------------
+# Each base holds what every mode of its copy has; each mode's op adds its own operands, so an
+# op carries no field another mode would read. Passes that treat every load alike test the base.
+
 @dataclass
-class TmaLoad(Op):
+class TensorLoad(Op):
+    """A box into a shared-memory tile, completing its bytes on `barrier` (issued by one thread)."""
+
     box: str
-    coords: list[Expr]            # tile indices, outermost first
+    coords: list[Expr]            # tile indices, outermost first (by mode, see each op)
     dest: BufferRef
     barrier: BufferRef | None
+
+
+@op("tma_load")
+@dataclass
+class TmaLoad(TensorLoad):
+    """A tiled load (cp.async.bulk.tensor ... .tile), the one mode with multicast and CTA pairs."""
+
     multicast: bool               # this CTA's slice of the box, written into every CTA of its set `ctas`
     pair: bool                    # completes its bytes on the barrier of the CTA pair's leader (cta_group 2)
     elements: bool = False        # coords are element indices (innermost last), not tile indices
-    # an index tensor: coords[0] is then a tile position p in it, and tile row j comes from tensor
-    # row gather[p * rows + j] (tile::gather4, four rows per copy); "": a box at tile coordinates
-    gather: str = ""
     ctas: str = "cluster"         # a multicast's CTA set: cluster, row or column (targets/cluster.py)
-    # through an im2col box: coords are element coordinates (N, spatial..., C) and these the
-    # filter position added to each pixel, one per spatial dim, outermost first
-    offsets: list[Expr] = field(default_factory=list)
+
+
+@op("tma_load_im2col")
+@dataclass
+class Im2colLoad(TensorLoad):
+    """Pixels of an im2col box (plain or wide): coords are element coordinates (N, spatial..., C)."""
+
+    # the filter position added to each pixel, one per spatial dim, outermost first (a wide box:
+    # its one wOffset along W)
+    offsets: list[Expr]
+
+
+@op("tma_load_gather4")
+@dataclass
+class GatherLoad(TensorLoad):
+    """Rows an index tensor names (tile::gather4, four rows per copy): coords[0] is a tile position
+    p in `gather`, and tile row j comes from tensor row gather[p * rows + j]."""
+
+    gather: str
+
+
+@op("bulk_load")
+@dataclass
+class BulkLoad(TensorLoad):
+    """One chunk of a bulk box (cp.async.bulk, no tensor map): coords in chunks, inside the tensor."""
+
+
+@dataclass
+class TensorStore(Op):
+    """A shared-memory tile into a box of global memory, in the issuing thread's bulk group."""
+
+    box: str
+    coords: list[Expr]
+    source: BufferRef
 
 
 @op("tma_store")
 @dataclass
-class TmaStore(Op):
-    box: str
-    coords: list[Expr]
-    source: BufferRef
+class TmaStore(TensorStore):
     reduce: str = ""              # a TMA reduce (cp.reduce.async.bulk.tensor) with this operation; "": a store
     elements: bool = False        # coords are element indices, not tile indices
-    gather: str = ""              # an index tensor, as for tma_load: tile row j goes to row gather[p * rows + j]
+
+
+@op("tma_store_scatter4")
+@dataclass
+class ScatterStore(TensorStore):
+    """Tile row j to tensor row gather[p * rows + j] (tile::scatter4; no reduce form)."""
+
+    gather: str
+
+
+@op("bulk_store")
+@dataclass
+class BulkStore(TensorStore):
+    reduce: str = ""              # cp.reduce.async.bulk with this operation on the box's element type
 
 
 @op("staged_store")
@@ -60,21 +111,43 @@ class StagedStore(Op):
     elements: bool = False
 
 
-@op("tma_prefetch")
 @dataclass
-class TmaPrefetch(Op):
-    """Box `box` at tile coordinates `coords` into L2 (cp.async.bulk.prefetch.tensor), issued by
-    one thread: no shared memory, no barrier, no effect on any value; what lies outside the
-    tensor is skipped. Through a bulk box, cp.async.bulk.prefetch.L2 of its chunk, which must
-    lie inside the tensor (as a bulk copy's)."""
+class TensorPrefetch(Op):
+    """A box into L2 (cp.async.bulk.prefetch...), issued by one thread: no shared memory, no
+    barrier, no effect on any value."""
 
     box: str
-    coords: list[Expr]            # tile indices, outermost first
+    coords: list[Expr]            # tile indices, outermost first (by mode, as its load's)
+
+
+@op("tma_prefetch")
+@dataclass
+class TmaPrefetch(TensorPrefetch):
+    """A tiled box; what lies outside the tensor is skipped."""
+
     elements: bool = False        # coords are element indices, not tile indices
-    gather: str = ""              # an index tensor, as for tma_load: the rows gather[p * rows + j] into L2
-    # through an im2col box: coords are element coordinates (N, spatial..., C) and these the filter
-    # position added to each pixel, one per spatial dim, outermost first (as tma_load's)
-    offsets: list[Expr] = field(default_factory=list)
+
+
+@op("tma_prefetch_im2col")
+@dataclass
+class Im2colPrefetch(TensorPrefetch):
+    """The pixels an im2col load at the same coords and offsets would read."""
+
+    offsets: list[Expr]
+
+
+@op("tma_prefetch_gather4")
+@dataclass
+class GatherPrefetch(TensorPrefetch):
+    """The rows gather[p * rows + j] into L2."""
+
+    gather: str
+
+
+@op("bulk_prefetch")
+@dataclass
+class BulkPrefetch(TensorPrefetch):
+    """A bulk box's chunk (cp.async.bulk.prefetch.L2), which must lie inside the tensor."""
 
 
 @op("tensormap_prefetch")

@@ -1,5 +1,6 @@
-"""Verify hooks of data movement (ops/copies.py): TMA loads, stores and reduces against their box
-(multicast and CTA sets, pairs, element coordinates, gathers, im2col offsets), staged stores,
+"""Verify hooks of data movement (ops/copies.py): each mode's loads, stores, reduces and prefetches
+against their box, whose mode must be the op's (tiled: multicast and CTA sets, pairs, element
+coordinates; im2col: pixels and offsets; gather4: the index tensor; bulk: chunks), staged stores,
 prefetches, bulk groups, and the push of a whole tile into a peer CTA.
 """
 
@@ -15,59 +16,96 @@ from .barriers import barrier_op, peer
 from .scope import Hook, Scope, cta_set, one_thread, pair_kernel, pending, statement
 
 
-def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
-    v.in_role(o)
+def _through(v: Scope, o: ops.TensorLoad | ops.TensorStore | ops.TensorPrefetch, *modes: str) -> ops.BoxDecl:
+    """The copy's box, whose TMA mode (targets/tma_modes.py) must be its op's."""
     box = v.decl(o, "box", ops.BoxDecl)
-    _pixels_or_box(v, o, box)
-    if box.im2col:
-        v.check(o, "pair", not o.multicast and not o.pair, f"im2col box @{box.symbol} has no multicast or pair load")
+    v.check(o, "box", box.mode in modes, f"box @{box.symbol} is a {box.mode} box, not {' or '.join(modes)}")
+    return box
+
+
+def _box_coords(v: Scope, o, box: ops.BoxDecl) -> None:
+    v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
+
+
+def _pixels(v: Scope, o: ops.Im2colLoad | ops.Im2colPrefetch, box: ops.BoxDecl) -> None:
+    """Element coordinates of the tensor and an offset per spatial dim (a wide box: one wOffset)."""
+    rank = len(v.decl(box, "tensor", ops.TensorDecl).shape)
+    v.check(o, "coords", len(o.coords) == rank, f"not one per dimension of im2col box @{box.symbol}'s tensor")
+    v.check(o, "offsets", len(o.offsets) == (1 if box.wide else rank - 2),
+            f"not one per spatial dimension of @{box.symbol}'s tensor (a wide box: one wOffset)")
+
+
+def _index(v: Scope, o: ops.GatherLoad | ops.ScatterStore | ops.GatherPrefetch) -> None:
+    """A copy by rows names a 1-D i32 index tensor."""
+    index = v.decl(o, "gather", ops.TensorDecl)
+    v.check(o, "gather", index.dtype == "i32" and len(index.shape) == 1, "not a 1-D i32 tensor")
+
+
+def _into_tile(v: Scope, o: ops.TensorLoad) -> None:
+    v.in_role(o)
     v.tile(o, "dest", "smem")
     if o.barrier is not None:
         v.tile(o, "barrier", "mbarrier")
+
+
+def _tma_load(v: Scope, o: ops.TmaLoad) -> None:
+    _into_tile(v, o)
+    box = _through(v, o, "tiled")
+    _box_coords(v, o, box)
     v.check(o, "multicast", not o.multicast or box.multicast > 1, f"box @{box.symbol} is not multicast")
     cta_set(v, o, ("cluster", "row", "column"))
     v.check(o, "ctas", o.ctas == "cluster" or o.multicast, "a CTA set on a load without multicast")
     if o.multicast and o.ctas in cluster.SETS:   # each CTA of the set loads one slice
         size = cluster.size(v.kernel.cluster_shape(), o.ctas)
         v.check(o, "ctas", box.multicast == size, f"{size} CTAs, but box @{box.symbol} has {box.multicast} slices")
-    v.check(o, "pair", not (box.bulk and o.pair), f"bulk box @{box.symbol} has no pair form")
     v.check(o, "elements", not o.elements or box.slices() == 1,
             "element coordinates on a sliced box (multicast or pair), whose slices are placed by tile")
-    v.check(o, "elements", not (o.elements and box.bulk), "element coordinates on a bulk box (whole chunks)")
     if o.pair:
         pair_kernel(v, o)
-    _gathered(v, o, box)
 
 
-def _pixels_or_box(v: Scope, o: ops.TmaLoad | ops.TmaPrefetch, box: ops.BoxDecl) -> None:
-    """Through an im2col box: element coordinates of the tensor and an offset per spatial dim (a
-    wide box's one wOffset); through another box: a coordinate per box dim and no offsets."""
-    if box.im2col:
-        rank = len(v.decl(box, "tensor", ops.TensorDecl).shape)
-        v.check(o, "coords", len(o.coords) == rank, f"not one per dimension of im2col box @{box.symbol}'s tensor")
-        v.check(o, "offsets", len(o.offsets) == (1 if box.wide else rank - 2),
-                f"not one per spatial dimension of @{box.symbol}'s tensor (a wide box: one wOffset)")
-    else:
-        v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
-        v.check(o, "offsets", not o.offsets, f"box @{box.symbol} is not an im2col box")
+def _im2col_load(v: Scope, o: ops.Im2colLoad) -> None:
+    _into_tile(v, o)
+    _pixels(v, o, _through(v, o, "im2col", "im2col_wide"))
+
+
+def _gather_load(v: Scope, o: ops.GatherLoad) -> None:
+    _into_tile(v, o)
+    _box_coords(v, o, _through(v, o, "gather4"))
+    _index(v, o)
+
+
+def _bulk_load(v: Scope, o: ops.BulkLoad) -> None:
+    _into_tile(v, o)
+    _box_coords(v, o, _through(v, o, "bulk"))
+
+
+def _from_tile(v: Scope, o: ops.TensorStore, *modes: str) -> ops.BoxDecl:
+    v.in_role(o)
+    v.tile(o, "source", "smem")
+    box = _through(v, o, *modes)
+    _box_coords(v, o, box)
+    return box
 
 
 def _tma_store(v: Scope, o: ops.TmaStore) -> None:
-    v.in_role(o)
-    box = v.decl(o, "box", ops.BoxDecl)
-    v.check(o, "coords", len(o.coords) == len(box.shape), f"not one per dimension of box @{box.symbol}")
-    v.tile(o, "source", "smem")
-    v.check(o, "elements", not (o.elements and box.bulk), "element coordinates on a bulk box (whole chunks)")
-    _gathered(v, o, box)
-    v.check(o, "reduce", not (o.gather and o.reduce), "a gathered store has no reduce form (no .tile::scatter4)")
-    v.check(o, "box", not box.im2col, "an im2col box only loads")
-    if o.reduce and box.bulk:
-        v.check(o, "reduce", box.dtype in BULK_REDUCE_TYPES.get(o.reduce, {}),
-                f"not a bulk reduce of box @{box.symbol}'s {box.dtype} elements")
-    elif o.reduce:
+    box = _from_tile(v, o, "tiled")
+    if o.reduce:
         v.check(o, "reduce", o.reduce in REDUCE_OPS, f"not one of {', '.join(REDUCE_OPS)}")
         v.check(o, "reduce", box.dtype not in DTYPES or DTYPES[box.dtype].tma in REDUCE_OPS[o.reduce].types,
                 f"does not reduce box @{box.symbol}'s {box.dtype} elements")
+
+
+def _scatter_store(v: Scope, o: ops.ScatterStore) -> None:
+    _from_tile(v, o, "gather4")
+    _index(v, o)
+
+
+def _bulk_store(v: Scope, o: ops.BulkStore) -> None:
+    box = _from_tile(v, o, "bulk")
+    if o.reduce:
+        v.check(o, "reduce", box.dtype in BULK_REDUCE_TYPES.get(o.reduce, {}),
+                f"not a bulk reduce of box @{box.symbol}'s {box.dtype} elements")
 
 
 def _staged_store(v: Scope, o: ops.StagedStore) -> None:
@@ -83,25 +121,27 @@ def _staged_store(v: Scope, o: ops.StagedStore) -> None:
             "reads no accumulator")
 
 
-def _gathered(v: Scope, o: ops.TmaLoad | ops.TmaStore | ops.TmaPrefetch, box: ops.BoxDecl) -> None:
-    """A copy (or prefetch) by rows names a 1-D i32 index tensor and goes through a gathered box;
-    a box copy does not go through one (its tensor map holds one row)."""
-    v.check(o, "box", bool(o.gather) == box.gather,
-            f"box @{box.symbol} {'is' if box.gather else 'is not'} gathered, unlike the copy")
-    if o.gather:
-        index = v.decl(o, "gather", ops.TensorDecl)
-        v.check(o, "gather", index.dtype == "i32" and len(index.shape) == 1, "not a 1-D i32 tensor")
-        v.check(o, "multicast", not getattr(o, "multicast", False) and not getattr(o, "pair", False),
-                "a gathered load has no multicast or pair form")
-
-
 def _tma_prefetch(v: Scope, o: ops.TmaPrefetch) -> None:
-    v.in_role(o)
-    box = v.decl(o, "box", ops.BoxDecl)
-    _gathered(v, o, box)
-    _pixels_or_box(v, o, box)
+    box = _through(v, o, "tiled")
+    _box_coords(v, o, box)
     v.check(o, "box", box.slices() == 1, "a sliced box (multicast or pair): its tensor map covers part of it")
-    v.check(o, "box", MODES[box.mode].prefetch is not None, f"a {box.mode} box has no prefetch (v0)")
+    one_thread(v, o)
+
+
+def _im2col_prefetch(v: Scope, o: ops.Im2colPrefetch) -> None:
+    box = _through(v, o, *(m for m in ("im2col", "im2col_wide") if MODES[m].prefetch is not None))
+    _pixels(v, o, box)
+    one_thread(v, o)
+
+
+def _gather_prefetch(v: Scope, o: ops.GatherPrefetch) -> None:
+    _box_coords(v, o, _through(v, o, "gather4"))
+    _index(v, o)
+    one_thread(v, o)
+
+
+def _bulk_prefetch(v: Scope, o: ops.BulkPrefetch) -> None:
+    _box_coords(v, o, _through(v, o, "bulk"))
     one_thread(v, o)
 
 
@@ -124,7 +164,10 @@ def _bulk_push(v: Scope, o: ops.BulkPush) -> None:
 
 
 HOOKS: dict[type[ops.Op], Hook] = {
-    ops.TmaLoad: _tma_load, ops.TmaStore: _tma_store, ops.StagedStore: _staged_store, ops.TmaPrefetch: _tma_prefetch,
+    ops.TmaLoad: _tma_load, ops.Im2colLoad: _im2col_load, ops.GatherLoad: _gather_load, ops.BulkLoad: _bulk_load,
+    ops.TmaStore: _tma_store, ops.ScatterStore: _scatter_store, ops.BulkStore: _bulk_store,
+    ops.TmaPrefetch: _tma_prefetch, ops.Im2colPrefetch: _im2col_prefetch, ops.GatherPrefetch: _gather_prefetch,
+    ops.BulkPrefetch: _bulk_prefetch, ops.StagedStore: _staged_store,
     ops.TensorMapPrefetch: _tensormap_prefetch, ops.BulkCommit: statement, ops.BulkWait: pending,
     ops.BulkPush: _bulk_push,
 }
