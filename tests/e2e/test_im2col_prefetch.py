@@ -1,10 +1,12 @@
 """`prefetch A[n, h, w, c] offsets [r, s]` through an im2col box (cp.async.bulk.prefetch.tensor
-.im2col): written from docs/language.md as a user would (tests/user_kernels/im2col_taps_prefetched.tma,
+.im2col, and through a wide box .im2col::w[::128] on sm_100a): written from docs/language.md as a user would (tests/user_kernels/im2col_taps_prefetched.tma,
 every 3x3 tap of an NHWC image as a column block, each tap's pixels prefetched before its load).
 The interpreter against float64 at odd shapes, its E488 for a prefetch outside the pixel box, the
 IR verifier, the PTX through ptxas, and the H100 against float64 and the interpreter."""
 
 from __future__ import annotations
+
+import re
 
 import ml_dtypes
 import numpy as np
@@ -16,6 +18,7 @@ from tmalang.backend import ptxas
 from tmalang.compiler import Options, compile_ir, compile_source
 from tmalang.diagnostics import TmalangError
 from tmalang.ir.printer import print_ir
+from test_im2col_wide import CONFIGS as WIDE_CONFIGS, WIDE, bits, expected, inputs as wide_inputs
 
 SOURCE = (ROOT / "tests" / "user_kernels" / "im2col_taps_prefetched.tma").read_text()
 SHAPES = [(1, 5, 7), (2, 9, 13), (3, 17, 11)]   # N, H, W: N·H·W never a multiple of the 128-pixel box
@@ -77,3 +80,37 @@ def test_gpu_matches_float64_and_the_interpreter(shape):
     k.interpret(x, interp)
     np.testing.assert_array_equal(gpu.astype(np.float64), taps(x.astype(np.float64)))
     np.testing.assert_array_equal(gpu.view(np.uint16), interp.view(np.uint16))
+
+
+# ---- through a wide box (sm_100a: .im2col::w and .im2col::w::128, {wHalo, wOffset}) ------------
+
+def _prefetched(source: str) -> str:
+    """The wide configurations of test_im2col_wide, each tile's row also prefetched before its load."""
+    load = re.search(r"load A\[(.*)\] offsets \[(.*)\] -> st\.a", source)
+    prefetch = f"prefetch A[{load.group(1)}] offsets [{load.group(2)}]\n            produce ring"
+    return source.replace("produce ring", prefetch, 1)
+
+
+@pytest.mark.parametrize("g", WIDE_CONFIGS, ids=[g.name for g in WIDE_CONFIGS])
+def test_a_wide_prefetch_leaves_the_interpreter_s_walk_as_it_was(g):
+    x, out = wide_inputs(g, np.random.default_rng(9))
+    tmalang.compile(_prefetched(g.source()), arch="sm_100a").interpret(x, out)
+    np.testing.assert_array_equal(bits(out), bits(expected(g, x)))
+
+
+@pytest.mark.parametrize("g", WIDE_CONFIGS, ids=[g.name for g in WIDE_CONFIGS])
+def test_ptxas_sm100a_takes_the_wide_prefetch(g):
+    c = compile_source(_prefetched(g.source()), "wide.tma", Options(arch="sm_100a", watchdog=False))
+    qualifier = {"w": r"im2col::w", "w128": r"im2col::w::128"}[g.mode]
+    assert re.search(rf"cp\.async\.bulk\.prefetch\.tensor\.{len(g.shape)}d\.L2\.global\.{qualifier} "
+                     rf"\[%rd\d+, \{{[^}}]*\}}\], \{{%rs\d+, %rs\d+\}};", c.ptx), c.ptx
+    ptxas.assemble(c.ptx, "sm_100a")
+
+
+def test_a_wide_prefetch_left_of_its_bounding_box_is_e509():
+    source = WIDE.format(dt="f32", xdims="N, W, C", ch=4, pixels=7, mode="w", lower=-1, upper=-1, stride=1,
+                         halo="", swizzle="64B", opts="", rows=7, coords="0, -1, 0", woffset="0")
+    bad = _prefetched(source).replace("prefetch A[0, -1, 0]", "prefetch A[0, -2, 0]", 1)
+    with pytest.raises(TmalangError) as err:
+        tmalang.compile(bad, arch="sm_100a").interpret(np.zeros((1, 9, 4), np.float32), np.zeros((7, 4), np.float32))
+    assert err.value.code == "E509" and "starts at W -2, left of its bounding box [-1, 7]" in err.value.message

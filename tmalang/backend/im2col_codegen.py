@@ -34,12 +34,13 @@ def im2col_load(g, o: ops.Im2colLoad) -> None:
 
 
 def im2col_prefetch(g, o: ops.Im2colPrefetch) -> None:
+    """The same pixels into L2; a wide box's prefetch takes {wHalo, wOffset} as its load does."""
     box = g.boxes[o.box]
     coords, offsets = _pixels(g, o)
-    mode = tma_modes.MODES[box.mode].prefetch
-    template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords), mode, len(offsets)), mode, box.cache)
-    g.asm(template, ",".join(["l"] + ["r"] * len(coords) + ["h"] * len(offsets)),
-          [g.tensor_map(o.box), *coords, *offsets])
+    mode = tma_modes.WIDE_QUALIFIERS[box.wide] if box.wide else tma_modes.MODES[box.mode].prefetch
+    info = [I16(box.halo), *offsets] if box.wide else offsets
+    template = ptx_asm.cache_hint(ptx_asm.tma_prefetch(len(coords), mode, len(info)), mode, box.cache)
+    g.asm(template, ",".join(["l"] + ["r"] * len(coords) + ["h"] * len(info)), [g.tensor_map(o.box), *coords, *info])
 
 
 IM2COL_EMITTERS = {ops.Im2colLoad: im2col_load, ops.Im2colPrefetch: im2col_prefetch}

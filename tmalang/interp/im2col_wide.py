@@ -40,19 +40,32 @@ def row(shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int], offset: int
 def read_im2col_wide(tensor: np.ndarray, box: ops.BoxDecl, coords: list[int], offsets: list[int],
                      o: ops.Op, who: str) -> np.ndarray:
     """The [PIXELS + halo, CHANNELS] tile the load writes into shared memory."""
-    offset = offsets[0]
-    _check(tensor.shape, box, coords, offset, o, who)
-    rows, channels = box.shape
-    tile = np.zeros((rows, channels), dtype=tensor.dtype)
+    at, inside, first, last = _pixels(tensor.shape, box, coords, offsets, o, who)
+    tile = np.zeros(box.shape, dtype=tensor.dtype)
     if box.oob == "nan":
         tile.view(np.uint16)[...] = TMA_NAN_HALFWORD
-    at = row(tensor.shape, box, coords, offset)
-    inside = np.all((at >= 0) & (at < np.array(tensor.shape[:-1])), axis=1)
-    c0 = coords[-1]
-    first, last = max(0, -c0), max(0, min(channels, tensor.shape[-1] - c0))
     if first < last and inside.any():
+        c0 = coords[-1]
         tile[np.nonzero(inside)[0], first:last] = tensor[tuple(at[inside].T)][:, c0 + first:c0 + last]
     return tile
+
+
+def elements_inside_wide(shape, box: ops.BoxDecl, coords: list[int], offsets: list[int], o: ops.Op,
+                         who: str) -> int:
+    """How many of the tile's elements lie inside the tensor: what a wide im2col prefetch brings
+    into L2 (checked as the load would be)."""
+    _, inside, first, last = _pixels(shape, box, coords, offsets, o, who)
+    return int(inside.sum()) * max(0, last - first)
+
+
+def _pixels(shape, box: ops.BoxDecl, coords: list[int], offsets: list[int], o: ops.Op, who: str):
+    """(each row pixel's tensor coordinates but C, whether it lies inside, the channels [first,
+    last) of the tile that do) of a wide copy at `coords` with its one wOffset."""
+    _check(shape, box, coords, offsets[0], o, who)
+    at = row(shape, box, coords, offsets[0])
+    inside = np.all((at >= 0) & (at < np.array(shape[:-1])), axis=1)
+    c0 = coords[-1]
+    return at, inside, max(0, -c0), max(0, min(box.shape[1], shape[-1] - c0))
 
 
 def _check(shape, box: ops.BoxDecl, coords: list[int], offset: int, o: ops.Op, who: str) -> None:

@@ -21,6 +21,7 @@ from ..targets import tma
 from ..targets.dtypes import DTYPES
 from . import gather
 from .im2col import elements_inside
+from .im2col_wide import elements_inside_wide
 from .state import ProtocolError
 from .tiles import box_region, check_bulk_inside, check_element_start
 
@@ -57,8 +58,8 @@ def im2col_prefetch(m, w, o: ops.Im2colPrefetch) -> None:
     """The pixels an im2col load at the same place would read, checked as its are."""
     box = m.boxes[o.box]
     coords = [m.value(w, c) for c in o.coords]
-    inside = elements_inside(m.launch.arrays[box.tensor].shape, box, coords, [m.value(w, c) for c in o.offsets],
-                             o, m.who(w))
+    inside = (elements_inside_wide if box.wide else elements_inside)(
+        m.launch.arrays[box.tensor].shape, box, coords, [m.value(w, c) for c in o.offsets], o, m.who(w))
     _trace(m, o, inside * DTYPES[box.dtype].itemsize)
 
 

@@ -130,16 +130,21 @@ def _halo(d: ast.BoxDecl, stride: int) -> int:
 def check_load(info: KernelInfo, s: ast.Load, box: Box) -> None:
     """A wide load names every tensor coordinate (elements: N, D, H, W, C) and at most one
     offset, the wOffset operand."""
-    rank = len(box.tensor.shape)
-    if len(s.coords) != rank:
-        raise error("E065", f"a wide im2col load through '{box.name}' takes {rank} element coordinates (N, "
-                    f"spatial dims, C) of tensor '{box.tensor.name}', got {len(s.coords)}", s.span)
+    check_copy(box, s, "load")
     if s.multicast or info.cta_group == 2:
         raise error("E508", f"wide im2col box '{box.name}' cannot be loaded with multicast or in a cta_group 2 "
                     "kernel (v0)", s.span, "load the wide im2col tile in each CTA")
+
+
+def check_copy(box: Box, s, what: str) -> None:
+    """A wide load or prefetch (`what`): every tensor coordinate, and at most the one wOffset."""
+    rank = len(box.tensor.shape)
+    if len(s.coords) != rank:
+        raise error("E065", f"a wide im2col {what} through '{box.name}' takes {rank} element coordinates (N, "
+                    f"spatial dims, C) of tensor '{box.tensor.name}', got {len(s.coords)}", s.span)
     offsets = s.offsets or []
     if len(offsets) > 1:
-        raise error("E508", f"a wide im2col load takes one offset (wOffset, along W), got {len(offsets)}",
+        raise error("E508", f"a wide im2col {what} takes one offset (wOffset, along W), got {len(offsets)}",
                     s.offsets_span, "D and H come from the coordinates: the walk moves along W only")
     value = literal(offsets[0]) if offsets else None
     if value is not None and not 0 <= value < tma.IM2COL_WIDE_OFFSET:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..diagnostics import error
 from ..syntax import ast
 from ..targets.tma_modes import MODES
-from . import gather, im2col, offsets
+from . import gather, im2col, im2col_wide, offsets
 from .declarations import Box, KernelInfo
 from .scope import Scope, int_expr
 
@@ -24,10 +24,11 @@ def check_prefetch(info: KernelInfo, s: ast.Prefetch, scope: Scope) -> None:
     box = info.box_for(s.box)
     if MODES[box.mode].prefetch is None:
         raise error("E487", f"{box.mode.replace('_', ' ')} box '{box.name}' cannot be prefetched (v0)", s.span,
-                    "prefetch through a plain im2col box, or a tiled box over the tensor")
-    pixels = im2col.check_copy(box, s, "prefetch")   # element coordinates of the tensor, and offsets
+                    "prefetch through a tiled box over the tensor")
+    # through an im2col box, element coordinates of the tensor and its offsets; through another, none
+    (im2col_wide.check_copy if box.mode == "im2col_wide" else im2col.check_copy)(box, s, "prefetch")
     coords = gather.check_copy(info, s, box, s.coords, scope)
-    if not pixels and len(coords) != len(box.shape):
+    if box.im2col is None and len(coords) != len(box.shape):
         raise error("E065", f"box '{box.name}' has rank {len(box.shape)}, got {len(coords)} coordinates", s.span)
     for c in coords:
         int_expr(info, c, scope)

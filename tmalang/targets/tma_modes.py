@@ -37,7 +37,7 @@ MODES = {m.name: m for m in (
             multicast=True),
     TmaMode("im2col", "cuTensorMapEncodeIm2col", ".im2col", None, ".im2col", (3, 4, 5), offsets=True),
     # the qualifier is .im2col::w or .im2col::w::128 by the box's `wide` (WIDE_QUALIFIERS)
-    TmaMode("im2col_wide", "cuTensorMapEncodeIm2colWide", ".im2col::w", None, None, (3, 4, 5),
+    TmaMode("im2col_wide", "cuTensorMapEncodeIm2colWide", ".im2col::w", None, ".im2col::w", (3, 4, 5),
             feature="has_im2col_w", offsets=True),
     TmaMode("gather4", "cuTensorMapEncodeTiled", ".tile::gather4", ".tile::scatter4", ".tile::gather4", (2,),
             feature="has_gather4"),
