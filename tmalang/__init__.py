@@ -53,7 +53,7 @@ def __dir__() -> list[str]:
 def get_include() -> str:
     """The folder holding tmalang_runtime.h, the header-only C++ runtime that the launch headers of
     `tmalangc --emit header` include: pass it as `-I` (it ships in the wheel)."""
-    return _runtime_folder("include")
+    return _runtime_folder("include", "tmalang_runtime.h")
 
 
 def get_cuda_include() -> str | None:
@@ -75,14 +75,15 @@ def get_cuda_include() -> str | None:
 def get_cmake_dir() -> str:
     """The folder of tmalangConfig.cmake and tmalang.cmake (`tmalang_add_kernel`): pass it as
     -Dtmalang_DIR=... to CMake for find_package(tmalang CONFIG) (docs/cpp.md)."""
-    return _runtime_folder("cmake")
+    return _runtime_folder("cmake", "tmalangConfig.cmake")
 
 
-def _runtime_folder(name: str) -> str:
+def _runtime_folder(name: str, holds: str, module: str = __file__) -> str:
     """The C/C++ runtime lives in the checkout's top-level runtime/ and ships inside the wheel as
-    tmalang/include and tmalang/cmake (pyproject's force-include), as grammar/ does."""
-    packaged = _Path(__file__).with_name(name)
-    return str(packaged if packaged.is_dir() else _Path(__file__).resolve().parents[1] / "runtime" / name)
+    tmalang/include and tmalang/cmake (pyproject's force-include), as grammar/ does. The wheel's
+    folder counts only if it holds the file: a checkout may keep an old, emptied tmalang/include."""
+    packaged = _Path(module).with_name(name)
+    return str(packaged if (packaged / holds).is_file() else _Path(module).resolve().parents[1] / "runtime" / name)
 
 
 __all__ = ["get_include", "get_cmake_dir", "get_cuda_include", "Trace", "compile", "compile_file", "autotune", "Autotuner", "gemm", "gemm_config", "Kernel",

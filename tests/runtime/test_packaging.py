@@ -43,6 +43,17 @@ def test_the_c_runtime_has_its_own_top_level_folder_and_ships_in_the_wheel():
     assert shipped["runtime/include"] == "tmalang/include" and shipped["runtime/cmake"] == "tmalang/cmake"
 
 
+def test_an_emptied_package_folder_does_not_hide_the_runtime(tmp_path):
+    """A checkout that once had tmalang/include (an old layout, a sync that keeps empty folders)
+    still finds the header in runtime/; the wheel's folder wins when it holds the file."""
+    module = tmp_path / "tmalang" / "__init__.py"
+    (tmp_path / "tmalang" / "include").mkdir(parents=True)
+    (tmp_path / "runtime" / "include").mkdir(parents=True)
+    assert tmalang._runtime_folder("include", "tmalang_runtime.h", str(module)) == str(tmp_path / "runtime" / "include")
+    (tmp_path / "tmalang" / "include" / "tmalang_runtime.h").write_text("")
+    assert tmalang._runtime_folder("include", "tmalang_runtime.h", str(module)) == str(tmp_path / "tmalang" / "include")
+
+
 def test_the_license_and_its_metadata_agree():
     project = PYPROJECT["project"]
     assert project["license"] == "Apache-2.0" and project["license-files"] == ["LICENSE"]
