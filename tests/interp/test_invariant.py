@@ -44,7 +44,7 @@ HAVE_PTXAS = ptxas.find_ptxas() is not None
 SCHEDULE_DEPENDENT = {"gemm_dynamic_sm90.tma", "gemm_dynamic_sm100.tma"}
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", sorted(SOURCES))
 def test_every_example_verifies_at_small_dims(name, seed):
     outcome, detail, verdict = fuzz.examine(SOURCES[name], example_arch(ROOT / "examples" / name), SOURCES[name],

@@ -252,7 +252,12 @@ def _check_launches(log: list[dict], k: tmalang.Kernel, binding, launches: int) 
                 assert got == expected.value(i), f"parameter {i} ({type(param).__name__})"
 
 
-@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+# two examples by default (a scalar and tensor maps; a GEMM with its dims), every example with -m slow
+FAST_HOSTS = {"saxpy", "gemm_sm90"}
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=() if p.stem in FAST_HOSTS else pytest.mark.slow)
+                                  for p in EXAMPLES], ids=[p.stem for p in EXAMPLES])
 def test_a_generated_host_program_launches_as_python_does(tmp_path, mock_driver, path):
     """Built like the GPU test's programs, linked to the stand-in driver: it loads the cubin
     (embedded for a dynamic tile loop's kernel, whose two launches share one tile counter),

@@ -114,6 +114,7 @@ def stock() -> lark.Lark:
     return lark.Lark(GRAMMAR, parser="lalr", propagate_positions=True, maybe_placeholders=True)   # no pickle in /tmp
 
 
+@pytest.mark.slow   # every source and its cut, junk and keyword variants through both lexers
 def test_the_scanner_lexes_as_lark_does(stock):
     """The lark parser tmalang builds (for its errors) against lark's own: the same tokens, trees and
     errors, for every source in the repository and edited copies of each."""
@@ -125,6 +126,7 @@ def test_the_scanner_lexes_as_lark_does(stock):
             assert _outcome(ours, text) == _outcome(stock, text), path
 
 
+@pytest.mark.slow   # every source and its variants through both parsers
 def test_the_fast_parse_gives_lark_s_tree(stock):
     """The parse without lark's parser: lark's tree, tokens and positions where lark parses, None
     (lark's turn, for the error) exactly where lark raises."""

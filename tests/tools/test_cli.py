@@ -96,6 +96,7 @@ def test_manifest_json(tmp_path):
     assert [p["kind"] for p in data["ptx_params"]] == ["TensorMapParam", "TensorMapParam", "DimParam", "DimParam"]
 
 
+@pytest.mark.slow   # a C++ compile of every example's header (tests/runtime/test_cpp_host.py keeps two by default)
 def test_cpp_launch_header_compiles(tmp_path):
     import shutil
     import subprocess
