@@ -17,6 +17,7 @@ from ..contract.errors import MANIFEST, LaunchError
 from ..contract.manifest import TensorMapParam
 from ..contract.view import ArrayView
 from ..targets import tma, tma_modes
+from ..targets.tma_modes import MODES, mode_of
 from ..targets.dtypes import DTYPES
 from . import driver
 
@@ -84,22 +85,33 @@ def encode_tensor_map(param: TensorMapParam, view: ArrayView, device_ptr: int) -
     tail = (getattr(cu.CUtensorMapInterleave, f.interleave), getattr(cu.CUtensorMapSwizzle, f.swizzle),
             getattr(cu.CUtensorMapL2promotion, f.l2_promotion), getattr(cu.CUtensorMapFloatOOBfill, f.oob_fill))
     strides = [cu.cuuint32_t(s) for s in f.element_strides]
+    mode = mode_of(False, bool(f.lower), f.wide_mode, False)   # a gather4 box's map is a tiled one
     try:
-        if f.wide_mode:   # the W corners come first innermost; the mode goes after the interleave
-            tensor_map = driver.call("cuTensorMapEncodeIm2colWide", *head, f.lower[0], f.upper[0], f.box_dim[0],
-                                     f.box_dim[1], strides, tail[0], getattr(cu.CUtensorMapIm2ColWideMode, f.wide_mode),
-                                     *tail[1:])
-        elif f.lower:   # box_dim is (channels per pixel, pixels per column), innermost first
-            tensor_map = driver.call("cuTensorMapEncodeIm2col", *head, list(f.lower), list(f.upper),
-                                     f.box_dim[0], f.box_dim[1], strides, *tail)
-        else:
-            tensor_map = driver.call("cuTensorMapEncodeTiled", *head, [cu.cuuint32_t(n) for n in f.box_dim],
-                                     strides, *tail)
+        tensor_map = driver.call(MODES[mode].encode, *head, *_ENCODE_ARGUMENTS[mode](f, cu, strides, tail))
     except LaunchError as exc:
         raise LaunchError(
             exc.code, f"box '{param.box}' of argument '{param.tensor}': {exc.message}", repr(f)
         ) from None
     return struct.pack("<16Q", *(int(word) for word in tensor_map.opaque))
+
+
+def _tiled_arguments(f: TensorMapFields, cu, strides: list, tail: tuple) -> tuple:
+    return ([cu.cuuint32_t(n) for n in f.box_dim], strides, *tail)
+
+
+def _im2col_arguments(f: TensorMapFields, cu, strides: list, tail: tuple) -> tuple:
+    """The pixel box's corners; box_dim is (channels per pixel, pixels per column), innermost first."""
+    return (list(f.lower), list(f.upper), f.box_dim[0], f.box_dim[1], strides, *tail)
+
+
+def _wide_arguments(f: TensorMapFields, cu, strides: list, tail: tuple) -> tuple:
+    """The W corners come first innermost; the mode goes after the interleave."""
+    return (f.lower[0], f.upper[0], f.box_dim[0], f.box_dim[1], strides, tail[0],
+            getattr(cu.CUtensorMapIm2ColWideMode, f.wide_mode), *tail[1:])
+
+
+# what each mode's encode call (tma_modes.MODES[mode].encode) takes after the common head
+_ENCODE_ARGUMENTS = {"tiled": _tiled_arguments, "im2col": _im2col_arguments, "im2col_wide": _wide_arguments}
 
 
 def _strides_argument(f: TensorMapFields) -> tuple[int, ...]:
