@@ -169,10 +169,10 @@ def _im2col(kernel: ops.KernelOp) -> list[str]:
         dims = tensors[box.tensor].shape[1:-1]
         if box.wide:   # the walk moves along W only (sm_100a): D and H stay at the load's coordinates
             rows.append(f"  {box.symbol}: {box.shape[0] - box.halo} pixels + {box.halo} halo x {box.shape[1]} channels "
-                        f"of {box.tensor}, along W only ({box.wide}); bounding box {box.lower[-1]} .. "
-                        f"{_last(dims[-1], box.upper[-1])} by {box.im2col_strides[-1]}, shifted by each load's wOffset")
+                        f"of {box.tensor}, along W only ({box.wide}); bounding box {box.im2col.lower[-1]} .. "
+                        f"{_last(dims[-1], box.im2col.upper[-1])} by {box.im2col.strides[-1]}, shifted by each load's wOffset")
             continue
-        spans = [f"{lo} .. {_last(dim, hi)} by {step}" for dim, lo, hi, step in zip(dims, box.lower, box.upper, box.im2col_strides)]
+        spans = [f"{lo} .. {_last(dim, hi)} by {step}" for dim, lo, hi, step in zip(dims, box.im2col.lower, box.im2col.upper, box.im2col.strides)]
         rows.append(f"  {box.symbol}: {box.shape[0]} pixels x {box.shape[1]} channels of {box.tensor}; "
                     f"pixel box {' x '.join(spans)}")
     return ["", "im2col (a load walks the pixel box from its coordinates, reading each pixel at its offsets):",

@@ -256,14 +256,17 @@ def test_manifest_and_driver_arguments():
 def test_ir_round_trips_and_the_verifier_holds_the_im2col_rules():
     c = compile_source(CONFIGS[0].source(), "<gather>", Options(arch="sm_90a"), until="ir")
     text = print_ir(c.ir)
-    assert "lower=[-1, -2] upper=[0, -1] im2col_strides=[1, 2]" in text and "offsets=[" in text
+    assert "im2col={lower=[-1, -2] upper=[0, -1] strides=[1, 2]}" in text and "offsets=[" in text
     assert print_ir(parse_ir(text)) == text
-    assert "lower=" not in print_ir(compile_source((ROOT / "examples" / "tma_copy.tma").read_text(), "<copy>",
+    assert "im2col=" not in print_ir(compile_source((ROOT / "examples" / "tma_copy.tma").read_text(), "<copy>",
                                                    Options(arch="sm_90a"), until="ir").ir)
     for good, bad, complaint in [
-        ("lower=[-1, -2]", "lower=[-1]", "lower"),
-        ("upper=[0, -1]", "upper=[0, -200]", "upper"),
-        ("im2col_strides=[1, 2]", "im2col_strides=[1, 9]", "im2col_strides"),
+        ("lower=[-1, -2]", "lower=[-1]", "lower: not 2 values"),
+        ("upper=[0, -1]", "upper=[0, -200]", "upper: not 2 values"),
+        ("strides=[1, 2]}", "strides=[1, 9]}", "strides: not 2 traversal strides"),
+        ("strides=[1, 2]}", "strides=[1, 2] halo=1}", "halo: a halo belongs to a wide im2col box"),
+        ("strides=[1, 2]}", "stride=[1, 2]}", "the record Im2col has no field 'stride'"),
+        (" strides=[1, 2]}", "}", "the record Im2col needs lower, upper, strides"),
     ]:
         with pytest.raises(TmalangError, match=complaint):
             verify(parse_ir(text.replace(good, bad))[0], "lower_tile_walk", DONE)

@@ -190,18 +190,18 @@ def test_the_interpreter_refuses_what_the_isa_leaves_undefined(coords, woffset, 
 def test_ir_round_trips_and_the_verifier_holds_the_wide_rules():
     c = compile_source(CONFIGS[0].source(), "<wide>", Options(arch="sm_100a"), until="ir")
     text = print_ir(c.ir)
-    assert "lower=[0, -1] upper=[0, -1] im2col_strides=[1, 1] wide=w halo=2" in text
+    assert "im2col={lower=[0, -1] upper=[0, -1] strides=[1, 1] wide=w halo=2}" in text
     assert "shape=[34, 16]" in text
     assert print_ir(parse_ir(text)) == text
     verify(parse_ir(text)[0], "lower_tile_walk", DONE)
     for good, bad, complaint in [
-        ("wide=w halo=2", "wide=v halo=2", "wide"),
-        ("wide=w halo=2", "wide=w halo=512", "halo"),
-        ("wide=w halo=2", "wide=w128 halo=2", "halo"),
-        ("lower=[0, -1]", "lower=[1, -1]", "lower"),
-        ("im2col_strides=[1, 1]", "im2col_strides=[2, 1]", "im2col_strides"),
-        ("swizzle=64B oob=zero l2=none multicast=1 pair=false lower",
-         "swizzle=none oob=zero l2=none multicast=1 pair=false lower", "swizzle"),
+        ("wide=w halo=2", "wide=v halo=2", "wide: not a wide im2col mode"),
+        ("wide=w halo=2", "wide=w halo=512", "halo: out of range"),
+        ("wide=w halo=2", "wide=w128 halo=2", "halo: out of range"),
+        ("lower=[0, -1]", "lower=[1, -1]", "lower: not 1 zeros and a W corner"),
+        ("strides=[1, 1] wide", "strides=[2, 1] wide", "strides: not ones and a W traversal stride"),
+        ("swizzle=64B oob=zero l2=none multicast=1 pair=false im2col",
+         "swizzle=none oob=zero l2=none multicast=1 pair=false im2col", "swizzle"),
     ]:
         with pytest.raises(TmalangError, match=complaint):
             verify(parse_ir(text.replace(good, bad))[0], "lower_tile_walk", DONE)

@@ -74,9 +74,10 @@ def ptx_params(kernel: ops.KernelOp) -> list:
         if box.im2col:   # the traversal strides of the spatial dims; N and C are walked one by one
             if box.wide:   # the tensor map's pixels per column leave out the halo rows
                 shape = (shape[0] - box.halo, shape[1])
-            params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, (1, *box.im2col_strides, 1),
-                                         box.swizzle, box.oob, box.l2, lower=tuple(box.lower),
-                                         upper=tuple(box.upper), wide=box.wide))
+            pixels = box.im2col
+            params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, (1, *pixels.strides, 1),
+                                         box.swizzle, box.oob, box.l2, lower=tuple(pixels.lower),
+                                         upper=tuple(pixels.upper), wide=box.wide))
             continue
         params.append(TensorMapParam(box.symbol, box.tensor, box.dtype, shape, tuple(box.strides),
                                      box.swizzle, box.oob, box.l2, box.interleave))

@@ -26,7 +26,7 @@ from .tiles import TMA_NAN_HALFWORD
 
 def pixel_box(shape: tuple[int, ...], box: ops.BoxDecl) -> list[tuple[int, int]]:
     """(first, last) position of the pixel box along each spatial dim, outermost first."""
-    return [(lo, dim - 1 + hi) for dim, lo, hi in zip(shape[1:-1], box.lower, box.upper)]
+    return [(lo, dim - 1 + hi) for dim, lo, hi in zip(shape[1:-1], box.im2col.lower, box.im2col.upper)]
 
 
 def walk(shape: tuple[int, ...], box: ops.BoxDecl, start: list[int], count: int) -> np.ndarray:
@@ -42,7 +42,7 @@ def walk(shape: tuple[int, ...], box: ops.BoxDecl, start: list[int], count: int)
                 pixel[0] += 1
                 break
             lo, hi = bounds[axis - 1]
-            pixel[axis] += box.im2col_strides[axis - 1]
+            pixel[axis] += box.im2col.strides[axis - 1]
             if pixel[axis] <= hi:
                 break
             pixel[axis] = lo

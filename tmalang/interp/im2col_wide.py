@@ -28,7 +28,7 @@ from .tiles import TMA_NAN_HALFWORD
 def row(shape: tuple[int, ...], box: ops.BoxDecl, coords: list[int], offset: int) -> np.ndarray:
     """The PIXELS + halo pixels (n, spatial..) a load reads, one per tile row."""
     pixels = box.shape[0] - box.halo
-    stride = box.im2col_strides[-1]
+    stride = box.im2col.strides[-1]
     start = coords[-2] + offset
     steps = [start + j * stride for j in range(pixels)] + [start + (pixels - 1) * stride + 1 + k
                                                             for k in range(box.halo)]
@@ -73,8 +73,8 @@ def _check(shape, box: ops.BoxDecl, coords: list[int], offset: int, o: ops.Op, w
         raise ProtocolError("E509", f"wOffset {offset} of the wide im2col load through '{box.symbol}' is outside "
                             f"[0, {tma.IM2COL_WIDE_OFFSET - 1}]", o.span,
                             [who, "cp.async.bulk.tensor's wOffset is 16-bit unsigned, below 32"])
-    pixels, stride = box.shape[0] - box.halo, box.im2col_strides[-1]
-    lo, hi = box.lower[-1] + offset, shape[-2] - 1 + box.upper[-1] + offset
+    pixels, stride = box.shape[0] - box.halo, box.im2col.strides[-1]
+    lo, hi = box.im2col.lower[-1] + offset, shape[-2] - 1 + box.im2col.upper[-1] + offset
     start = coords[-2] + offset
     if start < lo:
         raise ProtocolError("E509", f"wide im2col load through '{box.symbol}' starts at W {start}, left of its "

@@ -7,12 +7,13 @@ a recursive-descent reader for values are all it needs.
 from __future__ import annotations
 
 import re
-from dataclasses import MISSING
+from dataclasses import MISSING, fields
 from typing import get_args
 
 from ..diagnostics import Source, Span, error
 from . import exprs as ex
 from .ops import OPS, Op
+from .printer import RECORDS
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -84,6 +85,15 @@ class _Line:
         if kind == "str":
             self.take()
             return text[1:-1].replace('\\"', '"')
+        if text == "{":   # a record: `{name=value ...}`
+            self.take("{")
+            record = {}
+            while self.peek()[1] != "}":
+                key = self.take()[1]
+                self.take("=")
+                record[key] = self.value()
+            self.take("}")
+            return record
         return self.expr()
 
     def expr(self) -> ex.Expr:
@@ -180,7 +190,27 @@ def _coerce(value, annotation: str, line: _Line):
         if inner == "str | int":   # a tensor dimension: a literal or a symbol
             return [_coerce(v, "int" if isinstance(v, ex.Const) else "str", line) for v in value]
         return [_coerce(v, inner, line) for v in value]
+    record = next((r for r in RECORDS if annotation.startswith(r.__name__)), None)
+    if record is not None and isinstance(value, dict):
+        return _record(record, value, line)
+    if record is not None and value is None and "None" in annotation:
+        return None
     line.fail(f"value {_shown(value)} does not fit a field of type {annotation}")
+
+
+def _record(cls, given: dict, line: _Line):
+    """A mode's record from its `{name=value ...}` text: every field by its annotation (a tuple of
+    ints as a list), the fields left out taking their defaults."""
+    kinds = {f.name: f.type for f in fields(cls)}
+    for key in given:
+        if key not in kinds:
+            line.fail(f"the record {cls.__name__} has no field '{key}'")
+    values = {key: _coerce(v, "list[int]" if kinds[key].startswith("tuple[int") else kinds[key], line)
+              for key, v in given.items()}
+    try:
+        return cls(**{key: tuple(v) if isinstance(v, list) else v for key, v in values.items()})
+    except TypeError:
+        line.fail(f"the record {cls.__name__} needs {', '.join(f.name for f in fields(cls) if f.default is MISSING)}")
 
 
 def _shown(value) -> str:

@@ -11,9 +11,12 @@ so ops without the modifier print as they always did.
 from __future__ import annotations
 
 import re
-from dataclasses import MISSING
+from dataclasses import MISSING, fields
 
+from ..targets.tma_modes import Im2col
 from .ops import Op
+
+RECORDS = (Im2col,)   # the records an op field may hold (a TMA mode's own), printed as `{...}`
 
 _BARE = re.compile(r"^[A-Za-z0-9_.:\-]+$")
 
@@ -23,8 +26,12 @@ def format_value(value) -> str:
         return "true" if value else "false"
     if value is None:
         return "none"
-    if isinstance(value, list):
+    if isinstance(value, (list, tuple)):
         return "[" + ", ".join(format_value(v) for v in value) + "]"
+    if isinstance(value, RECORDS):   # a mode's own record: `{name=value ...}`, defaults left out
+        shown = [f"{f.name}={format_value(getattr(value, f.name))}" for f in fields(value)
+                 if getattr(value, f.name) != _default(f)]
+        return "{" + " ".join(shown) + "}"
     if isinstance(value, str):
         return value if _BARE.match(value) else '"' + value.replace('"', '\\"') + '"'
     return str(value)

@@ -14,24 +14,12 @@ ranges per rank, traversal stride, out-of-bounds fill) and cp.async.bulk.tensor 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..diagnostics import error
 from ..syntax import ast
 from ..targets import tma
+from ..targets.tma_modes import Im2col
 from .declarations import (MAX_TX_BYTES, Box, KernelInfo, Tensor, cache_policy, check_option, check_static_strides,
                            declare)
-
-
-@dataclass(frozen=True)
-class Im2col:
-    """The pixel box of an im2col tensor map, spatial dims outermost first."""
-
-    lower: tuple[int, ...]
-    upper: tuple[int, ...]
-    strides: tuple[int, ...]
-    wide: str = ""       # "w" / "w128": the sm_100a W-only modes (sema/im2col_wide.py); D and H corners are 0
-    halo: int = 0        # wide: the pixels past the row (wHalo), rows PIXELS.. of the tile
 
 
 def check_rank(d: ast.BoxDecl, tensor: Tensor) -> int:

@@ -27,7 +27,7 @@ from ..syntax import ast
 from ..targets import tma, tma_modes
 from .declarations import (MAX_TX_BYTES, Box, KernelInfo, Tensor, cache_policy, check_option, check_static_strides,
                            declare)
-from .im2col import Im2col, check_channels, check_rank, literal
+from .im2col import check_channels, check_rank, literal
 
 
 def check_decl(info: KernelInfo, d: ast.BoxDecl) -> None:
@@ -61,7 +61,7 @@ def check_decl(info: KernelInfo, d: ast.BoxDecl) -> None:
                     d.option_spans["oob"])
     check_static_strides(tensor, d)
     spatial = rank - 2   # D and H: a one-pixel bounding box at the load's coordinates
-    pixel_box = Im2col((0,) * (spatial - 1) + (lower,), (0,) * (spatial - 1) + (upper,),
+    pixel_box = tma_modes.Im2col((0,) * (spatial - 1) + (lower,), (0,) * (spatial - 1) + (upper,),
                        (1,) * (spatial - 1) + (stride,), wide=d.wide, halo=halo)
     box = Box(d.name, tensor, [pixels + halo, channels], [1, 1], d.swizzle, d.oob, d.l2, d.span,
               cache=cache_policy(d), im2col=pixel_box)

@@ -49,6 +49,19 @@ WIDE_QUALIFIERS = {"w": ".im2col::w", "w128": ".im2col::w::128"}
 WIDE_MODE_ENUMS = {"w": "CU_TENSOR_MAP_IM2COL_WIDE_MODE_W", "w128": "CU_TENSOR_MAP_IM2COL_WIDE_MODE_W128"}
 
 
+@dataclass(frozen=True)
+class Im2col:
+    """The im2col modes' own record, one object from sema to the IR (sema/im2col.py makes it, the
+    IR box holds it as `im2col={...}`): the pixel box's corners along the spatial dims, outermost
+    first, its traversal strides, and for the sm_100a W-only modes the mode and the halo."""
+
+    lower: tuple[int, ...]
+    upper: tuple[int, ...]
+    strides: tuple[int, ...]
+    wide: str = ""       # "w" / "w128": the sm_100a W-only modes (sema/im2col_wide.py); D and H corners are 0
+    halo: int = 0        # wide: the pixels past the row (wHalo), rows PIXELS.. of the tile
+
+
 def mode_of(bulk: bool, im2col: bool, wide: str, gather: bool) -> str:
     """The mode of a box from its declaration's switches (the one place that reads them together)."""
     if bulk:

@@ -6,10 +6,10 @@ with the dynamic tile loop (scheduling.py).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ...targets import dtypes, tma
-from ...targets.tma_modes import mode_of
+from ...targets.tma_modes import Im2col, mode_of
 from ..exprs import Expr
 from .base import Op, op
 
@@ -66,26 +66,25 @@ class BoxDecl(Op):
     bulk: bool = False              # no tensor map: each copy is one cp.async.bulk of the innermost chunk
     gather: bool = False            # copied by rows (tile::gather4/scatter4): the tensor map holds one row
     interleave: str = "none"        # tma.INTERLEAVES: the tensor map's interleaved layout (NC/8HWC8-like)
-    # an im2col box (cuTensorMapEncodeIm2col) when `lower` is not empty: shape is [pixels,
-    # channels]; the pixel box runs from lower[i] to dim - 1 + upper[i] along spatial dim i
-    # (outermost first) by traversal stride im2col_strides[i]
-    lower: list[int] = field(default_factory=list)
-    upper: list[int] = field(default_factory=list)
-    im2col_strides: list[int] = field(default_factory=list)
-    # a wide im2col box (cuTensorMapEncodeIm2colWide, sm_100a): "w" or "w128"; the walk moves along
-    # W only, so lower/upper/im2col_strides hold 0/0/1 for D and H; `halo` more pixels of the walk
-    # (wHalo) follow the row in smem: shape[0] is pixels + halo
-    wide: str = ""
-    halo: int = 0
+    # an im2col box (cuTensorMapEncodeIm2col) when set, the record sema made (targets/tma_modes.py):
+    # shape is [pixels, channels]; the pixel box runs from lower[i] to dim - 1 + upper[i] along
+    # spatial dim i (outermost first) by traversal stride strides[i]. A wide box (wide "w" or
+    # "w128", cuTensorMapEncodeIm2colWide, sm_100a) walks along W only (0/0/1 for D and H), and
+    # `halo` more pixels of the walk (wHalo) follow the row in smem: shape[0] is pixels + halo
+    im2col: Im2col | None = None
 
     @property
-    def im2col(self) -> bool:
-        return bool(self.lower)
+    def wide(self) -> str:
+        return self.im2col.wide if self.im2col else ""
+
+    @property
+    def halo(self) -> int:
+        return self.im2col.halo if self.im2col else 0
 
     @property
     def mode(self) -> str:
         """Its TMA mode (targets/tma_modes.py MODES), derived from the fields as sema derives it."""
-        return mode_of(self.bulk, self.im2col, self.wide, self.gather)
+        return mode_of(self.bulk, self.im2col is not None, self.wide, self.gather)
 
     def map_shape(self) -> list[int]:
         """The box one CTA's tensor map describes: its slice of a split box, one row of a gathered one,

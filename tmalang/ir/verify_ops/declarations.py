@@ -101,15 +101,15 @@ def _im2col_box(v: Scope, o: ops.BoxDecl, tensor: ops.TensorDecl) -> None:
     if o.wide:
         _im2col_wide_box(v, o, rank)
         return
-    v.check(o, "halo", not o.halo, "a halo belongs to a wide im2col box")
+    v.check(o, "im2col", not o.halo, "halo: a halo belongs to a wide im2col box")
     low, high = tma.im2col_corner_range(rank)
     for name in ("lower", "upper"):
-        corner = getattr(o, name)
-        v.check(o, name, len(corner) == rank - 2 and all(low <= c <= high for c in corner),
-                f"not {rank - 2} values in [{low}, {high}]")
-    v.check(o, "im2col_strides", len(o.im2col_strides) == rank - 2
-            and all(1 <= s <= tma.MAX_ELEMENT_STRIDE for s in o.im2col_strides),
-            f"not {rank - 2} traversal strides in 1..{tma.MAX_ELEMENT_STRIDE}")
+        corner = getattr(o.im2col, name)
+        v.check(o, "im2col", len(corner) == rank - 2 and all(low <= c <= high for c in corner),
+                f"{name}: not {rank - 2} values in [{low}, {high}]")
+    strides = o.im2col.strides
+    v.check(o, "im2col", len(strides) == rank - 2 and all(1 <= s <= tma.MAX_ELEMENT_STRIDE for s in strides),
+            f"strides: not {rank - 2} traversal strides in 1..{tma.MAX_ELEMENT_STRIDE}")
     v.check(o, "shape", len(o.shape) == 2 and 1 <= o.shape[0] <= tma.IM2COL_MAX_PIXELS
             and 1 <= o.shape[1] <= tma.IM2COL_MAX_CHANNELS, "pixels or channels out of range")
 
@@ -117,19 +117,19 @@ def _im2col_box(v: Scope, o: ops.BoxDecl, tensor: ops.TensorDecl) -> None:
 def _im2col_wide_box(v: Scope, o: ops.BoxDecl, rank: int) -> None:
     """sm_100a W-only modes: one W corner per side (D, H: 0), one W stride (D, H: 1), the halo's
     range, [pixels + halo, channels] with 128 pixels in w128, and a swizzle."""
-    v.check(o, "wide", o.wide in tma_modes.WIDE_QUALIFIERS, "not a wide im2col mode (w, w128)")
+    v.check(o, "im2col", o.wide in tma_modes.WIDE_QUALIFIERS, "wide: not a wide im2col mode (w, w128)")
     if o.wide not in tma_modes.WIDE_QUALIFIERS:
         return
     low, high = tma.IM2COL_WIDE_CORNER
     for name in ("lower", "upper"):
-        corner = getattr(o, name)
-        v.check(o, name, len(corner) == rank - 2 and all(c == 0 for c in corner[:-1]) and low <= corner[-1] <= high,
-                f"not {rank - 3} zeros and a W corner in [{low}, {high}]")
-    strides = o.im2col_strides
-    v.check(o, "im2col_strides", len(strides) == rank - 2 and all(s == 1 for s in strides[:-1])
-            and 1 <= strides[-1] <= tma.MAX_ELEMENT_STRIDE, "not ones and a W traversal stride")
-    v.check(o, "halo", 0 <= o.halo < tma.IM2COL_WIDE_HALO[o.wide] and not (o.wide == "w128" and o.halo),
-            "halo out of range for the mode")
+        corner = getattr(o.im2col, name)
+        v.check(o, "im2col", len(corner) == rank - 2 and all(c == 0 for c in corner[:-1])
+                and low <= corner[-1] <= high, f"{name}: not {rank - 3} zeros and a W corner in [{low}, {high}]")
+    strides = o.im2col.strides
+    v.check(o, "im2col", len(strides) == rank - 2 and all(s == 1 for s in strides[:-1])
+            and 1 <= strides[-1] <= tma.MAX_ELEMENT_STRIDE, "strides: not ones and a W traversal stride")
+    v.check(o, "im2col", 0 <= o.halo < tma.IM2COL_WIDE_HALO[o.wide] and not (o.wide == "w128" and o.halo),
+            "halo: out of range for the mode")
     pixels = o.shape[0] - o.halo if len(o.shape) == 2 else 0
     v.check(o, "shape", len(o.shape) == 2 and 1 <= pixels <= tma.IM2COL_MAX_PIXELS
             and (o.wide != "w128" or pixels == tma.IM2COL_W128_PIXELS)
