@@ -244,7 +244,7 @@ def test_ir_round_trips_and_the_verifier_holds_the_bulk_rules():
     c = compile_source(RING.format(dt="f32", dims="M, N", chunk=64, grid="persistent", stages=2, vars="m, n"),
                        "bulk.tma", Options(arch="sm_90a"), until="ir")
     text = print_ir(c.ir)
-    assert "bulk=true" in text and print_ir(parse_ir(text)) == text
+    assert "mode=bulk" in text and print_ir(parse_ir(text)) == text
     done = ["lower", *PASS_NAMES]
     verify(parse_ir(text)[0], "lower_tile_walk", done)
     for wrong in ("shape=[2, 64]", "shape=[1, 3]"):
@@ -252,6 +252,9 @@ def test_ir_round_trips_and_the_verifier_holds_the_bulk_rules():
             verify(parse_ir(text.replace("shape=[1, 64]", wrong, 1))[0], "lower_tile_walk", done)
     with pytest.raises(TmalangError, match="no tensor map"):
         verify(parse_ir(text.replace("swizzle=none", "swizzle=128B", 1))[0], "lower_tile_walk", done)
+    for mode, complaint in (("mode=copy", "not a TMA mode"), ("mode=im2col", "the record goes with an im2col mode")):
+        with pytest.raises(TmalangError, match=complaint):
+            verify(parse_ir(text.replace("mode=bulk", mode, 1))[0], "lower_tile_walk", done)
 
 
 @pytest.mark.parametrize("dtype,rank", [("f32", 2), ("f16", 3), ("u8", 1)])

@@ -259,12 +259,12 @@ def test_the_tensor_map_has_one_row_and_the_index_tensor_is_a_parameter():
 def test_ir_round_trips_and_the_verifier_holds_the_gather_rules():
     c = compile_source(SCATTER, "scatter.tma", Options(arch="sm_100a"), until="ir")
     text = print_ir(c.ir)
-    assert "gather=true" in text and "gather=idx" in text and print_ir(parse_ir(text)) == text
+    assert "mode=gather4" in text and "gather=idx" in text and print_ir(parse_ir(text)) == text
     done = ["lower", *PASS_NAMES]
     verify(parse_ir(text)[0], "lower_tile_walk", done)
     wrong = {"gather=idx": "gather=x", "shape=[8, 32] strides=[1, 1] swizzle=none oob=zero l2=none multicast=1 "
-             "pair=false gather=true": "shape=[6, 32] strides=[1, 1] swizzle=none oob=zero l2=none multicast=1 "
-             "pair=false gather=true"}
+             "pair=false mode=gather4": "shape=[6, 32] strides=[1, 1] swizzle=none oob=zero l2=none multicast=1 "
+             "pair=false mode=gather4"}
     for old, new in wrong.items():
         assert old in text
         with pytest.raises(TmalangError, match="gather"):

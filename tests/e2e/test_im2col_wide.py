@@ -200,8 +200,8 @@ def test_ir_round_trips_and_the_verifier_holds_the_wide_rules():
         ("wide=w halo=2", "wide=w128 halo=2", "halo: out of range"),
         ("lower=[0, -1]", "lower=[1, -1]", "lower: not 1 zeros and a W corner"),
         ("strides=[1, 1] wide", "strides=[2, 1] wide", "strides: not ones and a W traversal stride"),
-        ("swizzle=64B oob=zero l2=none multicast=1 pair=false im2col",
-         "swizzle=none oob=zero l2=none multicast=1 pair=false im2col", "swizzle"),
+        ("swizzle=64B oob=zero l2=none multicast=1 pair=false mode=im2col_wide",
+         "swizzle=none oob=zero l2=none multicast=1 pair=false mode=im2col_wide", "swizzle"),
     ]:
         with pytest.raises(TmalangError, match=complaint):
             verify(parse_ir(text.replace(good, bad))[0], "lower_tile_walk", DONE)

@@ -50,7 +50,7 @@ def rows(m, w, o: ops.GatherLoad | ops.ScatterStore, box: ops.BoxDecl) -> list[i
 
 def _row_box(box: ops.BoxDecl) -> ops.BoxDecl:
     """One row of the box: what each of the four coordinates of a gather4 names."""
-    return replace(box, shape=[1, box.shape[1]], gather=False)
+    return replace(box, shape=[1, box.shape[1]], mode="tiled")
 
 
 def regions(tensor_shape, box: ops.BoxDecl, picked: list[int], column: int) -> list[tuple]:

@@ -108,8 +108,8 @@ def _param(sym) -> ops.Op:
 def _declaration(sym, multicast: int) -> ops.Op | None:
     if isinstance(sym, Box):
         return ops.BoxDecl(sym.name, sym.tensor.name, sym.dtype.name, list(sym.shape), list(sym.strides),
-                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, sym.bulk, sym.gather,
-                           sym.interleave, sym.im2col, span=sym.span)
+                           sym.swizzle, sym.oob, sym.l2, multicast, sym.pair, sym.cache, sym.mode, sym.interleave,
+                           sym.im2col, span=sym.span)
     if isinstance(sym, Pipeline):
         fields = [f"{name}:{box.name}" for name, box in sym.fields.items()]
         fields += [f"{name}:tmem:{m}x{n}" for name, (m, n) in sym.tmem_fields.items()]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...targets import dtypes, tma
-from ...targets.tma_modes import Im2col, mode_of
+from ...targets.tma_modes import Im2col
 from ..exprs import Expr
 from .base import Op, op
 
@@ -63,8 +63,10 @@ class BoxDecl(Op):
     multicast: int                  # >1: each CTA's tensor map covers 1/multicast of dim 0
     pair: bool                      # a CTA pair's box: each CTA of the pair loads and holds half of dim 0
     cache: str = "none"             # L2 eviction policy (tma.CACHE_POLICIES) of every copy through the box
-    bulk: bool = False              # no tensor map: each copy is one cp.async.bulk of the innermost chunk
-    gather: bool = False            # copied by rows (tile::gather4/scatter4): the tensor map holds one row
+    # its TMA mode (targets/tma_modes.py MODES), as sema derived it: "bulk" has no tensor map (each
+    # copy one cp.async.bulk of the innermost chunk), "gather4" copies by rows (the map holds one
+    # row), the im2col modes hold their record below
+    mode: str = "tiled"
     interleave: str = "none"        # tma.INTERLEAVES: the tensor map's interleaved layout (NC/8HWC8-like)
     # an im2col box (cuTensorMapEncodeIm2col) when set, the record sema made (targets/tma_modes.py):
     # shape is [pixels, channels]; the pixel box runs from lower[i] to dim - 1 + upper[i] along
@@ -74,17 +76,20 @@ class BoxDecl(Op):
     im2col: Im2col | None = None
 
     @property
+    def bulk(self) -> bool:
+        return self.mode == "bulk"
+
+    @property
+    def gather(self) -> bool:
+        return self.mode == "gather4"
+
+    @property
     def wide(self) -> str:
         return self.im2col.wide if self.im2col else ""
 
     @property
     def halo(self) -> int:
         return self.im2col.halo if self.im2col else 0
-
-    @property
-    def mode(self) -> str:
-        """Its TMA mode (targets/tma_modes.py MODES), derived from the fields as sema derives it."""
-        return mode_of(self.bulk, self.im2col is not None, self.wide, self.gather)
 
     def map_shape(self) -> list[int]:
         """The box one CTA's tensor map describes: its slice of a split box, one row of a gathered one,

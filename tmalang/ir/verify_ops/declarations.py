@@ -42,6 +42,10 @@ def _box(v: Scope, o: ops.BoxDecl) -> None:
     v.within(o, ops.KernelOp)
     tensor = v.decl(o, "tensor", ops.TensorDecl)
     v.check(o, "dtype", o.dtype == tensor.dtype, f"not the dtype of tensor @{tensor.symbol}")
+    v.check(o, "mode", o.mode in tma_modes.MODES, f"not a TMA mode ({', '.join(tma_modes.MODES)})")
+    pixels = o.mode in ("im2col", "im2col_wide")
+    v.check(o, "im2col", pixels == (o.im2col is not None) and (o.mode == "im2col_wide") == bool(o.wide),
+            "the record goes with an im2col mode only, and sets wide exactly for im2col_wide")
     if o.im2col:
         _im2col_box(v, o, tensor)
     else:
