@@ -344,23 +344,27 @@ def _largest_tensor(manifest, dims: dict[str, int]) -> tuple[int, tuple]:
 
 
 def _settled_names(manifest) -> set[str]:
-    """The dims an assumption moves (a name alone on one side of `==`, D of `D % k == 0`)."""
+    """The dims an assumption moves (a name alone on one side of `==`, D of `D % k == 0`, E of
+    `D % E == 0`)."""
     names = set()
     for a in manifest.assumptions:
         if a.compare == "==":
             for side in (a.lhs, a.rhs):
-                names |= {side} if isinstance(side, str) else {side[1]} if _multiple_of(side) else set()
+                if isinstance(side, str):
+                    names.add(side)
+                elif _multiple_of(side):
+                    names.add(side[2] if isinstance(side[2], str) else side[1])
     return names
 
 
 def _multiple_of(tree) -> bool:
-    return isinstance(tree, tuple) and tree[0] == "%" and isinstance(tree[1], str) and isinstance(tree[2], int)
+    return isinstance(tree, tuple) and tree[0] == "%" and isinstance(tree[1], str) and isinstance(tree[2], (int, str))
 
 
 def _settle_all(manifest, dims: dict[str, int]) -> None:
     """Move dims so that the kernel's assumptions (§2b) hold where a simple move does: a dim alone
     on one side of `==` takes the other side's value, a dim D in `D % k == 0` rounds up to a
-    multiple of k. What still breaks one is the launch's E219 (interp_refused), which says
+    multiple of k, a dim E in `D % E == 0` becomes gcd(D, E). What still breaks one is the launch's E219 (interp_refused), which says
     nothing of the compiler."""
     from tmalang.contract import assumptions
 
@@ -400,6 +404,10 @@ def _settle(a, dims: dict[str, int], assumptions) -> None:
         if isinstance(lhs, tuple) and lhs[0] == "%" and isinstance(lhs[1], str) and lhs[1] in dims \
                 and isinstance(lhs[2], int) and lhs[2] > 0 and rhs == 0:
             dims[lhs[1]] = -(-dims[lhs[1]] // lhs[2]) * lhs[2]
+            return
+        if isinstance(lhs, tuple) and lhs[0] == "%" and isinstance(lhs[1], str) and isinstance(lhs[2], str) \
+                and lhs[1] in dims and lhs[2] in dims and rhs == 0:   # D % E == 0: E becomes a divisor of D
+            dims[lhs[2]] = math.gcd(dims[lhs[1]], dims[lhs[2]])
             return
 
 

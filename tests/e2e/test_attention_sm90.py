@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tmalang
+from tmalang.diagnostics import TmalangError
 from tmalang.backend import ptxas
 from tmalang.ir import exprs as ex
 from tmalang.ir import ops
@@ -120,6 +121,51 @@ def test_h100_matches_interpreter(attention, causal):
     kernel.interpret(q, k, v, np.float32(1 / np.sqrt(d)), np.int32(causal), expected_lse, expected, seed=3, explore=1)
     np.testing.assert_allclose(o, expected.astype(np.float32), rtol=2e-2, atol=2e-2)
     np.testing.assert_allclose(lse, expected_lse, rtol=0, atol=1e-4)
+
+
+# ---- grouped-query attention: BH / BHKV query heads share a K/V head ---------------------------
+
+def grouped(k: np.ndarray, bh: int) -> np.ndarray:
+    """K or V [BHKV, T, D] repeated to [BH, T, D]: query head b reads K/V head b / (BH / BHKV)."""
+    return np.repeat(k, bh // k.shape[0], axis=0)
+
+
+@pytest.mark.parametrize("bh,bhkv,s,t,causal", [(4, 2, 77, 150, 0), (6, 3, 130, 130, 1), (3, 1, 70, 5, 0)],
+                         ids=["gqa2", "gqa2_causal", "mqa"])
+def test_interpreter_gqa_matches_float64(attention, bh, bhkv, s, t, causal):
+    kernel, d = attention
+    q, _, _ = inputs(bh, s, t, d, s + t)
+    _, k, v = inputs(bhkv, s, t, d, s + t + 1)
+    o, lse = np.full((bh, s, d), np.nan, BF16), lse_array(bh, s)
+    kernel.interpret(q, k, v, np.float32(1 / np.sqrt(d)), np.int32(causal), lse, o, seed=s)
+    check(o, lse, q, grouped(k, bh), grouped(v, bh), bool(causal))
+
+
+def test_kv_heads_that_do_not_divide_the_query_heads_are_refused_at_launch(attention):
+    kernel, d = attention
+    q, k, v = inputs(3, 16, 16, d, 1)
+    with pytest.raises(TmalangError, match="E219"):
+        kernel.interpret(q, k[:2], v[:2], np.float32(1.0), np.int32(0), lse_array(3, 16),
+                         np.zeros((3, 16, d), BF16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bh,bhkv,s,t", [(8, 2, 1000, 1000), (4, 1, 300, 1024), (6, 3, 4099, 4099)],
+                         ids=lambda v: str(v))
+@pytest.mark.parametrize("causal", [0, 1])
+def test_h100_gqa_matches_float64_and_torch(attention, bh, bhkv, s, t, causal):
+    torch = pytest.importorskip("torch")
+    kernel, d = attention
+    q, _, _ = inputs(bh, s, t, d, s + t)
+    _, k, v = inputs(bhkv, s, t, d, s + t + 1)
+    o, lse = on_gpu(kernel, q, k, v, causal)
+    check(o, lse, q, grouped(k, bh), grouped(v, bh), bool(causal))
+
+    def batched(x):   # [1, heads, seq, D] in float32 for torch's reference
+        return torch.from_numpy(x.astype(np.float32))[None].cuda()
+    ref = torch.nn.functional.scaled_dot_product_attention(batched(q), batched(k), batched(v), is_causal=bool(causal),
+                                                           enable_gqa=True)[0].cpu().numpy()
+    np.testing.assert_allclose(o, ref, rtol=0, atol=3e-2)
 
 
 # ---- the protocol the overlap rests on: the interpreter checks it -------------------------------
