@@ -125,7 +125,7 @@ def sum_reference(x: np.ndarray, cluster: int, rows=32) -> np.ndarray:
     return out.reshape(-1, x.shape[1])[: x.shape[0]]
 
 
-@pytest.mark.parametrize("cluster", [2, 4, 8])
+@pytest.mark.parametrize("cluster", [2, 4, pytest.param(8, marks=pytest.mark.slow)])
 def test_cluster_sum_matches_numpy(cluster):
     rng = np.random.default_rng(cluster)
     x, out = padded(rng, (333, 130)), padded(rng, (333, 130), np.nan)

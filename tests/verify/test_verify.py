@@ -100,6 +100,7 @@ def test_both_methods_verify_small_examples(name):
 EXAMPLE_TARGETS = [(p, arch) for p in EXAMPLES for arch in example_archs(p)]
 
 
+@pytest.mark.slow   # every example on 1 and 3 CTAs (tests/interp/test_invariant.py verifies each at small dims)
 @pytest.mark.parametrize("ctas", [1, 3])
 @pytest.mark.parametrize("path,arch", EXAMPLE_TARGETS, ids=[f"{p.stem}-{a}" for p, a in EXAMPLE_TARGETS])
 def test_every_example_verifies(path, arch, ctas):
