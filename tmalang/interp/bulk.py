@@ -25,7 +25,7 @@ def tma_store(m, w, o: ops.TensorStore) -> None:
     target = m.launch.arrays[box.tensor]
     scattered = isinstance(o, ops.ScatterStore)
     elements = isinstance(o, ops.TmaStore) and o.elements
-    operation = "" if scattered else o.reduce
+    operation = o.reduce
     if isinstance(o, ops.BulkStore):
         check_bulk_inside(target.shape, box, coords, o, m.who(w))
     if elements:

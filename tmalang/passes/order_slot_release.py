@@ -117,13 +117,12 @@ def _order_repeated_stores(o: ops.Elect, stores: list[ops.TensorStore], targets:
     another operation it waits as after a store (which lands first would decide the result)."""
     for store in stores:
         target = _target(store, boxes)
-        reduce = "" if isinstance(store, ops.ScatterStore) else store.reduce   # scatter4 has no reduce form
-        if any(_may_overlap(t, target) and not (op and op == reduce) for t, op in targets):
+        if any(_may_overlap(t, target) and not (op and op == store.reduce) for t, op in targets):
             at = _position(o.body, store)
             earlier = any(isinstance(x, ops.TensorStore) for x in o.body[:at])
             o.body[at:at] = [ops.BulkCommit(span=store.span)] * earlier + [ops.BulkWait(0, False, span=store.span)]
             targets = set()
-        targets.add((target, reduce))
+        targets.add((target, store.reduce))
     return targets
 
 

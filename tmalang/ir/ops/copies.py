@@ -8,6 +8,7 @@ peer CTA (`bulk_push`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ..exprs import BufferRef, Expr
 from .base import Op, op
@@ -85,6 +86,7 @@ class ScatterStore(TensorStore):
     """Tile row j to tensor row gather[p * rows + j] (tile::scatter4; no reduce form)."""
 
     gather: str
+    reduce: ClassVar[str] = ""    # scatter4 has no reduce form: every store reads as a plain store
 
 
 @op("bulk_store")
