@@ -5,7 +5,8 @@ with constant indices, which LLVM promotes to registers. Warpgroup g of the role
 64g .. 64g + 63: its A operand starts `row_block_offset(g)` bytes into the A tile. Descriptors
 are built at run time from the tile's shared address (`descriptor_base | encode(address)`) and
 advanced per K slice by adding the encoded byte offset. An MN-major B (`mma acc, a, b kn`) is
-an `MNMajorTile` read with imm-trans-b = 1. All layout facts come from targets/wgmma/. A panelled
+an `MNMajorTile` read with imm-trans-b = 1, an MN-major A (`a km`) one read with imm-trans-a = 1,
+warpgroup g's 64 rows being its column (panel) g. All layout facts come from targets/wgmma/. A panelled
 operand (language.md §4) needs nothing more: both tile layouts cut K (or N) into span-wide
 columns rows × span bytes apart, which is where a panelled box's copies put its panels.
 """
@@ -69,15 +70,19 @@ def _warpgroup(g) -> ir.Value:
     return g.b.lshr(g.b.sub(g.tid, I32(32 * g.role.first_warp)), I32(7))
 
 
-def _operand(g, ref: ex.BufferRef, row_block: ir.Value | None, kn: bool = False):
-    """(tile layout, descriptor of the tile at its runtime address); `kn`: an MN-major B [K, N]."""
+def _operand(g, ref: ex.BufferRef, row_block: ir.Value | None, mn_major: bool = False):
+    """(tile layout, descriptor of the tile at its runtime address); `mn_major`: a [K, MN] tile
+    (`b kn`, `a km`). `row_block`: this warpgroup's 64 rows of an A operand."""
     box = g.boxes[g.buffers[ref.name].box]
-    layout = wgmma.MNMajorTile if kn else wgmma.KMajorTile
+    layout = wgmma.MNMajorTile if mn_major else wgmma.KMajorTile
     rows, cols = tma.matrix_shape(box.shape)
     tile = layout(rows, cols, box.dtype, box.swizzle)
     address = g.address(ref)
-    if row_block is not None:   # 64 rows = 8 swizzle atoms of 8 rows, SBO bytes apart
-        address = g.b.add(address, g.b.mul(row_block, I32(8 * tile.sbo)))
+    if row_block is not None:
+        # K-major: 64 rows = 8 swizzle atoms of 8 rows, SBO bytes apart. MN-major: 64 rows of
+        # the operand are one 64-element MN column (a panel), column_bytes apart.
+        step = tile.column_bytes if mn_major else 8 * tile.sbo
+        address = g.b.add(address, g.b.mul(row_block, I32(step)))
     encoded = g.b.lshr(g.b.and_(g.b.zext(address, I64), I64(wgmma.ENCODE_MASK)), I64(4))
     return tile, g.b.or_(encoded, I64(tile.descriptor_base()))
 
@@ -86,11 +91,11 @@ def _wgmma(g, o: ops.Wgmma) -> None:
     if not isinstance(o.a, ex.BufferRef):
         return _wgmma_register_a(g, o)
     regs = g.accumulators[o.acc]
-    tile_a, desc_a = _operand(g, o.a, _warpgroup(g))
+    tile_a, desc_a = _operand(g, o.a, _warpgroup(g), o.km)
     tile_b, desc_b = _operand(g, o.b, None, o.kn)
     n = 2 * len(regs)
     template, constraints = wgmma.inline_asm(64, n, tile_a.instruction_k, tile_a.dtype, tile_b.dtype, "f32",
-                                             trans_b=o.kn)
+                                             trans_a=o.km, trans_b=o.kn)
     result_type = g.registers(F32, len(regs))
     for k in range(tile_a.k_steps):
         da = g.b.add(desc_a, I64(tile_a.k_step_offset(k) >> 4))

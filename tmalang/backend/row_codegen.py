@@ -29,6 +29,7 @@ CONTRACTED = {
     "+": lambda b, x, y: b.fadd(x, y, flags=("contract",)), "-": lambda b, x, y: b.fsub(x, y, flags=("contract",)),
     "*": lambda b, x, y: b.fmul(x, y, flags=("contract",)),
 }
+MASKS = ("mask_cols", "mask_above", "mask_below")
 MUFU = {"exp2": "ex2.approx.ftz.f32 $0, $1;", "log2": "lg2.approx.ftz.f32 $0, $1;"}
 
 
@@ -92,7 +93,7 @@ class _RowMath:
 
     def eval(self, e: ex.Expr) -> list[list[ir.Value]]:
         held = len(self.layout.rows())
-        if isinstance(e, (ex.RowVar, ex.TmemRef, ex.AccRef)):
+        if isinstance(e, (ex.RowVar, ex.TmemRef, ex.AccRef, ex.BufferRef)):
             return self.layout.leaf(e)
         if isinstance(e, ex.Const):
             return [[F32(float(e.value))]] * held
@@ -130,7 +131,7 @@ class _RowMath:
         return fn or ir.Function(self.g.module, ir.FunctionType(F32, [F32] * arity), name)
 
     def _call(self, e: ex.Call) -> list[list[ir.Value]]:
-        if e.func in ("mask_cols", "mask_above"):
+        if e.func in MASKS:
             return self._masked(e)
         x = self.eval(e.args[0])
         if e.func in MUFU:
@@ -145,33 +146,50 @@ class _RowMath:
         raise AssertionError(f"row math function {e.func} (sema admits only these)")
 
     def _masked(self, e: ex.Call) -> list[list[ir.Value]]:
-        """Nested masks (mask_above(mask_cols(x, n), d)) cut each row at one bound, the smallest:
-        one select per element, and one branch around them."""
+        """Nested masks (mask_above(mask_cols(x, n), d)) keep each row's columns in one range
+        [low, high): one compare pair per element, and one branch around them."""
         masks = []
-        while isinstance(e, ex.Call) and e.func in ("mask_cols", "mask_above"):
+        while isinstance(e, ex.Call) and e.func in MASKS:
             masks.append((e.func, self.g.expr(e.args[1])))
             e = e.args[0]
         x = self.eval(e)
-        return [self._mask(row, self._bound(masks, at)) for row, at in zip(x, self.layout.rows())]
+        return [self._mask(row, *self._bounds(masks, at)) for row, at in zip(x, self.layout.rows())]
 
-    def _bound(self, masks, row: ir.Value) -> ir.Value:
-        """The first masked column of `row`: mask_cols masks from its limit on, mask_above past row + d."""
-        bounds = [limit if func == "mask_cols" else self.b.add(self.b.add(row, limit), I32(1)) for func, limit in masks]
-        bound = bounds[0]
-        for other in bounds[1:]:
-            bound = self.b.select(self.b.icmp_signed("<", other, bound), other, bound)
-        return bound
+    def _bounds(self, masks, row: ir.Value) -> tuple[ir.Value | None, ir.Value | None]:
+        """(low, high) of `row`'s kept columns, None where no mask bounds that side: mask_cols keeps
+        columns below its limit, mask_above those up to row + d, mask_below those from row + d on."""
+        highs = [limit if func == "mask_cols" else self.b.add(self.b.add(row, limit), I32(1))
+                 for func, limit in masks if func != "mask_below"]
+        lows = [self.b.add(row, limit) for func, limit in masks if func == "mask_below"]
+        return self._extreme(lows, ">"), self._extreme(highs, "<")
 
-    def _mask(self, values: list[ir.Value], bound: ir.Value) -> list[ir.Value]:
-        """Columns at or past `bound` read as -inf. A thread whose columns all lie below it
-        branches around the selects: in attention only the last (or diagonal) key block masks."""
+    def _extreme(self, values: list[ir.Value], better: str) -> ir.Value | None:
+        if not values:
+            return None
+        best = values[0]
+        for other in values[1:]:
+            best = self.b.select(self.b.icmp_signed(better, other, best), other, best)
+        return best
+
+    def _mask(self, values: list[ir.Value], low: ir.Value | None, high: ir.Value | None) -> list[ir.Value]:
+        """Columns outside [low, high) read as -inf. A thread whose columns all lie inside branches
+        around the selects: in attention only the last (or diagonal) key block masks."""
         columns = self.layout.width(len(values))
-        whole = self.b.icmp_signed(">=", bound, I32(columns))
+        inside_all = [self.b.icmp_signed(">=", high, I32(columns))] if high is not None else []
+        inside_all += [self.b.icmp_signed("<=", low, I32(0))] if low is not None else []
+        whole = inside_all[0] if len(inside_all) == 1 else self.b.and_(*inside_all)
         before = self.b.block
         with self.b.if_then(self.b.not_(whole)):
-            limit = self.b.sub(bound, self.layout.column(0))     # compare each column's constant offset
-            masked = [self.b.select(self.b.icmp_signed("<", I32(self.layout.offset(c)), limit), v, NEG_INF)
-                      for c, v in enumerate(values)]
+            first = self.layout.column(0)     # compare each column's constant offset against the bounds
+            upper = self.b.sub(high, first) if high is not None else None
+            lower = self.b.sub(low, first) if low is not None else None
+            masked = []
+            for c, v in enumerate(values):
+                offset = I32(self.layout.offset(c))
+                keep = [self.b.icmp_signed("<", offset, upper)] if upper is not None else []
+                keep += [self.b.icmp_signed(">=", offset, lower)] if lower is not None else []
+                kept = keep[0] if len(keep) == 1 else self.b.and_(*keep)
+                masked.append(self.b.select(kept, v, NEG_INF))
             inside = self.b.block
         joined = []
         for v, m in zip(values, masked):

@@ -18,8 +18,10 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..ir import exprs as ex
+from ..targets.dtypes import DTYPES
 from ..targets.tcgen05 import instructions as tcgen05
 from .tcgen05_codegen import load_columns, tile_address
+from .tile_math import STORAGE
 
 I32, F32 = ir.IntType(32), ir.FloatType()
 FULL_MASK = I32(0xFFFFFFFF)
@@ -99,7 +101,29 @@ class FragmentRows:
     def leaf(self, e: ex.Expr) -> list[list[ir.Value]]:
         if isinstance(e, ex.RowVar):
             return [[self.g.b.load(slot)] for slot in self.g.rows[e.name]]
+        if isinstance(e, ex.BufferRef):
+            return [self.column_vector(e)] * 2
         return [[self.g.b.load(r) for r in regs] for regs in accumulator_rows(self.g, e.name)]
+
+    def column_vector(self, ref: ex.BufferRef) -> list[ir.Value]:
+        """The thread's columns of an smem column vector [C] (the same for both its rows): the
+        pair at 8j + 2(t % 4) for each j, one two-element load per pair, widened to f32."""
+        g, b = self.g, self.g.b
+        box = g.boxes[g.buffers[ref.name].box]
+        columns = [n for n in box.shape if n != 1][0]
+        storage = STORAGE[box.dtype]
+        itemsize = DTYPES[box.dtype].itemsize
+        values = []
+        for j in range(columns // 8):
+            index = b.add(self.col0, I32(8 * j))
+            address = b.add(g.address(ref), b.mul(index, I32(itemsize)))
+            pointer = b.inttoptr(address, ir.PointerType(ir.VectorType(storage, 2), addrspace=3))
+            pair = b.load(pointer)
+            pair.align = 2 * itemsize
+            for half in range(2):
+                v = b.extract_element(pair, I32(half))
+                values.append(v if box.dtype == "f32" else b.fpext(v, F32))
+        return values
 
 
 def accumulator_rows(g, name: str) -> list[list[ir.AllocaInstr]]:

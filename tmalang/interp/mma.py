@@ -67,7 +67,8 @@ def wgmma(m, w, o: ops.Wgmma) -> None:
     for ref in (o.a, o.b) if isinstance(o.a, ex.BufferRef) else (o.b,):
         m.races.access(m.tile_key(w, ref), agent, False, None, o.span, f"wgmma issued by {m.who(w)}")
     if isinstance(o.a, ex.BufferRef):
-        a_rows = m.matrix(w, o.a)[64 * group:][rows].astype(np.float32)
+        a = m.matrix(w, o.a)
+        a_rows = (a.T if o.km else a)[64 * group:][rows].astype(np.float32)   # km: a is [K, R]
     else:
         a_rows = _register_operand(m, w, o)[rows]
     b = b.astype(np.float32)

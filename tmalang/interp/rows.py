@@ -7,7 +7,8 @@ the role's accumulators, as the m64nNk16 fragment places them (interp/mma.py): a
 is the N-column row value, and the four threads that share a row agree on its reductions (the
 GPU combines them with shuffles). A row register is an array of the warp's rows, [rows, 1] for
 one value per row or [rows, N]; every value is f32 and broadcasts like NumPy, so a row value
-meets a tile row column by column. Reading or writing Tensor Memory is a tcgen05 access: it
+meets a tile row column by column, and an smem column vector [C] (a wgmma role's) is one
+row [1, C] that every row meets. Reading or writing Tensor Memory is a tcgen05 access: it
 needs the after_thread_sync fence behind a wait (E417), and leaves the warp owing a
 before_thread_sync fence ahead of its next arrive. Reading or writing an accumulator under an
 in-flight wgmma is E413. Writes into shared memory are ordinary (generic proxy) stores that a
@@ -106,6 +107,10 @@ def _evaluate(m, w, e: ex.Expr, held: Held, access) -> np.ndarray:
         return w.rows[e.name]
     if isinstance(e, ex.AccRef):
         return mma.acc_slice(m, w, e.name)[held.rows].astype(np.float32)
+    if isinstance(e, ex.BufferRef):      # a column vector [C]: one value per column, every row alike
+        who, span = access
+        m.races.access(m.tile_key(w, e), w.agent, False, held.share, span, who)
+        return m.matrix(w, e).reshape(1, -1).astype(np.float32)
     if isinstance(e, ex.TmemRef):
         who, span = access
         m.races.access(tcgen05.tmem_key(m, w, e.tile), w.agent, False, held.share, span, who)
@@ -129,8 +134,10 @@ def _call(m, w, e: ex.Call, held: Held, access) -> np.ndarray:
     columns = np.arange(x.shape[1])[None, :]
     if e.func == "mask_cols":            # columns >= limit read as -inf
         keep = columns < limit
-    else:                                # mask_above: columns > row + limit read as -inf
+    elif e.func == "mask_above":         # columns > row + limit read as -inf
         keep = columns <= held.first + np.arange(x.shape[0])[:, None] + limit
+    else:                                # mask_below: columns < row + limit read as -inf
+        keep = columns >= held.first + np.arange(x.shape[0])[:, None] + limit
     return np.where(keep, x, np.float32(-np.inf)).astype(np.float32)
 
 

@@ -322,7 +322,7 @@ class _Statements:
         if self._is_tmem(s.acc):
             return ops.Tcgen05Mma(self.tile(s.acc), self.tile(s.a), self.tile(s.b), span=s.span)
         a = ex.Cast(s.a.func, ex.AccRef(s.a.args[0].name)) if isinstance(s.a, ast.Call) else self.tile(s.a)
-        return ops.Wgmma(s.acc.name, a, self.tile(s.b), s.kn, span=s.span)
+        return ops.Wgmma(s.acc.name, a, self.tile(s.b), s.kn, s.km, span=s.span)
 
     def _Elect(self, s):
         self.elected = True
@@ -413,7 +413,7 @@ class _Statements:
         if isinstance(e, ast.Neg):
             inner = self.tile_expr(e.operand)
             return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)
-        if isinstance(e, ast.Call) and e.func in ("mask_cols", "mask_above"):
+        if isinstance(e, ast.Call) and e.func in ("mask_cols", "mask_above", "mask_below"):
             return ex.Call(e.func, (self.tile_expr(e.args[0]), self.int_expr(e.args[1])))
         if isinstance(e, ast.Call) and e.func in ex.ROW_FUNCTIONS:
             return ex.Call(e.func, tuple(self.tile_expr(a) for a in e.args))

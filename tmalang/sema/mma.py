@@ -6,7 +6,7 @@ in its role; N is a multiple of 8 up to 256; f16/bf16 operands take K in steps o
 operands are read K-major from swizzled smem tiles whose rows are one swizzle span, the layout a
 TMA box of [rows, 64 x bf16] with `swizzle 128B` produces, or whole spans, the panels of a panelled
 box (§4); with `kn`, b is read MN-major: a [K, 64·P] f16/bf16 tile, 128B-swizzled, as TMA
-writes V [seq, d].
+writes V [seq, d]; with `km`, a likewise ([K, R], warpgroup g reading its 64 columns, panel g).
 """
 
 from __future__ import annotations
@@ -61,20 +61,28 @@ def lookup(scope, ref: ast.Ref) -> Accumulator:
 def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
     shape = tcgen05.tmem_field(scope, s.acc)
     if shape is not None:
-        if s.kn:
-            raise error("E514", "'kn' (an MN-major b) is a wgmma form; tcgen05 mma reads K-major operands only",
-                        s.span, "store b as [N, K], or accumulate in registers")
+        if s.kn or s.km:
+            raise error("E514", f"'{'kn' if s.kn else 'km'}' (an MN-major {'b' if s.kn else 'a'}) is a wgmma form; "
+                        "tcgen05 mma reads K-major operands only", s.span,
+                        f"store {'b as [N, K]' if s.kn else 'a as [M, K]'}, or accumulate in registers")
         return tcgen05.check_mma(info, s, scope, shape)
     acc = lookup(scope, s.acc)
     if scope.elected:
         raise error("E083", "mma inside elect: wgmma is issued by whole warpgroups", s.span)
     info.wgmma_sites.append(s.span)
     if isinstance(s.a, ast.Call):
+        if s.km:
+            raise error("E088", "an A operand from registers cannot be MN-major ('km')", s.a.span,
+                        "wgmma's imm-trans-a exists only for an A read from shared memory")
         a_dtype, a_shape = _register_operand(s.a, acc, scope)
     else:
         a = tile_ref(info, s.a, scope)
-        check_operand(s.a, a, panelled=True)
-        a_dtype, a_shape = a.dtype.name, a.matrix
+        if s.km:
+            _check_mn_major(s.a, a, "a", "km")
+            a_dtype, a_shape = a.dtype.name, a.matrix[::-1]     # stored [K, R]: the operand is its transpose
+        else:
+            check_operand(s.a, a, panelled=True)
+            a_dtype, a_shape = a.dtype.name, a.matrix
     b = tile_ref(info, s.b, scope)
     if s.kn:
         return _check_kn(s, acc, a_dtype, a_shape, b)
@@ -94,23 +102,33 @@ def _check_kn(s: ast.Mma, acc: Accumulator, a_dtype: str, a_shape: list[int], b:
     imm-trans-b = 1 (wgmma.MNMajorTile). imm-trans exists for f16/bf16 only, and v1 encodes the
     128B swizzle only, so b's rows are 128 bytes, or whole 128-byte panels of a panelled box (§4):
     N = 64·P, one 64-element N column per panel, LBO bytes apart."""
-    if b.dtype.name not in MN_MAJOR_DTYPES:
-        raise error("E511", f"an MN-major ('kn') b must be {' or '.join(MN_MAJOR_DTYPES)}; '{s.b.text()}' is "
-                    f"{b.dtype.name}", s.b.span, "wgmma transposes 16-bit operands only: store other types K-major")
-    if len(b.matrix) != 2 or b.swizzle != "128B" or b.matrix[1] * b.dtype.itemsize % 128:
-        raise error("E510", f"an MN-major ('kn') b must be a 2-D [K, N] tile with swizzle 128B and rows of "
-                    f"whole 128-byte spans; '{s.b.text()}' is {b.dtype.name}{b.matrix} swizzle {b.swizzle}", s.b.span,
-                    f"e.g. box V = v[K, {128 // b.dtype.itemsize}] swizzle 128B, or a panelled "
-                    f"v[K, {256 // b.dtype.itemsize}] swizzle 128B")
+    _check_mn_major(s.b, b, "b", "kn")
     k, n = b.matrix
-    if k % 16:
-        raise error("E513", f"an MN-major b has K = {k} rows; wgmma consumes them 16 at a time", s.b.span)
     if a_dtype != b.dtype.name:
         raise error("E088", f"mma operands differ in dtype: {a_dtype} and {b.dtype.name}", s.span)
     rows, cols = acc.shape
     if a_shape[0] != rows or n != cols or a_shape[1] != k:
         raise error("E512", f"mma shapes do not fit: acc is [{rows}, {cols}], a is {a_shape}, b (kn) is {b.matrix}",
                     s.span, "with 'kn', a is [acc rows, K] and b [K, acc columns] (acc += a · b)")
+
+
+def _check_mn_major(ref: ast.Ref, tile: Box, operand: str, word: str) -> None:
+    """An MN-major operand (`b kn`, `a km`): a [K, MN] tile, MN innermost, read with imm-trans = 1
+    through wgmma.MNMajorTile. imm-trans exists for f16/bf16 only, and v1 encodes the 128B
+    swizzle only, so the rows are whole 128-byte spans: one 64-element MN column per span (panel)."""
+    if tile.dtype.name not in MN_MAJOR_DTYPES:
+        raise error("E511", f"an MN-major ('{word}') {operand} must be {' or '.join(MN_MAJOR_DTYPES)}; "
+                    f"'{ref.text()}' is {tile.dtype.name}", ref.span,
+                    "wgmma transposes 16-bit operands only: store other types K-major")
+    if len(tile.matrix) != 2 or tile.swizzle != "128B" or tile.matrix[1] * tile.dtype.itemsize % 128:
+        raise error("E510", f"an MN-major ('{word}') {operand} must be a 2-D [K, {'N' if operand == 'b' else 'M'}] "
+                    f"tile with swizzle 128B and rows of whole 128-byte spans; '{ref.text()}' is "
+                    f"{tile.dtype.name}{tile.matrix} swizzle {tile.swizzle}", ref.span,
+                    f"e.g. box V = v[K, {128 // tile.dtype.itemsize}] swizzle 128B, or a panelled "
+                    f"v[K, {256 // tile.dtype.itemsize}] swizzle 128B")
+    if tile.matrix[0] % 16:
+        raise error("E513", f"an MN-major {operand} has K = {tile.matrix[0]} rows; wgmma consumes them 16 at a time",
+                    ref.span)
 
 
 def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, list[int]]:

@@ -16,7 +16,9 @@ mix (E067). rowmax/rowsum take N columns to ROW; a one-column tmem tile is ROW.
 
 On sm_90a the rows are those of wgmma accumulators (a *fragment role*: one that declares
 register accumulators, whole warpgroups). An accumulator `acc: f32[R, N]` is the N-column row
-value, a `row m: f32` register holds one value per accumulator row, and row math writes
+value, a `row m: f32` register holds one value per accumulator row, an unswizzled [C] smem tile
+is a column vector (one value per column, as each query's LSE in attention's backward, whose
+queries are the columns of Sᵀ), and row math writes
 accumulators (`s = exp2(s - m)`, `o = o * exp2(m - mj)`), row registers, or a row vector in
 smem (`ls = m + log2(l)`: one element per row). The four threads that share a row combine
 their partial rowmax/rowsum with shuffles (backend/fragment_codegen.py).
@@ -34,7 +36,7 @@ UNIFORM, ROW = -1, 0
 ROW_LANES = 128
 ELEMENTWISE = {"exp2": 1, "log2": 1, "max": 2, "min": 2, "f32": 1, "bf16": 1, "f16": 1}
 REDUCTIONS = ("rowmax", "rowsum")
-MASKS = ("mask_cols", "mask_above")
+MASKS = ("mask_cols", "mask_above", "mask_below")
 
 
 def fragment_role(role) -> bool:
@@ -189,6 +191,8 @@ def _ref_shape(info: KernelInfo, e: ast.Ref, scope) -> int:
             return scope.accs[e.name].shape[1]
     if e.field is None and e.name in scope.accs:
         raise error("E093", f"'{e.text()}': row math reads whole rows of an accumulator", e.span)
+    if fragment_role(scope.role) and (e.field is not None or isinstance(info.symbols.get(e.name), SmemBuffer)):
+        return _column_vector(info, e, scope)
     tmem = tcgen05.tmem_field(scope, e)
     if tmem is None:
         wide = "accumulators" if fragment_role(scope.role) else "Tensor Memory tiles"
@@ -198,6 +202,26 @@ def _ref_shape(info: KernelInfo, e: ast.Ref, scope) -> int:
         raise error("E093", f"'{e.text()}': row math reads whole rows of a Tensor Memory tile", e.span)
     _check_lanes(e, tmem)
     return _tmem_width(tmem)
+
+
+def _column_vector(info: KernelInfo, ref: ast.Ref, scope) -> int:
+    """An smem tile read by fragment row math: a column vector, one value per accumulator column,
+    the same for every row (attention's backward reads each query's LSE this way, the queries being
+    the columns of Sᵀ). An unswizzled [C] or [1, C] tile; its C columns meet accumulators of C."""
+    tile = tile_ref(info, ref, scope)
+    dims = list(tile.matrix)
+    while len(dims) > 1 and dims[0] == 1:
+        dims.pop(0)
+    if len(dims) != 1 or tile.swizzle != "none":
+        raise error("E067", f"row math reads accumulators, row registers, scalars and column vectors (unswizzled "
+                    f"[C] tiles); '{ref.text()}' is {tile.matrix} swizzle {tile.swizzle}", ref.span,
+                    "a column vector holds one value per accumulator column, the same for every row")
+    if tile.dtype.name not in ("f32", "f16", "bf16"):
+        raise error("E080", f"row math reads f32, f16 or bf16 tiles; '{ref.text()}' is {tile.dtype.name}", ref.span)
+    if dims[0] % 8:
+        raise error("E067", f"a column vector has as many columns as an accumulator, a multiple of 8; "
+                    f"'{ref.text()}' has {dims[0]}", ref.span)
+    return dims[0]
 
 
 def _tmem_width(shape: list[int]) -> int:

@@ -160,13 +160,15 @@ class RowDecl(Node):
 @dataclass
 class Mma(Node):
     """`mma acc, a, b`: acc += a · bᵀ on the tensor cores (a: [R, K], b: [C, K], both K-major);
-    `mma acc, a, b kn`: acc += a · b with b [K, C] stored C-innermost (MN-major).
+    `mma acc, a, b kn`: acc += a · b with b [K, C] stored C-innermost (MN-major);
+    `mma acc, a km, b`: acc += aᵀ · bᵀ with a [K, R] stored R-innermost (MN-major A).
     `a` is an smem tile, or `bf16(p)` / `f16(p)`: accumulator p converted in registers."""
 
     acc: Ref
     a: Ref | Call
     b: Ref
     kn: bool = False   # `mma acc, a, b kn`: b is [K, N], stored N-innermost; acc += a · b
+    km: bool = False   # `mma acc, a km, b`: a is [K, M], stored M-innermost; acc += aᵀ · b
 
 
 @dataclass

@@ -54,8 +54,8 @@ class StatementBuilder(NodeBuilder):
         return ast.RowDecl(self._span(meta), str(name), self._ref(dtype), None if cols is None else self._int(cols))
 
     def mma(self, meta, children):
-        acc, a, b, kn = children
-        return ast.Mma(self._span(meta), acc, a, b, kn is not None)
+        acc, a, km, b, kn = children
+        return ast.Mma(self._span(meta), acc, a, b, kn is not None, km is not None)
 
     def produce(self, meta, children):
         pipeline, slot, body = children

@@ -31,7 +31,7 @@ KEYWORDS = {
                   "fence", "sync", "commit_group", "wait_group"),
     "modifier": ("swizzle", "oob", "strides", "l2", "pair", "cache", "interleave", "lower", "upper",
                  "wide", "halo", "peer", "regs", "warp", "warps", "tile", "tiles", "steps", "split",
-                 "part", "grouped", "dynamic", "stream", "kn", "multicast", "offsets", "through", "by", "warpgroup"),
+                 "part", "grouped", "dynamic", "stream", "kn", "km", "multicast", "offsets", "through", "by", "warpgroup"),
     "constant": ("inf", "none"),
 }
 
@@ -41,7 +41,7 @@ DTYPES = ("f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2",
 
 # Functions of tile math, row math and integer expressions (docs/language.md §14, §15c, §18),
 # highlighted only where called: `max` is an ordinary name elsewhere.
-FUNCTIONS = ("exp2", "log2", "max", "min", "rowmax", "rowsum", "mask_cols", "mask_above")
+FUNCTIONS = ("exp2", "log2", "max", "min", "rowmax", "rowsum", "mask_cols", "mask_above", "mask_below")
 
 # Words that are names to the grammar (`oob NAME`) but a fixed set to the compiler, highlighted
 # only right after the keyword that takes them. Grammar keywords among them (`grid tiles`,

@@ -39,6 +39,7 @@ class Wgmma(Op):
     a: Expr
     b: BufferRef
     kn: bool = False   # b is [K, C], stored C-innermost (MN-major, imm-trans-b = 1): acc += a · b
+    km: bool = False   # a is [K, R], stored R-innermost (MN-major, imm-trans-a = 1): acc += aᵀ · …
 
     def register_a(self) -> set[str]:
         """The accumulator read as a register A operand (`cvt.bf16(!p)`), if any."""
