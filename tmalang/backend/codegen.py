@@ -55,6 +55,7 @@ class KernelCodegen:
         self.slotted = {name for o in ops.walk(kernel.body) for name in _variables(o)}
         self.accumulators: dict[str, list[ir.AllocaInstr]] = {}   # per-thread registers of each accumulator
         self.accumulator_roles: dict[str, str] = {}                # accumulator -> the role holding it
+        self.accumulator_parts: dict[str, int] = {}                # accumulator -> warpgroups splitting its columns
         self.tmem_tiles = ops.decls(kernel, ops.TmemDecl)
         self.tmem_flags: dict[str, ir.AllocaInstr] = {}           # tmem tile -> "the next mma accumulates"
         self.rows: dict[str, list[ir.AllocaInstr]] = {}           # row register -> one slot per column
@@ -129,6 +130,17 @@ class KernelCodegen:
 
     def asm(self, template: str, constraints: str, args: list, ret: ir.Type = VOID) -> ir.Value:
         return emit.asm(self.b, template, constraints, args, ret, convergent=True)
+
+    def here(self, value: ir.Value) -> ir.Value:
+        """`value`, computed where it is used: what derives from it stays inside the loop around.
+        A slot that stays put over a loop (K and V in attention's backward, held while the query
+        blocks go by) would otherwise have LLVM hoist every value derived from its address out
+        of the loop, each wgmma K step's descriptor and each epilogue store's address, and keep
+        them in registers across it: in that kernel, tens of registers spilled for values one add
+        rebuilds. A `mov` the optimiser cannot move or merge."""
+        assert value.type == ir.IntType(32), value.type
+        move = ir.InlineAsm(ir.FunctionType(value.type, [value.type]), "mov.b32 $0, $1;", "=r,r", side_effect=True)
+        return self.b.call(move, [value])
 
     def registers(self, element: ir.Type, count: int) -> ir.Type:
         """The result type of an inline asm with `count` outputs of type `element`: a struct of

@@ -27,8 +27,9 @@ I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 
 
 def _acc_decl(g, o: ops.AccDecl) -> None:
-    g.accumulators[o.symbol] = [g.alloca(f"{o.symbol}.{i}", F32) for i in range(o.shape[1] // 2)]
+    g.accumulators[o.symbol] = [g.alloca(f"{o.symbol}.{i}", F32) for i in range(o.shape[1] // o.parts // 2)]
     g.accumulator_roles[o.symbol] = g.role.name
+    g.accumulator_parts[o.symbol] = o.parts
 
 
 def _pin_accumulators(g, pins: list[str]) -> None:
@@ -70,29 +71,43 @@ def _warpgroup(g) -> ir.Value:
     return g.b.lshr(g.b.sub(g.tid, I32(32 * g.role.first_warp)), I32(7))
 
 
-def _operand(g, ref: ex.BufferRef, row_block: ir.Value | None, mn_major: bool = False):
+def _operand(g, ref: ex.BufferRef, row_block: ir.Value | None, mn_major: bool = False, block_rows: int = 64):
     """(tile layout, descriptor of the tile at its runtime address); `mn_major`: a [K, MN] tile
-    (`b kn`, `a km`). `row_block`: this warpgroup's 64 rows of an A operand."""
+    (`b kn`, `a km`). `row_block`: which `block_rows` operand rows (MN) this warpgroup reads: its
+    64 rows of A, or its columns of B under a `by columns` accumulator."""
     box = g.boxes[g.buffers[ref.name].box]
     layout = wgmma.MNMajorTile if mn_major else wgmma.KMajorTile
     rows, cols = tma.matrix_shape(box.shape)
     tile = layout(rows, cols, box.dtype, box.swizzle)
     address = g.address(ref)
     if row_block is not None:
-        # K-major: 64 rows = 8 swizzle atoms of 8 rows, SBO bytes apart. MN-major: 64 rows of
-        # the operand are one 64-element MN column (a panel), column_bytes apart.
-        step = tile.column_bytes if mn_major else 8 * tile.sbo
-        address = g.b.add(address, g.b.mul(row_block, I32(step)))
-    encoded = g.b.lshr(g.b.and_(g.b.zext(address, I64), I64(wgmma.ENCODE_MASK)), I64(4))
+        address = g.b.add(address, _block_offset(g, tile, row_block, block_rows, mn_major))
+    encoded = g.b.lshr(g.b.and_(g.b.zext(g.here(address), I64), I64(wgmma.ENCODE_MASK)), I64(4))
     return tile, g.b.or_(encoded, I64(tile.descriptor_base()))
+
+
+
+def _block_offset(g, tile, block: ir.Value, block_rows: int, mn_major: bool) -> ir.Value:
+    """Bytes from an operand tile to its rows block·block_rows .. (MN rows: M of A, N of B).
+    K-major: 8-row swizzle atoms, SBO bytes apart. MN-major: 64 rows are one 64-element column
+    (a panel), column_bytes apart; a block that divides 64 starts inside a panel, whole 16-byte
+    chunks on (the swizzle is a function of the absolute address, as for K steps inside a span)."""
+    if not mn_major:
+        return g.b.mul(block, I32(tile.sbo * (block_rows // 8)))
+    if block_rows % 64 == 0:
+        return g.b.mul(block, I32(tile.column_bytes * (block_rows // 64)))
+    first = g.b.mul(block, I32(block_rows))      # the block's first MN row, inside one panel
+    panel, inside = g.b.lshr(first, I32(6)), g.b.and_(first, I32(63))
+    return g.b.add(g.b.mul(panel, I32(tile.column_bytes)), g.b.mul(inside, I32(tile.dtype_bytes)))
 
 
 def _wgmma(g, o: ops.Wgmma) -> None:
     if not isinstance(o.a, ex.BufferRef):
         return _wgmma_register_a(g, o)
     regs = g.accumulators[o.acc]
-    tile_a, desc_a = _operand(g, o.a, _warpgroup(g), o.km)
-    tile_b, desc_b = _operand(g, o.b, None, o.kn)
+    split = g.accumulator_parts[o.acc] > 1      # `by columns`: one A for all, each warpgroup its B columns
+    tile_a, desc_a = _operand(g, o.a, None if split else _warpgroup(g), o.km)
+    tile_b, desc_b = _operand(g, o.b, _warpgroup(g) if split else None, o.kn, 2 * len(regs))
     n = 2 * len(regs)
     template, constraints = wgmma.inline_asm(64, n, tile_a.instruction_k, tile_a.dtype, tile_b.dtype, "f32",
                                              trans_a=o.km, trans_b=o.kn)
@@ -136,12 +151,17 @@ def _acc_store(g, o: ops.AccStore) -> None:
     gives. An `acc[col]` epilogue writes the registers of columns col .. col + dest width only."""
     acc = next(e for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
     cols = tma.matrix_shape(g.boxes[g.buffers[o.dest.name].box].shape)[1]
-    regs = g.accumulators[acc.name][acc.col // 2:(acc.col + cols) // 2]   # 4 registers per 8 columns
-    thread = g.b.sub(g.tid, I32(32 * g.role.first_warp))
+    thread = g.here(g.b.sub(g.tid, I32(32 * g.role.first_warp)))
     group, lane = g.b.lshr(thread, I32(7)), g.b.and_(thread, I32(31))
     warp_in_group = g.b.and_(g.b.lshr(thread, I32(5)), I32(3))
-    row0 = g.b.add(g.b.add(g.b.mul(group, I32(64)), g.b.mul(warp_in_group, I32(16))), g.b.lshr(lane, I32(2)))
     col0 = g.b.mul(g.b.and_(lane, I32(3)), I32(2))
+    if g.accumulator_parts[acc.name] > 1:     # `by columns`: all 64 rows, this warpgroup's columns
+        regs = g.accumulators[acc.name]
+        col0 = g.b.add(col0, g.b.mul(group, I32(len(regs) * 2)))
+        group = I32(0)
+    else:
+        regs = g.accumulators[acc.name][acc.col // 2:(acc.col + cols) // 2]   # 4 registers per 8 columns
+    row0 = g.b.add(g.b.add(g.b.mul(group, I32(64)), g.b.mul(warp_in_group, I32(16))), g.b.lshr(lane, I32(2)))
     for i in range(0, len(regs), 2):
         block, half = divmod(i, 4)
         row = g.b.add(row0, I32(8 * (half // 2)))

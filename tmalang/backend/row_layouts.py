@@ -71,7 +71,7 @@ class FragmentRows:
 
     def __init__(self, g):
         self.g, b = g, g.b
-        thread = b.sub(g.tid, I32(32 * g.role.first_warp))
+        thread = g.here(b.sub(g.tid, I32(32 * g.role.first_warp)))
         lane = b.and_(thread, I32(31))
         top = b.add(b.mul(b.lshr(thread, I32(7)), I32(64)), b.mul(b.and_(b.lshr(thread, I32(5)), I32(3)), I32(16)))
         self.row0 = b.add(top, b.lshr(lane, I32(2)))

@@ -87,6 +87,7 @@ class CTA:
         self.buffers = ops.decls(kernel, ops.BufferDecl)
         self.queues = ops.decls(kernel, ops.TileQueueDecl)   # a dynamic tile loop's claims (interp/claims.py)
         self.accumulators: dict[tuple, np.ndarray] = {}   # (role, name, warpgroup) -> [64, C] f32
+        self.accumulator_decls: dict[tuple, ops.AccDecl] = {}   # (role, name) -> its declaration
         self.barriers = {
             (d.symbol, s): Mbarrier(d.symbol, s, d.count) for d in ops.decls(kernel, ops.MbarrierDecl).values()
             for s in range(d.stages)

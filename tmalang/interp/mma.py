@@ -37,7 +37,18 @@ def acc_slice(m, w, name: str) -> np.ndarray:
 
 def acc_decl(m, w, o: ops.AccDecl) -> None:
     group, _ = rows_of(w)
-    m.accumulators.setdefault((w.role.symbol, o.symbol, group), np.zeros((64, o.shape[1]), np.float32))
+    m.accumulator_decls[(w.role.symbol, o.symbol)] = o
+    width = o.shape[1] // o.parts
+    m.accumulators.setdefault((w.role.symbol, o.symbol, group), np.zeros((64, width), np.float32))
+
+
+def columns_of(m, w, name: str) -> slice:
+    """The accumulator's columns this warp's warpgroup holds: all, or its part of a `by columns` one."""
+    return m.accumulator_decls[(w.role.symbol, name)].columns_of(rows_of(w)[0])
+
+
+def split_by_columns(m, w, name: str) -> bool:
+    return m.accumulator_decls[(w.role.symbol, name)].parts > 1
 
 
 def touch_registers(m, w, o, names: set[str]) -> None:
@@ -66,13 +77,14 @@ def wgmma(m, w, o: ops.Wgmma) -> None:
     agent = m.races.issue(w.agent)
     for ref in (o.a, o.b) if isinstance(o.a, ex.BufferRef) else (o.b,):
         m.races.access(m.tile_key(w, ref), agent, False, None, o.span, f"wgmma issued by {m.who(w)}")
+    split = split_by_columns(m, w, o.acc)      # every warpgroup: the same A rows, its own B columns
     if isinstance(o.a, ex.BufferRef):
         a = m.matrix(w, o.a)
-        a_rows = (a.T if o.km else a)[64 * group:][rows].astype(np.float32)   # km: a is [K, R]
+        a_rows = (a.T if o.km else a)[0 if split else 64 * group:][rows].astype(np.float32)   # km: a is [K, R]
     else:
         a_rows = _register_operand(m, w, o)[rows]
-    b = b.astype(np.float32)
-    acc_slice(m, w, o.acc)[rows] += a_rows @ (b if o.kn else b.T)   # kn: b is [K, C]
+    b = (b if o.kn else b.T).astype(np.float32)     # kn: b is [K, C]
+    acc_slice(m, w, o.acc)[rows] += a_rows @ b[:, columns_of(m, w, o.acc)]
     w.mma_open.append(agent)
     w.mma_written[agent] = o.acc
     w.mma_targets[agent] = {o.acc} | o.register_a()
@@ -119,27 +131,33 @@ def acc_store(m, w, o: ops.AccStore) -> None:
     touch_registers(m, w, o, {acc.name})
     group, rows = rows_of(w)
     dest = m.matrix(w, o.dest)
-    columns = slice(acc.col, acc.col + dest.shape[-1])
-    block = slice(64 * group + rows.start, 64 * group + rows.stop)
-    share, who = shares.rows(block.start, block.stop), f"epilogue in {m.who(w)}"   # by position in the role
+    split = split_by_columns(m, w, acc.name)
+    held = columns_of(m, w, acc.name)        # the dest columns this warpgroup writes
+    columns = slice(acc.col, acc.col + dest.shape[-1]) if not split else slice(0, held.stop - held.start)
+    first = 0 if split else 64 * group
+    block = slice(first + rows.start, first + rows.stop)
+    at = (block, held if split else slice(None))
+    share = (("region", ((block.start, block.stop), (held.start, held.stop))) if split      # by position in the role
+             else shares.rows(block.start, block.stop))
+    who = f"epilogue in {m.who(w)}"
     m.races.access(m.tile_key(w, o.dest), w.agent, True, share, o.span, who)
     for ref in {r.name: r for r in ex.buffer_refs(o.value)}.values():
         m.races.access(m.tile_key(w, ref), w.agent, False, share if m.matrix(w, ref).ndim > 1 else None, o.span, who)
     with np.errstate(all="ignore"):
-        value = _evaluate(m, w, o.value, acc_slice(m, w, acc.name)[rows, columns], block)
-        dest[64 * group:][rows] = _store_as(np.broadcast_to(value, dest[64 * group:][rows].shape), dest.dtype)
+        value = _evaluate(m, w, o.value, acc_slice(m, w, acc.name)[rows, columns], at)
+        dest[at] = _store_as(np.broadcast_to(value, dest[at].shape), dest.dtype)
 
 
-def _evaluate(m, w, e: ex.Expr, acc: np.ndarray, block: slice):
-    """The epilogue over this warp's rows `block`; a row vector broadcasts over them."""
+def _evaluate(m, w, e: ex.Expr, acc: np.ndarray, at: tuple[slice, slice]):
+    """The epilogue over this warp's elements `at` (rows, columns); a row vector broadcasts over them."""
     if isinstance(e, (ex.AccRef, ex.TmemRef)):
         return acc
     if isinstance(e, ex.RowVar):
         return w.rows[e.name]
     if isinstance(e, ex.BufferRef):
         tile = convert(m.matrix(w, e), np.float32)     # widened as cvt.f32.f16/bf16 do
-        return tile[None, :] if tile.ndim == 1 else tile[block]
-    return float_node(m, e, lambda x: _evaluate(m, w, x, acc, block))
+        return tile[None, at[1]] if tile.ndim == 1 else tile[at]
+    return float_node(m, e, lambda x: _evaluate(m, w, x, acc, at))
 
 
 SEMANTICS = {

@@ -218,7 +218,7 @@ def tmem_epilogue(m, w, o: ops.TmemEpilogue) -> None:
     tmem_init.read(m, ref.tile, m.value(w, ref.tile.index), rows, ref.col, dest.shape[-1],
                    "an epilogue (tcgen05.ld) reads", o.span, who)
     with np.errstate(all="ignore"):
-        value = _evaluate(m, w, o.value, accumulator, rows)
+        value = _evaluate(m, w, o.value, accumulator, (rows, slice(None)))
         dest[rows] = _store_as(np.broadcast_to(value, dest[rows].shape), dest.dtype)
     w.tc_reads_unfenced = True
 

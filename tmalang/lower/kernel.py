@@ -41,6 +41,7 @@ def lower_kernel(info: KernelInfo) -> ops.KernelOp:
     for role in info.roles:
         for g, (name, first, last) in enumerate(_warpgroup_roles(role)):
             lowerer.accs = {name for (owner, name) in info.accumulators if owner == role.name}
+            lowerer.acc_parts = {name: acc.parts for (owner, name), acc in info.accumulators.items() if owner == role.name}
             lowerer.rows = set()
             lowerer.warpgroup = (g, (role.warps // 4) if role.by_warpgroup else 1)
             lowerer.buffers = {b: names[g] for b, names in copies.items() if role.name in info.symbols[b].users}
@@ -316,7 +317,7 @@ class _Statements:
         return ops.RowDecl(s.name, s.cols or 0, span=s.span)
 
     def _AccumulatorDecl(self, s: ast.AccumulatorDecl):
-        return ops.AccDecl(s.name, s.dtype.name, list(s.shape), span=s.span)
+        return ops.AccDecl(s.name, s.dtype.name, list(s.shape), self.acc_parts.get(s.name, 1), span=s.span)
 
     def _Mma(self, s: ast.Mma):
         if self._is_tmem(s.acc):

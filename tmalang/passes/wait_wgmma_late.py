@@ -12,8 +12,10 @@ Guarantees, within each region (a role body, a loop body, a block):
     `acc_zero`), when it is a wgmma reading that accumulator as its register A or writing the
     accumulator the group reads as its A (chained wgmmas into one accumulator need no wait), when
     it writes a shared tile the group reads, or when it releases a slot of a pipeline the group
-    reads (an elected arrive on `P.empty`). Syncs, fences, loops, blocks other than elected
-    arrives, and anything else this pass does not know retire every group first (pending=0), and
+    reads (an elected arrive on `P.empty`, or the threads' arrive on a barrier of a pipeline the
+    group reads). A proxy fence needs none: it orders the thread's own earlier stores, and a
+    store into a tile a group reads has already waited for it. Syncs, other fences, loops, blocks
+    other than elected arrives, and anything else this pass does not know retire every group first (pending=0), and
     so does the end of the region: no group is in flight across a loop boundary or out of a block.
   - every wait names the accumulators the groups it retires wrote, and every fence those its
     wgmmas write or read as A (`pins`): the backend ties only those registers to it
@@ -120,6 +122,11 @@ def _needs(o: ops.Op, g: _Group) -> bool:
     if isinstance(o, ops.Elect):
         return not all(isinstance(s, _RELEASES) and ops.pipeline_of(s.barrier.name, (".empty",)) is not None
                        and ops.pipeline_of(s.barrier.name, (".empty",)) not in g.pipelines() for s in o.body)
+    if isinstance(o, ops.Fence) and o.kind == "proxy_async":
+        return False     # orders this thread's earlier stores for the async proxy; a group's reads are its own
+    if isinstance(o, ops.MbarArrive) and not o.peer:    # a slot filled by the threads, handed on
+        pipeline = ops.pipeline_of(o.barrier.name)
+        return pipeline is None or pipeline in g.pipelines()
     return True
 
 

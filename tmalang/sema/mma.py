@@ -39,16 +39,31 @@ def declare(info: KernelInfo, s: ast.AccumulatorDecl, scope) -> None:
         raise error("E086", f"role '{role.name}' (warps {role.first_warp}..{role.last_warp}) is not whole "
                     "warpgroups; tensor-core MMA is issued by warpgroups", role.decl.warps_span,
                     "a warpgroup is 4 consecutive warps starting at a multiple of 4")
-    if rows != 64 * role.tile_warpgroups:
+    parts = _column_parts(s, role) if s.by_columns is not None else 1
+    if parts == 1 and rows != 64 * role.tile_warpgroups:
         holds = ("walks its tiles by warpgroup (each warpgroup holds a tile's accumulator alone)" if role.by_warpgroup
                  else f"has {role.warps // 4} warpgroup(s)")
         raise error("E087", f"accumulator rows must be 64 per warpgroup: role '{role.name}' {holds}, so "
                     f"{64 * role.tile_warpgroups} rows, not {rows}", s.span)
-    if cols % 8 or not 8 <= cols <= 256:
-        raise error("E087", f"accumulator columns must be a multiple of 8 in 8..256, got {cols}", s.span)
-    acc = Accumulator(s.name, s.dtype.name, list(s.shape), role, s.span)
+    if cols % (8 * parts) or not 8 <= cols // parts <= 256:
+        each = f" per warpgroup (the {parts} warpgroups split {cols})" if parts > 1 else ""
+        raise error("E087", f"accumulator columns must be a multiple of 8 in 8..256{each}, got {cols // parts}",
+                    s.span)
+    acc = Accumulator(s.name, s.dtype.name, list(s.shape), role, s.span, parts)
     scope.accs[s.name] = acc
     info.accumulators[(role.name, s.name)] = acc
+
+
+def _column_parts(s: ast.AccumulatorDecl, role) -> int:
+    """`by columns`: 64 rows, every warpgroup of the role holding its share of the columns, so
+    that warpgroups multiply the same A by different parts of B (dQ = dS·K in attention's
+    backward, where both warpgroups need all of dS's rows)."""
+    if role.by_warpgroup:
+        raise error("E087", f"'by columns' splits an accumulator over the role's warpgroups; role '{role.name}' "
+                    "walks its tiles by warpgroup, each holding its tile alone", s.by_columns)
+    if s.shape[0] != 64:
+        raise error("E087", f"an accumulator split by columns has 64 rows (one wgmma M), not {s.shape[0]}", s.span)
+    return role.warps // 4
 
 
 def lookup(scope, ref: ast.Ref) -> Accumulator:
@@ -104,6 +119,11 @@ def _check_kn(s: ast.Mma, acc: Accumulator, a_dtype: str, a_shape: list[int], b:
     N = 64·P, one 64-element N column per panel, LBO bytes apart."""
     _check_mn_major(s.b, b, "b", "kn")
     k, n = b.matrix
+    each = n // acc.parts
+    if acc.parts > 1 and each % 64 and 64 % each:
+        raise error("E512", f"an MN-major b read by {acc.parts} warpgroups of a column-split accumulator: each reads "
+                    f"{each} columns, which cross a 64-element panel", s.b.span,
+                    "split the columns into parts that divide 64 or are whole panels, or store b K-major")
     if a_dtype != b.dtype.name:
         raise error("E088", f"mma operands differ in dtype: {a_dtype} and {b.dtype.name}", s.span)
     rows, cols = acc.shape
@@ -138,6 +158,9 @@ def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, lis
         raise error("E088", f"'{call.func}(...)' cannot be an mma operand", call.span,
                     "A from registers is bf16(p) or f16(p), p an accumulator of this role")
     p = lookup(scope, call.args[0])
+    if p.parts > 1:
+        raise error("E553", f"accumulator '{p.name}' is split by columns over {p.parts} warpgroups; a register A "
+                    "operand is a warpgroup's own rows", call.span)
     if p.name == acc.name:
         raise error("E088", f"mma reads and writes accumulator '{acc.name}'", call.span)
     if p.shape[1] % 16:
@@ -173,6 +196,9 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
     if scope.producing and s.target.name == scope.slot:
         scope.loaded.add(s.target.field)        # the epilogue fills this field of the slot
     if accs[0].block is not None:
+        if acc.parts > 1:
+            raise error("E093", f"'{accs[0].text()}': accumulator '{acc.name}' is split by columns; an epilogue "
+                        "reads it whole", accs[0].span)
         _check_block(accs[0], acc, target)
     elif target.matrix != acc.shape:
         raise error("E067", f"tile {s.target.text()} has shape {target.matrix}, accumulator '{acc.name}' has "

@@ -19,10 +19,11 @@ class Accumulator:
     shape: list[int]
     role: Role
     span: Span
+    parts: int = 1       # > 1: `by columns`, the role's warpgroups split the columns
 
     @property
     def warpgroups(self) -> int:
-        return self.shape[0] // 64
+        return self.shape[0] // 64 if self.parts == 1 else self.parts
 
 
 def check_operand(ref: ast.Ref, tile: Box, dtypes: tuple[str, ...] = MMA_INPUT_DTYPES,

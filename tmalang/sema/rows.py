@@ -89,7 +89,20 @@ def _is_fragment_math(s: ast.Assign, scope, refs) -> bool:
     if target.field is None and target.name in scope.accs:
         return not (isinstance(s.value, ast.Number) and s.value.value == 0)
     reads = [r for r in refs[1:] if r.field is None]
+    if _reduces(s.value):
+        return True       # one value per row, into a row vector: `r.d = rowmax(...)`
     return any(r.name in scope.rows for r in reads) and not any(r.name in scope.accs for r in reads)
+
+
+def _reduces(e) -> bool:
+    """Whether an expression reduces rows (rowmax/rowsum): its value is one per row."""
+    if isinstance(e, ast.Call):
+        return e.func in REDUCTIONS or any(_reduces(a) for a in e.args)
+    if isinstance(e, ast.BinOp):
+        return _reduces(e.lhs) or _reduces(e.rhs)
+    if isinstance(e, ast.Neg):
+        return _reduces(e.operand)
+    return False
 
 
 def is_tmem_copy(info: KernelInfo, s: ast.Assign, scope) -> bool:
@@ -127,7 +140,7 @@ def _target_width(info: KernelInfo, target: ast.Ref, scope) -> int:
     if target.field is None and target.name in scope.rows:
         return scope.rows[target.name]
     if target.field is None and target.name in scope.accs:
-        return scope.accs[target.name].shape[1]
+        return _row_accumulator(scope, target).shape[1]
     if fragment_role(scope.role):
         return _row_vector_width(info, target, scope)
     tmem = tcgen05.tmem_field(scope, target)
@@ -188,7 +201,7 @@ def _ref_shape(info: KernelInfo, e: ast.Ref, scope) -> int:
             raise error("E066", f"'{e.name}' is an integer index; row math takes it only as a mask's limit",
                         e.span)
         if e.name in scope.accs:
-            return scope.accs[e.name].shape[1]
+            return _row_accumulator(scope, e).shape[1]
     if e.field is None and e.name in scope.accs:
         raise error("E093", f"'{e.text()}': row math reads whole rows of an accumulator", e.span)
     if fragment_role(scope.role) and (e.field is not None or isinstance(info.symbols.get(e.name), SmemBuffer)):
@@ -202,6 +215,16 @@ def _ref_shape(info: KernelInfo, e: ast.Ref, scope) -> int:
         raise error("E093", f"'{e.text()}': row math reads whole rows of a Tensor Memory tile", e.span)
     _check_lanes(e, tmem)
     return _tmem_width(tmem)
+
+
+def _row_accumulator(scope, ref: ast.Ref):
+    """An accumulator row math reads or writes: split by rows, so that each row is one quad's."""
+    acc = scope.accs[ref.name]
+    if acc.parts > 1:
+        raise error("E553", f"row math on '{ref.name}', whose columns are split over {acc.parts} warpgroups: a row's "
+                    "values lie in several warpgroups", ref.span,
+                    "row math works on accumulators split by rows (declared without 'by columns')")
+    return acc
 
 
 def _column_vector(info: KernelInfo, ref: ast.Ref, scope) -> int:

@@ -140,11 +140,13 @@ class ForSteps(Node):
 
 @dataclass
 class AccumulatorDecl(Node):
-    """`accumulator acc: f32[R, C]`: a register tile, split by rows over the role's warpgroups."""
+    """`accumulator acc: f32[R, C]`: a register tile, split by rows over the role's warpgroups;
+    `... by columns`: a 64-row tile whose columns the warpgroups split."""
 
     name: str
     dtype: Ref
     shape: list[int]
+    by_columns: Span | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

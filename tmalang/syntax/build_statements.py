@@ -46,8 +46,11 @@ class StatementBuilder(NodeBuilder):
         return ast.ForSteps(self._span(meta), str(var), extent, self._int(chunk), body, part, stream)
 
     def accumulator_decl(self, meta, children):
-        name, dtype, shape = children
-        return ast.AccumulatorDecl(self._span(meta), str(name), self._ref(dtype), shape)
+        name, dtype, shape, by_columns = children
+        return ast.AccumulatorDecl(self._span(meta), str(name), self._ref(dtype), shape, by_columns)
+
+    def by_columns(self, meta, children):
+        return self._span(meta)
 
     def row_decl(self, meta, children):
         name, dtype, cols = children

@@ -15,11 +15,18 @@ from .base import Op, op
 @op("accumulator")
 @dataclass
 class AccDecl(Op):
-    """A register tile of the enclosing role; warpgroup g holds rows 64g .. 64g + 63."""
+    """A register tile of the enclosing role; warpgroup g holds rows 64g .. 64g + 63, or, with
+    `parts` > 1 (`by columns`), all 64 rows and columns g·C/parts .. (g+1)·C/parts − 1."""
 
     symbol: str
     dtype: str
     shape: list[int]
+    parts: int = 1
+
+    def columns_of(self, group: int) -> slice:
+        """The columns warpgroup `group` holds."""
+        width = self.shape[1] // self.parts
+        return slice(group * width, (group + 1) * width) if self.parts > 1 else slice(0, self.shape[1])
 
 
 @op("acc_zero")
