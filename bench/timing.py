@@ -85,14 +85,16 @@ def timed_in_turns(contenders: dict, rounds: int, batch: int) -> dict[str, float
 
 
 def captured(fn, batch: int) -> torch.cuda.CUDAGraph:
-    """A CUDA graph of `batch` calls of fn(0), warmed up on a side stream first as torch asks."""
-    side = torch.cuda.Stream()
+    """A CUDA graph of `batch` calls of fn(0), warmed up on a side stream first as torch asks.
+    A contender with a `capture_stream` is captured on it: autograd runs a backward on the stream
+    its forward ran on, so a backward alone can be captured only on that stream."""
+    side = getattr(fn, "capture_stream", None) or torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         fn(0)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+    with torch.cuda.graph(graph, stream=getattr(fn, "capture_stream", None)):
         for _ in range(batch):
             fn(0)
     return graph

@@ -205,6 +205,33 @@ def flash_attention_case(rng, shape):
         np.einsum("bst,btd->bsd", p / p.sum(axis=2, keepdims=True), v.astype(np.float64))
 
 
+def attention_bwd_case(rng, shape):
+    """examples/attention_bwd_sm90.tma: two query heads over one K/V head, S queries and T keys
+    (shape = (S, T)), head dim 64, causal when S + T is odd; LSE and delta from float64. dV (the
+    sum over both query heads) is checked here; dQ and dK in tests/e2e/test_attention_bwd_sm90.py."""
+    import ml_dtypes
+
+    s, t = shape
+    causal = (s + t) % 2
+    bf16 = ml_dtypes.bfloat16
+    q, do = (rng.standard_normal((2, s, 64)).astype(bf16) for _ in range(2))
+    k, v = (rng.standard_normal((1, t, 64)).astype(bf16) for _ in range(2))
+    logits = np.einsum("bsd,btd->bst", q.astype(np.float64), np.repeat(k, 2, 0).astype(np.float64)) / 8
+    if causal:
+        logits = np.where(np.arange(t)[None, None, :] > np.arange(s)[None, :, None], -np.inf, logits)
+    top = logits.max(axis=2, keepdims=True)
+    total = np.exp(logits - top).sum(axis=2, keepdims=True)
+    p = np.exp(logits - top) / total
+    o = np.einsum("bst,btd->bsd", p, np.repeat(v, 2, 0).astype(np.float64)).astype(bf16)
+    lse, delta = (np.full((2, -(-s // 4) * 4), np.nan, np.float32)[:, :s] for _ in range(2))
+    lse[...] = (top + np.log(total))[..., 0]
+    delta[...] = (do.astype(np.float64) * o.astype(np.float64)).sum(-1)
+    dq = np.zeros((2, s, 64), np.float32)
+    dk, dv = (np.full((1, t, 64), np.nan, bf16) for _ in range(2))
+    expected = np.einsum("bst,bsd->td", p, do.astype(np.float64))[None]
+    return [q, k, v, do, lse, delta, np.float32(1 / 8), np.int32(causal), dq, dk, dv], expected
+
+
 def reduce_rows_case(rng, shape):
     """out (50 rows, random) plus every 64-row slab of x (shape = (K, N)), folded in float64:
     the kernel's reductions land in the GPU's order, so RTOL holds its rounding."""
@@ -284,13 +311,13 @@ def conv2d_case(rng, shape, stride=1):
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
          "blocksum_prefetch": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
-         "attention": attention_case, "flash_attention": flash_attention_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
+         "attention": attention_case, "flash_attention": flash_attention_case, "attention_bwd": attention_bwd_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
          "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case,
          "conv2d": conv2d_case, "conv2d_s2": lambda rng, shape: conv2d_case(rng, shape, stride=2),
          "gemm_splitk": gemm_splitk_case, "gemm_streamk": gemm_streamk_case, "gemm_pingpong": gemm_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_cluster2x2": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
-        "flash_attention": 1e-2,
+        "flash_attention": 1e-2, "attention_bwd": 1e-2,
         "moe_gemm": 1e-2, "conv2d": 1e-2, "conv2d_s2": 1e-2, "reduce_rows": 1e-5, "gemm_splitk": 1e-5,
         "gemm_streamk": 1e-5, "gemm_pingpong": 1e-2}   # relative Frobenius error against float64; others are exact
 
