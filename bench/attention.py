@@ -35,7 +35,7 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention 
 import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from timing import METHOD, WAYS, rates, ratios, summary, three_ways  # noqa: E402
+from timing import METHOD, rates, report_line, three_ways, versus  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4, 16, 4096, 128), (2, 16, 8192, 128), (4, 32, 4096, 64), (16, 16, 1024, 128), (2, 24, 3000, 128)]
@@ -109,13 +109,8 @@ def row(kernel, shape, kv_heads: int, causal: bool, samples: int) -> dict:
         result[name].update(times, tflops=rates(flops, times))
     peers = [name for name in runs if name != "tmalang"]
     if kernel is not None and peers:
-        for other in peers:
-            result[f"tmalang_vs_{other}"] = ratios(result["tmalang"], result[other])
-        best = {way: min(peers, key=lambda p: result[p][way]) for way in WAYS}   # the fastest peer in each way
-        result["best_peer"] = {way.removesuffix("_ms"): p for way, p in best.items()}
-        result["tmalang_vs_best"] = ratios(result["tmalang"], {way: result[p][way] for way, p in best.items()})
-    print(f"{shape} kv_heads={kv_heads} causal={causal}  " + "  ".join(
-        f"{k}: {summary(v)}" for k, v in result.items() if k.startswith("tmalang_vs")), flush=True)
+        versus(result, peers)
+    print(report_line(f"{shape} kv_heads={kv_heads} causal={causal}", result), flush=True)
     return result
 
 

@@ -30,7 +30,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from timing import METHOD, WAYS, rates, ratios, summary, three_ways  # noqa: E402
+from timing import METHOD, rates, report_line, three_ways, versus  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [((4, 16, 4096, 128), 16), ((2, 16, 8192, 128), 16), ((16, 16, 1024, 128), 16), ((2, 24, 3000, 128), 24),
@@ -146,12 +146,8 @@ def row(kernels, shape, kv_heads, causal, samples) -> dict:
     result = {"shape": list(shape), "kv_heads": kv_heads, "causal": causal}
     for name, times in three_ways(contenders, samples, max(3, int(2e12 // flops))).items():
         result[name] = {**times, "tflops": rates(flops, times)}
-    for peer in BACKENDS:
-        result[f"tmalang_vs_{peer}"] = ratios(result["tmalang"], result[peer])
-    best = {way: min(BACKENDS, key=lambda p: result[p][way]) for way in WAYS}
-    result["tmalang_vs_best"] = ratios(result["tmalang"], {way: result[p][way] for way, p in best.items()})
-    print(f"{shape} kv_heads={kv_heads} causal={causal}  " + "  ".join(
-        f"{k}: {summary(v)}" for k, v in result.items() if k.startswith("tmalang_vs")), flush=True)
+    versus(result, list(BACKENDS))
+    print(report_line(f"{shape} kv_heads={kv_heads} causal={causal}", result), flush=True)
     return result
 
 

@@ -153,6 +153,21 @@ def ratios(ours: dict, peer: dict) -> dict[str, float]:
     return {way.removesuffix("_ms"): peer[way] / ours[way] for way in WAYS if way in ours and way in peer}
 
 
+def versus(result: dict, peers: list[str], ours: str = "tmalang") -> None:
+    """Into `result` (contender -> its times): ours against each peer, the fastest peer in each way
+    (`best_peer`), and ours against that peer (`tmalang_vs_best`)."""
+    for peer in peers:
+        result[f"{ours}_vs_{peer}"] = ratios(result[ours], result[peer])
+    best = {way: min(peers, key=lambda p: result[p][way]) for way in WAYS}
+    result["best_peer"] = {way.removesuffix("_ms"): p for way, p in best.items()}
+    result[f"{ours}_vs_best"] = ratios(result[ours], {way: result[p][way] for way, p in best.items()})
+
+
+def report_line(label: str, result: dict) -> str:
+    """One line of a benchmark's log: every `*_vs_*` ratio of the row, in every way."""
+    return f"{label}  " + "  ".join(f"{k}: {summary(v)}" for k, v in result.items() if "_vs_" in k)
+
+
 def rates(work: float, times: dict[str, float], unit: float = 1e9) -> dict[str, float]:
     """work per second / unit in each way (TFLOP/s for flops with the default unit)."""
     return {way.removesuffix("_ms"): work / ms / unit for way, ms in times.items()}

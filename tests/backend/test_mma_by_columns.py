@@ -101,12 +101,9 @@ def test_interpreter_matches_float64(kernel, m, n, k):
     assert relative_error(c, reference(a, b, km, kn)) < 1e-5
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
-def test_h100_matches_float64(kernel, m, n, k):
+def on_gpu(gemm, a, b, m: int, n: int) -> np.ndarray:
+    """C = gemm(A, B) on the GPU, A and B views into rows padded to 16 bytes, as on the host."""
     torch = pytest.importorskip("torch")
-    (km, kn), gemm = kernel
-    a, b = inputs(km, kn, m, n, k, 7 * m + n + k)
 
     def device(x):
         padded = torch.from_numpy(np.ascontiguousarray(x.base).view(np.int16)).cuda()
@@ -115,7 +112,15 @@ def test_h100_matches_float64(kernel, m, n, k):
     tc = torch.full((m, -(-n // 4) * 4), float("nan"), device="cuda")[:, :n]
     gemm(device(a), device(b), tc)
     torch.cuda.synchronize()
-    assert relative_error(tc.cpu().numpy(), reference(a, b, km, kn)) < 1e-5
+    return tc.cpu().numpy()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
+def test_h100_matches_float64(kernel, m, n, k):
+    (km, kn), gemm = kernel
+    a, b = inputs(km, kn, m, n, k, 7 * m + n + k)
+    assert relative_error(on_gpu(gemm, a, b, m, n), reference(a, b, km, kn)) < 1e-5
 
 
 @pytest.mark.parametrize("change,code", [
@@ -151,18 +156,9 @@ def test_half_panels_of_an_mn_major_b(km):
 @pytest.mark.parametrize("km", [False, True])
 @pytest.mark.parametrize("m,n,k", SHAPES, ids=str)
 def test_h100_half_panels_of_an_mn_major_b(km, m, n, k):
-    torch = pytest.importorskip("torch")
     gemm = tmalang.compile(narrow(km))
     a, b = inputs(km, True, m, n, k, 3 * m + n + k)
-
-    def device(x):
-        padded = torch.from_numpy(np.ascontiguousarray(x.base).view(np.int16)).cuda()
-        return padded.view(torch.bfloat16)[:, :x.shape[1]]
-
-    tc = torch.full((m, -(-n // 4) * 4), float("nan"), device="cuda")[:, :n]
-    gemm(device(a), device(b), tc)
-    torch.cuda.synchronize()
-    assert relative_error(tc.cpu().numpy(), reference(a, b, km, True)) < 1e-5
+    assert relative_error(on_gpu(gemm, a, b, m, n), reference(a, b, km, True)) < 1e-5
 
 
 def test_kn_parts_that_cross_a_panel_are_refused():
