@@ -7,6 +7,7 @@
     op = k.as_torch_op()            # torch.ops.tmalang.*: torch.compile(fullgraph=True), CUDA graphs
     g = tmalang.autotune(SRC, configs=[{"BN": 256}, {"BN": 128, "STAGES": 6}])  # fastest binding per shape
     c = tmalang.gemm(a, w.t())      # C = A · B at every shape: bf16, f16, fp8 (library/gemm.py)
+    o = tmalang.attention(q, k, v, causal=True)   # with autograd on torch tensors (library/attention.py)
     tmalang.get_include()           # the folder of tmalang_runtime.h, for `tmalangc --emit header` users
     tmalang.get_cuda_include()      # cuda.h's folder, through cuda-pathfinder
     tmalang.get_cmake_dir()         # tmalangConfig.cmake: tmalang_add_kernel(...) in a CMake project
@@ -29,12 +30,13 @@ from .version import VERSION as __version__
 
 if TYPE_CHECKING:   # what the lazy names are, for type checkers and readers
     from .api import Kernel, compile, compile_file
+    from .library.attention import attention, attention_backward
     from .library.gemm import gemm, gemm_config
     from .contract.trace import Trace
     from .tuning import Autotuner, autotune
 
 _LAZY = {"compile": "api", "compile_file": "api", "Kernel": "api", "gemm": "library.gemm",
-         "gemm_config": "library.gemm", "Autotuner": "tuning", "autotune": "tuning", "Trace": "contract.trace"}
+         "gemm_config": "library.gemm", "attention": "library.attention", "attention_backward": "library.attention", "Autotuner": "tuning", "autotune": "tuning", "Trace": "contract.trace"}
 
 
 def __getattr__(name: str):
@@ -86,5 +88,5 @@ def _runtime_folder(name: str, holds: str, module: str = __file__) -> str:
     return str(packaged if (packaged / holds).is_file() else _Path(module).resolve().parents[1] / "runtime" / name)
 
 
-__all__ = ["get_include", "get_cmake_dir", "get_cuda_include", "Trace", "compile", "compile_file", "autotune", "Autotuner", "gemm", "gemm_config", "Kernel",
+__all__ = ["get_include", "get_cmake_dir", "get_cuda_include", "Trace", "compile", "compile_file", "autotune", "Autotuner", "gemm", "gemm_config", "attention", "attention_backward", "Kernel",
            "TmalangError", "__version__"]

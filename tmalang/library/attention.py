@@ -1,0 +1,62 @@
+"""`tmalang.attention`: O = softmax(scale · Q·Kᵀ) · V and its backward, on the sm_90a kernels of
+examples/attention_sm90.tma (forward) and examples/attention_bwd_sm90.tma (prep and backward).
+
+    o = tmalang.attention(q, k, v, causal=True)                 # [B, H, S, D]; K, V [B, HKV, T, D]
+    o, lse = tmalang.attention(q, k, v, layout="bshd", return_lse=True)
+    dq, dk, dv = tmalang.attention_backward(q, k, v, o, lse, do, causal=True)
+
+torch tensors (CUDA) run on the GPU, through an autograd function whose launches are torch custom
+operators (so `torch.compile(fullgraph=True)` and CUDA graphs see them); NumPy arrays (bf16 from
+ml_dtypes) run on the reference interpreter, the forward and `attention_backward` alike.
+
+- **Layouts.** `layout="bhsd"` (torch's SDPA: [B, H, S, D]) or `"bshd"` (FlashAttention's:
+  [B, S, H, D]). The kernels read each head's rows as [B·H, S, D]: a contiguous "bhsd" tensor is
+  that already (a view); anything else is copied into it first, and the outputs come back in the
+  caller's layout.
+- **Heads.** K and V have HKV heads with H % HKV == 0 (grouped-query attention; HKV = 1 is
+  multi-query); query head h reads K/V head h // (H // HKV), as torch's `enable_gqa` does.
+- **What runs.** bf16, head dims 64 and 128, any lengths S and T. causal is top-left aligned
+  (query r sees keys 0..r), as torch's `is_causal`. scale defaults to 1/sqrt(D).
+- **LSE.** The forward's log-sum-exp per query row (natural log), [B, H, S] in f32; returned with
+  `return_lse=True`, without a gradient.
+- **Backward.** `attention_bwd_prep` writes delta = rowsum(dO ∘ O) and zeroes an f32 dQ; the
+  backward adds every key block's part into it (TMA reduce-add, so dQ's low bits depend on the
+  order the CTAs finish) and writes dK and dV (summed over each K/V head's query heads); dQ is
+  rounded to the inputs' dtype last.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .attention_kernels import backward, check, forward, heads_first, in_layout, padded_rows
+from .operands import _is_torch
+
+
+# ---- the public calls -------------------------------------------------------------------------------
+
+def attention(q, k, v, *, causal: bool = False, scale: float | None = None, layout: str = "bhsd",
+              return_lse: bool = False):
+    """softmax(scale · Q·Kᵀ) · V in the caller's layout; with `return_lse`, also the LSE [B, H, S]."""
+    b, h, hk, s, t, d = check(q, k, v, layout)
+    scale = 1 / math.sqrt(d) if scale is None else float(scale)
+    if _is_torch(q):
+        from .attention_autograd import Attention
+
+        o, lse = Attention.apply(q, k, v, bool(causal), scale, layout)
+    else:
+        o3, lse3 = forward(*(heads_first(x, layout) for x in (q, k, v)), bool(causal), scale)
+        o, lse = in_layout(o3, b, layout), lse3.reshape(b, h, s)
+    return (o, lse) if return_lse else o
+
+
+def attention_backward(q, k, v, o, lse, do, *, causal: bool = False, scale: float | None = None,
+                       layout: str = "bhsd"):
+    """(dQ, dK, dV) in the caller's layout, from the forward's O and LSE ([B, H, S]) and dO."""
+    b, h, hk, s, t, d = check(q, k, v, layout)
+    scale = 1 / math.sqrt(d) if scale is None else float(scale)
+    lse3 = padded_rows(q, b * h, s)
+    lse3[...] = lse.reshape(b * h, s)
+    q3, k3, v3, o3, do3 = (heads_first(x, layout) for x in (q, k, v, o, do))
+    grads = backward(q3, k3, v3, o3, lse3, do3, bool(causal), scale)
+    return tuple(in_layout(g, b, layout) for g in grads)

@@ -1,0 +1,149 @@
+"""The launches behind `tmalang.attention` (library/attention.py): the kernels of
+examples/attention_sm90.tma and examples/attention_bwd_sm90.tma compiled once per process, the
+checks of a call, the [B·H, S, D] form the kernels read, and the forward and backward launches,
+on torch tensors (custom operators) or NumPy arrays (the interpreter). No torch import here."""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+from ..api import compile as compile_source
+from ..contract.errors import LAUNCH_OPTION, LaunchError
+from .operands import _is_torch
+
+FORWARD = {64: "flash_attention", 128: "flash_attention_hd128"}
+BACKWARD = {64: "attention_bwd", 128: "attention_bwd_hd128"}
+LAYOUTS = ("bhsd", "bshd")
+
+
+def _source(name: str) -> Path:
+    """The kernels' file: beside this module in a wheel, under examples/ in a checkout."""
+    shipped = Path(__file__).with_name(name)
+    return shipped if shipped.is_file() else Path(__file__).resolve().parents[2] / "examples" / name
+
+
+@functools.cache
+def kernel(name: str, head_dim: int):
+    """One of the attention kernels, compiled once per process (cached on disk across them)."""
+    if name == "attention_bwd_prep":
+        path = _source("attention_bwd_sm90.tma")
+        return compile_source(path.read_text(), kernel=name, name=str(path), constants={"D": head_dim})
+    table = FORWARD if name == "forward" else BACKWARD
+    path = _source("attention_sm90.tma" if name == "forward" else "attention_bwd_sm90.tma")
+    return compile_source(path.read_text(), kernel=table[head_dim], name=str(path))
+
+
+@functools.cache
+def operator(name: str, head_dim: int):
+    """The kernel as a torch custom operator (torch_op.py)."""
+    return kernel(name, head_dim).as_torch_op()
+
+
+# ---- shapes and layouts ---------------------------------------------------------------------------
+
+def check(q, k, v, layout: str) -> tuple[int, int, int, int, int, int]:
+    """(B, H, HKV, S, T, D) of a call; LaunchError for what the kernels do not run."""
+    if layout not in LAYOUTS:
+        raise LaunchError(LAUNCH_OPTION, f"attention: layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+    shapes = [tuple(x.shape) for x in (q, k, v)]
+    if any(len(s) != 4 for s in shapes):
+        raise LaunchError(LAUNCH_OPTION, f"attention: q, k and v are 4-D ({layout}); got shapes {shapes}")
+    (b, h, s, d), (bk, hk, t, dk) = (_bhsd(x, layout) for x in shapes[:2])
+    if shapes[1] != shapes[2] or bk != b or dk != d:
+        raise LaunchError(LAUNCH_OPTION, f"attention: k and v must be alike, with q's batch and head dim; got "
+                          f"q {shapes[0]}, k {shapes[1]}, v {shapes[2]} ({layout})")
+    if h % hk:
+        raise LaunchError(LAUNCH_OPTION, f"attention: {hk} K/V heads do not divide {h} query heads")
+    if d not in FORWARD:
+        raise LaunchError(LAUNCH_OPTION, f"attention: head dim {d} (the kernels take {', '.join(map(str, FORWARD))})")
+    dtypes = {_dtype(x) for x in (q, k, v)}
+    if dtypes != {"bfloat16"}:
+        raise LaunchError(LAUNCH_OPTION, f"attention: q, k and v must be bf16; got {sorted(dtypes)}")
+    if min(s, t) < 1 or b < 1:
+        raise LaunchError(LAUNCH_OPTION, f"attention: empty sequence or batch: q {shapes[0]}, k {shapes[1]}")
+    return b, h, hk, s, t, d
+
+
+def _bhsd(shape: tuple, layout: str) -> tuple:
+    return shape if layout == "bhsd" else (shape[0], shape[2], shape[1], shape[3])
+
+
+def _dtype(x) -> str:
+    return str(x.dtype).removeprefix("torch.")
+
+
+def heads_first(x, layout: str):
+    """x as [B·H, S, D] with contiguous rows: a view of a contiguous [B, H, S, D], else a copy."""
+    if _is_torch(x):
+        x = x if layout == "bhsd" else x.transpose(1, 2)
+        return x.contiguous().flatten(0, 1)
+    import numpy as np
+
+    x = x if layout == "bhsd" else x.transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(x).reshape(-1, *x.shape[2:])
+
+
+def in_layout(x, batch: int, layout: str):
+    """[B·H, S, D] back to the caller's layout (a view)."""
+    x = x.reshape(batch, -1, *x.shape[1:])
+    return x if layout == "bhsd" else (x.transpose(1, 2) if _is_torch(x) else x.transpose(0, 2, 1, 3))
+
+
+def padded_rows(like, rows: int, cols: int):
+    """[rows, cols] f32 with 16-byte aligned rows (TMA): a view into rows padded to 4 elements."""
+    padded = -(-cols // 4) * 4
+    if _is_torch(like):
+        import torch
+
+        return torch.empty(rows, padded, device=like.device, dtype=torch.float32)[:, :cols]
+    import numpy as np
+
+    return np.empty((rows, padded), np.float32)[:, :cols]
+
+
+def _empty_like(x):
+    if _is_torch(x):
+        import torch
+
+        return torch.empty_like(x)
+    import numpy as np
+
+    return np.empty_like(x)
+
+
+# ---- the launches -----------------------------------------------------------------------------------
+
+def _launch(name: str, head_dim: int, args: list) -> None:
+    """torch tensors through the custom operator (GPU, or the interpreter for CPU tensors); NumPy
+    arrays on the interpreter. Scalars are Python numbers, as the operator's schema takes them."""
+    if _is_torch(args[0]):
+        operator(name, head_dim)(*args)
+    else:
+        kernel(name, head_dim).interpret(*args)
+
+
+def forward(q3, k3, v3, causal: bool, scale: float):
+    """(O, LSE) of [B·H, S, D] operands: O like q3, LSE [B·H, S] f32."""
+    o, lse = _empty_like(q3), padded_rows(q3, q3.shape[0], q3.shape[1])
+    _launch("forward", q3.shape[-1], [q3, k3, v3, float(scale), int(causal), lse, o])
+    return o, lse
+
+
+def backward(q3, k3, v3, o3, lse, do3, causal: bool, scale: float):
+    """(dQ, dK, dV) of [B·H, S, D] operands, the forward's O and LSE, and dO."""
+    import numpy as np
+
+    d = q3.shape[-1]
+    delta = padded_rows(q3, q3.shape[0], q3.shape[1])
+    if _is_torch(q3):
+        import torch
+
+        dq = torch.empty(q3.shape, device=q3.device, dtype=torch.float32)
+    else:
+        dq = np.empty(q3.shape, np.float32)
+    dk, dv = _empty_like(k3), _empty_like(v3)
+    _launch("attention_bwd_prep", d, [o3, do3, delta, dq])       # delta, and dq zeroed
+    _launch("backward", d, [q3, k3, v3, do3, lse, delta, float(scale), int(causal), dq, dk, dv])
+    return dq.to(q3.dtype) if _is_torch(dq) else dq.astype(q3.dtype), dk, dv
