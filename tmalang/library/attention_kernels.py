@@ -37,8 +37,8 @@ def kernel(name: str, head_dim: int):
 
 @functools.cache
 def operator(name: str, head_dim: int):
-    """The kernel as a torch custom operator (torch_op.py)."""
-    return kernel(name, head_dim).as_torch_op()
+    """The kernel as a torch custom operator (torch_op.py): its OpOverload, torch.ops.tmalang.*."""
+    return kernel(name, head_dim).as_torch_op().op
 
 
 # ---- shapes and layouts ---------------------------------------------------------------------------
@@ -115,24 +115,22 @@ def _empty_like(x):
 
 # ---- the launches -----------------------------------------------------------------------------------
 
-def _launch(name: str, head_dim: int, args: list) -> None:
-    """torch tensors through the custom operator (GPU, or the interpreter for CPU tensors); NumPy
-    arrays on the interpreter. Scalars are Python numbers, as the operator's schema takes them."""
-    if _is_torch(args[0]):
-        operator(name, head_dim)(*args)
-    else:
-        kernel(name, head_dim).interpret(*args)
+def interpret(name: str, head_dim: int, args: list) -> None:
+    """A launch on the reference interpreter (NumPy arrays)."""
+    kernel(name, head_dim).interpret(*args)
 
 
-def forward(q3, k3, v3, causal: bool, scale: float):
-    """(O, LSE) of [B·H, S, D] operands: O like q3, LSE [B·H, S] f32."""
+def forward(q3, k3, v3, causal: bool, scale: float, launch=interpret):
+    """(O, LSE) of [B·H, S, D] operands: O like q3, LSE [B·H, S] f32. `launch(name, head_dim,
+    args)` runs a kernel: on the interpreter, or a torch custom operator (attention_autograd.py).
+    Scalars are Python numbers, as the operator's schema takes them."""
     o, lse = _empty_like(q3), padded_rows(q3, q3.shape[0], q3.shape[1])
-    _launch("forward", q3.shape[-1], [q3, k3, v3, float(scale), int(causal), lse, o])
+    launch("forward", q3.shape[-1], [q3, k3, v3, float(scale), int(causal), lse, o])
     return o, lse
 
 
-def backward(q3, k3, v3, o3, lse, do3, causal: bool, scale: float):
-    """(dQ, dK, dV) of [B·H, S, D] operands, the forward's O and LSE, and dO."""
+def backward(q3, k3, v3, o3, lse, do3, causal: bool, scale: float, launch=interpret):
+    """(dQ, dK, dV) of [B·H, S, D] operands, the forward's O and LSE, and dO (`launch`: as forward's)."""
     import numpy as np
 
     d = q3.shape[-1]
@@ -144,6 +142,6 @@ def backward(q3, k3, v3, o3, lse, do3, causal: bool, scale: float):
     else:
         dq = np.empty(q3.shape, np.float32)
     dk, dv = _empty_like(k3), _empty_like(v3)
-    _launch("attention_bwd_prep", d, [o3, do3, delta, dq])       # delta, and dq zeroed
-    _launch("backward", d, [q3, k3, v3, do3, lse, delta, float(scale), int(causal), dq, dk, dv])
+    launch("attention_bwd_prep", d, [o3, do3, delta, dq])       # delta, and dq zeroed
+    launch("backward", d, [q3, k3, v3, do3, lse, delta, float(scale), int(causal), dq, dk, dv])
     return dq.to(q3.dtype) if _is_torch(dq) else dq.astype(q3.dtype), dk, dv
