@@ -27,17 +27,15 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 
-import tmalang  # noqa: E402
+from tmalang.library.attention_kernels import HEAD_DIMS, kernel  # noqa: E402  (the library's bindings)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
 from timing import METHOD, rates, report_line, three_ways, versus  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [((4, 16, 4096, 128), 16), ((2, 16, 8192, 128), 16), ((16, 16, 1024, 128), 16), ((2, 24, 3000, 128), 24),
           ((4, 32, 4096, 128), 8), ((4, 32, 4096, 128), 1), ((4, 32, 4096, 64), 32), ((4, 32, 4096, 64), 8)]
 CHECKS = [((1, 4, 1000, d), 4) for d in (64, 128)] + [((1, 8, 4099, d), 1) for d in (64, 128)] + \
          [((2, 2, 77, 128), 1), ((1, 2, 1, 64), 2)]
-KERNELS = {64: ("flash_attention", "attention_bwd"), 128: ("flash_attention_hd128", "attention_bwd_hd128")}
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 
 
@@ -157,11 +155,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=10)
     parser.add_argument("--check-only", action="store_true")
     args = parser.parse_args()
-    backward = ROOT / "examples" / "attention_bwd_sm90.tma"
-    kernels = {d: (tmalang.compile_file(ROOT / "examples" / "attention_sm90.tma", kernel=fwd),
-                   tmalang.compile_file(backward, kernel="attention_bwd_prep", constants={"D": d}),
-                   tmalang.compile_file(backward, kernel=bwd))
-               for d, (fwd, bwd) in KERNELS.items()}
+    kernels = {d: tuple(kernel(role, d) for role in ("forward", "prep", "backward")) for d in HEAD_DIMS}
     checks = [check(kernels, shape, kv, causal) for shape, kv in CHECKS for causal in (False, True)]
     rows = [] if args.check_only else [row(kernels, shape, kv, causal, args.samples)
                                        for shape, kv in SHAPES for causal in (False, True)]

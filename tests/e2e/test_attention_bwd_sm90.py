@@ -15,17 +15,21 @@ import pytest
 
 import tmalang
 from tmalang.backend import ptxas
+from tmalang.library.attention_kernels import binding
 from conftest import ROOT
 
 EXAMPLES = ROOT / "examples"
 BF16 = ml_dtypes.bfloat16
-KERNELS = {64: ("flash_attention", "attention_bwd"), 128: ("flash_attention_hd128", "attention_bwd_hd128")}
+def compiled(role: str, d: int):
+    """The example's forward, prep or backward kernel as tmalang.attention binds it at head dim d."""
+    file, name, constants = binding(role, d)
+    return tmalang.compile_file(EXAMPLES / file, kernel=name, constants=constants)
 
 
 @pytest.fixture(scope="module", params=[64, 128], ids=["hd64", "hd128"])
 def backward(request):
     """(backward kernel, head dim)."""
-    return tmalang.compile_file(EXAMPLES / "attention_bwd_sm90.tma", kernel=KERNELS[request.param][1]), request.param
+    return compiled("backward", request.param), request.param
 
 
 def inputs(bh: int, bhkv: int, s: int, t: int, d: int, seed: int):
@@ -123,9 +127,7 @@ def on_gpu(q, k, v, do, causal: int):
     """Forward (examples/attention_sm90.tma) then backward on the GPU: (dQ, dK, dV) as numpy."""
     torch = pytest.importorskip("torch")
     (bh, s, d) = q.shape
-    forward = tmalang.compile_file(EXAMPLES / "attention_sm90.tma", kernel=KERNELS[d][0])
-    prep = tmalang.compile_file(EXAMPLES / "attention_bwd_sm90.tma", kernel="attention_bwd_prep", constants={"D": d})
-    backward = tmalang.compile_file(EXAMPLES / "attention_bwd_sm90.tma", kernel=KERNELS[d][1])
+    forward, prep, backward = (compiled(role, d) for role in ("forward", "prep", "backward"))
     cq, ck, cv, cdo = (torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16) for x in (q, k, v, do))
     scale = np.float32(1 / np.sqrt(d))
     o = torch.empty_like(cq)
@@ -178,7 +180,7 @@ def test_h100_gradients_are_as_accurate_as_flash(bh, bhkv, s, causal, d):
 
 @pytest.mark.parametrize("d", [64, 128])
 def test_prep_interpreted_matches_float64_and_zeroes_dq(d):
-    prep = tmalang.compile_file(EXAMPLES / "attention_bwd_sm90.tma", kernel="attention_bwd_prep", constants={"D": d})
+    prep = compiled("prep", d)
     rng = np.random.default_rng(d)
     o, do = (rng.standard_normal((3, 77, d)).astype(BF16) for _ in range(2))
     delta, dq = padded(3, 77), rng.standard_normal((3, 77, d)).astype(np.float32)
@@ -192,7 +194,7 @@ def test_prep_interpreted_matches_float64_and_zeroes_dq(d):
 @pytest.mark.parametrize("s", [1, 77, 4099])
 def test_h100_prep_matches_float64_and_zeroes_dq(d, s):
     torch = pytest.importorskip("torch")
-    prep = tmalang.compile_file(EXAMPLES / "attention_bwd_sm90.tma", kernel="attention_bwd_prep", constants={"D": d})
+    prep = compiled("prep", d)
     o, do = (torch.randn(5, s, d, device="cuda").bfloat16() for _ in range(2))
     delta = torch.full((5, -(-s // 4) * 4), float("nan"), device="cuda")[:, :s]
     dq = torch.randn(5, s, d, device="cuda")

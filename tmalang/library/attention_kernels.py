@@ -13,9 +13,18 @@ from ..api import compile as compile_source
 from ..contract.errors import LAUNCH_OPTION, LaunchError
 from .operands import _is_torch
 
-FORWARD = {64: "flash_attention", 128: "flash_attention_hd128"}
-BACKWARD = {64: "attention_bwd", 128: "attention_bwd_hd128"}
 LAYOUTS = ("bhsd", "bshd")
+HEAD_DIMS = (64, 128)
+
+
+def binding(role: str, head_dim: int) -> tuple[str, str, dict]:
+    """(file, kernel, constants) of the forward, the prep or the backward at a head dim: the
+    backward stages dQ in two slots beside head dim 64's tiles, in one beside 128's (smem)."""
+    if role == "forward":
+        return "attention_sm90.tma", {64: "flash_attention", 128: "flash_attention_hd128"}[head_dim], {}
+    if role == "prep":
+        return "attention_bwd_sm90.tma", "attention_bwd_prep", {"D": head_dim}
+    return "attention_bwd_sm90.tma", "attention_bwd", {"D": head_dim, "DQS": 2 if head_dim == 64 else 1}
 
 
 def _source(name: str) -> Path:
@@ -25,14 +34,11 @@ def _source(name: str) -> Path:
 
 
 @functools.cache
-def kernel(name: str, head_dim: int):
-    """One of the attention kernels, compiled once per process (cached on disk across them)."""
-    if name == "attention_bwd_prep":
-        path = _source("attention_bwd_sm90.tma")
-        return compile_source(path.read_text(), kernel=name, name=str(path), constants={"D": head_dim})
-    table = FORWARD if name == "forward" else BACKWARD
-    path = _source("attention_sm90.tma" if name == "forward" else "attention_bwd_sm90.tma")
-    return compile_source(path.read_text(), kernel=table[head_dim], name=str(path))
+def kernel(role: str, head_dim: int):
+    """The forward, prep or backward kernel, compiled once per process (cached on disk across them)."""
+    file, name, constants = binding(role, head_dim)
+    path = _source(file)
+    return compile_source(path.read_text(), kernel=name, name=str(path), constants=constants)
 
 
 @functools.cache
@@ -56,8 +62,8 @@ def check(q, k, v, layout: str) -> tuple[int, int, int, int, int, int]:
                           f"q {shapes[0]}, k {shapes[1]}, v {shapes[2]} ({layout})")
     if h % hk:
         raise LaunchError(LAUNCH_OPTION, f"attention: {hk} K/V heads do not divide {h} query heads")
-    if d not in FORWARD:
-        raise LaunchError(LAUNCH_OPTION, f"attention: head dim {d} (the kernels take {', '.join(map(str, FORWARD))})")
+    if d not in HEAD_DIMS:
+        raise LaunchError(LAUNCH_OPTION, f"attention: head dim {d} (the kernels take {', '.join(map(str, HEAD_DIMS))})")
     dtypes = {_dtype(x) for x in (q, k, v)}
     if dtypes != {"bfloat16"}:
         raise LaunchError(LAUNCH_OPTION, f"attention: q, k and v must be bf16; got {sorted(dtypes)}")
@@ -142,6 +148,6 @@ def backward(q3, k3, v3, o3, lse, do3, causal: bool, scale: float, launch=interp
     else:
         dq = np.empty(q3.shape, np.float32)
     dk, dv = _empty_like(k3), _empty_like(v3)
-    launch("attention_bwd_prep", d, [o3, do3, delta, dq])       # delta, and dq zeroed
+    launch("prep", d, [o3, do3, delta, dq])       # delta, and dq zeroed
     launch("backward", d, [q3, k3, v3, do3, lse, delta, float(scale), int(causal), dq, dk, dv])
     return dq.to(q3.dtype) if _is_torch(dq) else dq.astype(q3.dtype), dk, dv
