@@ -51,19 +51,19 @@ def reference(q, k, v, do, causal: bool):
     q, k, v, do = (x.astype(np.float64) for x in (q, k, v, do))
     kk, vv = np.repeat(k, group, 0), np.repeat(v, group, 0)
     scale = 1 / np.sqrt(q.shape[-1])
-    s = np.einsum("bsd,btd->bst", q, kk) * scale
+    s = q @ kk.swapaxes(-1, -2) * scale
     if causal:
         s = np.where(np.arange(k.shape[1])[None, None, :] > np.arange(q.shape[1])[None, :, None], -np.inf, s)
     top = s.max(-1, keepdims=True)
     p = np.exp(s - top)
     total = p.sum(-1, keepdims=True)
     p /= total
-    o = np.einsum("bst,btd->bsd", p, vv)
-    dp = np.einsum("bsd,btd->bst", do, vv)
+    o = p @ vv
+    dp = do @ vv.swapaxes(-1, -2)
     ds = p * (dp - (do * o).sum(-1, keepdims=True))
-    dq = np.einsum("bst,btd->bsd", ds, kk) * scale
-    dk = (np.einsum("bst,bsd->btd", ds, q) * scale).reshape(k.shape[0], group, *k.shape[1:]).sum(1)
-    dv = np.einsum("bst,bsd->btd", p, do).reshape(k.shape[0], group, *k.shape[1:]).sum(1)
+    dq = ds @ kk * scale
+    dk = (ds.swapaxes(-1, -2) @ q * scale).reshape(k.shape[0], group, *k.shape[1:]).sum(1)
+    dv = (p.swapaxes(-1, -2) @ do).reshape(k.shape[0], group, *k.shape[1:]).sum(1)
     return o, (top + np.log(total))[..., 0], dq, dk, dv
 
 

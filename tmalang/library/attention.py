@@ -44,6 +44,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, layo
         from .attention_autograd import Attention
 
         o, lse = Attention.apply(q, k, v, bool(causal), scale, layout)
+        lse = lse.detach()      # no gradient; detached here, not marked in the Function (torch.compile)
     else:
         o3, lse3 = forward(*(heads_first(x, layout) for x in (q, k, v)), bool(causal), scale)
         o, lse = in_layout(o3, b, layout), lse3.reshape(b, h, s)

@@ -14,20 +14,41 @@ import torch
 from . import attention_kernels as kernels
 
 
-@torch._dynamo.assume_constant_result
-def _operator(name: str, head_dim: int):
-    """The kernel's operator, made (compiled, registered) outside any graph torch.compile traces:
-    to the tracer it is a constant, an OpOverload it records calls to."""
-    return kernels.operator(name, head_dim)
+# One operator per role with a fixed name and schema, defined when this module is imported:
+# torch.compile records calls to them like any torch.ops op. Each call compiles (once per process)
+# and runs the kernel for its head dim through that kernel's own operator (torch_op.py), which
+# launches CUDA tensors on torch's current stream and CPU tensors on the interpreter.
+_SCHEMAS = {
+    "forward": "(Tensor q, Tensor k, Tensor v, float scale, int causal, Tensor(a!) lse, Tensor(b!) o) -> ()",
+    "prep": "(Tensor o, Tensor do, Tensor(a!) delta, Tensor(b!) dq) -> ()",
+    "backward": "(Tensor q, Tensor k, Tensor v, Tensor do, Tensor lse, Tensor delta, float scale, int causal, "
+                "Tensor(a!) dq, Tensor(b!) dk, Tensor(c!) dv) -> ()",
+}
+_library = torch.library.Library("tmalang", "FRAGMENT")
+
+
+def _define(role: str) -> None:
+    name = f"attention_{role}"
+
+    def run(first, *rest):
+        kernels.operator(role, first.shape[-1])(first, *rest)
+    _library.define(name + _SCHEMAS[role])
+    for device in ("CUDA", "CPU"):
+        _library.impl(name, run, device)
+    torch.library.register_fake(f"tmalang::{name}", lambda *args: None, lib=_library)
+
+
+for _role in _SCHEMAS:
+    _define(_role)
 
 
 def launch(name: str, head_dim: int, args: list) -> None:
     """A kernel on torch tensors: CUDA on the GPU (torch's current stream), CPU on the interpreter."""
-    _operator(name, head_dim)(*args)
+    getattr(torch.ops.tmalang, f"attention_{name}").default(*args)
 
 
 class Attention(torch.autograd.Function):
-    """(O, LSE) = attention(Q, K, V); LSE has no gradient."""
+    """(O, LSE) = attention(Q, K, V); LSE's gradient is ignored."""
 
     @staticmethod
     def forward(ctx, q, k, v, causal: bool, scale: float, layout: str):
@@ -36,8 +57,9 @@ class Attention(torch.autograd.Function):
         o3, lse = kernels.forward(q3, k3, v3, causal, scale, launch)
         ctx.save_for_backward(q3, k3, v3, o3, lse)
         ctx.causal, ctx.scale, ctx.layout, ctx.batch = causal, scale, layout, batch
+        # LSE is not marked non-differentiable: AOT autograd (torch.compile) refuses a Function
+        # output without a gradient; attention() detaches it and backward ignores its gradient
         lse = lse.unflatten(0, (batch, heads))
-        ctx.mark_non_differentiable(lse)
         return kernels.in_layout(o3, batch, layout), lse
 
     @staticmethod
