@@ -200,10 +200,21 @@ class KernelCodegen:
             return value if value.type == I32 else self.b.trunc(value, I32)
         if isinstance(e, ex.Sreg):
             return self._sreg(e.name)
+        if isinstance(e, ex.Elem):
+            return self.element_read(e)
         if isinstance(e, ex.Neg):
             return self.b.neg(self.expr(e.operand))
         lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
         return INT_BINARY[e.op](self.b, lhs, rhs)
+
+    def element_read(self, e: ex.Elem) -> ir.Value:
+        """`t[i]` (§18): one guarded ld.global.nc.s32, 0 outside the tensor (sema/scope.py: the
+        kernel does not write t, so the read-only path is coherent)."""
+        length = ops.decls(self.kernel, ops.TensorDecl)[e.tensor].shape[0]
+        length = self.args[length] if isinstance(length, str) else I32(length)
+        at = self.expr(e.index)
+        address = self.b.add(self.args[f"{e.tensor}.addr"], self.b.mul(self.b.zext(at, I64), I64(4)))
+        return self.asm(ptx_asm.PTX["element_read"], "=r,r,r,l", [at, length, address], ret=I32)
 
     @property
     def ld_width(self) -> int:

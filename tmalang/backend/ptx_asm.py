@@ -99,6 +99,8 @@ PTX = {
     # tensor or for an index outside [0, $4): the H100 faults on a tensor store at a negative row
     "gather_index": "{ .reg .pred q; setp.lt.u32 q, $1, $2; mov.b32 $0, $4; @q ld.global.s32 $0, [$3]; "
                     "setp.ge.u32 q, $0, $4; @q mov.b32 $0, $4; }",
+    # element $1 of an index expression's tensor of $2 elements at $3; 0 outside it (§18)
+    "element_read": "{ .reg .pred q; setp.lt.u32 q, $1, $2; mov.b32 $0, 0; @q ld.global.nc.s32 $0, [$3]; }",
     "bulk_prefetch": "cp.async.bulk.prefetch.L2.global [$0], $1;",   # $1 bytes at global $0 into L2
     "trap": "trap;",   # a bulk copy outside its tensor (codegen.bulk_guard)
     "bulk_wait": "cp.async.bulk.wait_group $0;",

@@ -64,7 +64,7 @@ def grid_spec(kernel: ops.KernelOp) -> GridSpec:
 def ptx_params(kernel: ops.KernelOp) -> list:
     """Kernel parameters in PTX order: tensor maps, then symbolic dims, then scalars, then (only in
     kernels with bulk boxes) each bulk box's tensor address and outer byte strides, then (only in
-    kernels with gathered copies) each index tensor's address, then (only in kernels with a dynamic
+    kernels with gathered copies or element reads `t[i]`) each index tensor's address, then (only in kernels with a dynamic
     tile loop) the tile counter's address."""
     tensors = ops.decls(kernel, ops.TensorDecl)
     boxes = ops.decls(kernel, ops.BoxDecl).values()
@@ -92,6 +92,9 @@ def ptx_params(kernel: ops.KernelOp) -> list:
     for o in ops.walk(kernel.body):
         if isinstance(o, (ops.GatherLoad, ops.ScatterStore, ops.GatherPrefetch)):
             gathered.setdefault(o.gather, {})[by_name[o.box].tensor] = None
+    for e in (e for o in ops.walk(kernel.body) for top in o.expressions() for e in ex.walk(top)):
+        if isinstance(e, ex.Elem):   # `t[i]` in an index expression: t's address, like an index tensor's
+            gathered.setdefault(e.tensor, {})
     params += [IndexParam(t, tuple(names)) for t, names in gathered.items()]
     counted = kernel.grid == "persistent"   # a grid of tiles claims by cancelling CTAs: no counter
     if any(isinstance(o, ops.TileClaim) or counted and isinstance(o, ops.ForTiles) and o.dynamic

@@ -22,7 +22,7 @@ def random_inputs(manifest, dims: dict[str, int], rng) -> list:
     values = []
     shapes = {a.name: a.shape for a in manifest.args if isinstance(a, TensorArg)}
     index_rows = {p.tensor: min(_dim(shapes[t][0], dims) for t in p.rows_of)
-                  for p in manifest.ptx_params if isinstance(p, IndexParam)}
+                  for p in manifest.ptx_params if isinstance(p, IndexParam) and p.rows_of}
     for arg in manifest.args:
         dtype = NUMPY[arg.dtype]
         if not isinstance(arg, TensorArg):

@@ -127,6 +127,9 @@ class CTA:
         if isinstance(e, ex.Param):   # a scalar argument is a NumPy scalar: index math is on ints
             value = self.launch.params[e.name]
             return int(value) if isinstance(value, np.integer) else value
+        if isinstance(e, ex.Elem):      # guarded, as on the GPU: 0 outside the tensor
+            array, at = self.launch.arrays[e.tensor], self.value(warp, e.index)
+            return int(array[at]) if 0 <= at < array.shape[0] else 0
         if isinstance(e, ex.Sreg):
             return {"ctaid.x": self.cta, "nctaid.x": self.ctas, "cluster.ctarank": self.rank}[e.name]
         if isinstance(e, ex.Neg):

@@ -3,6 +3,7 @@
 Text form (fully parenthesised, so printing and parsing are trivially inverse):
     %i            a local integer variable (loop index, stage counter)
     $M            a value bound at launch (a symbolic dim or a scalar parameter)
+    $t[i]         element i of the 1-D i32 tensor t, read from global memory (0 outside t)
     sreg(ctaid.x) a special register: this CTA's index in the grid, or nctaid.x, the grid's size
     @ring.xs[%s]  an element of a shared-memory buffer stage (tile math only)
     !acc          an element of a register accumulator (epilogues only)
@@ -51,6 +52,19 @@ class Param:
 
     def __str__(self) -> str:
         return f"${self.name}"
+
+
+@dataclass(frozen=True)
+class Elem:
+    """Element `index` of the 1-D i32 tensor parameter `tensor` (an index expression's `t[i]`,
+    §18), read from global memory where the expression is evaluated. A position outside the
+    tensor reads 0: the read is guarded, so no index moves it outside the tensor."""
+
+    tensor: str
+    index: Expr
+
+    def __str__(self) -> str:
+        return f"${self.tensor}[{self.index}]"
 
 
 @dataclass(frozen=True)
@@ -157,7 +171,7 @@ class Call:
         return f"{self.func}({', '.join(map(str, self.args))})"
 
 
-Expr = Const | Var | Param | Sreg | BufferRef | AccRef | TmemRef | RowVar | Call | Bin | Neg | Cast
+Expr = Const | Var | Param | Elem | Sreg | BufferRef | AccRef | TmemRef | RowVar | Call | Bin | Neg | Cast
 
 
 def children(expr: Expr) -> tuple[Expr, ...]:
@@ -165,7 +179,7 @@ def children(expr: Expr) -> tuple[Expr, ...]:
         return (expr.lhs, expr.rhs)
     if isinstance(expr, (Neg, Cast)):
         return (expr.operand,)
-    if isinstance(expr, BufferRef):
+    if isinstance(expr, (BufferRef, Elem)):
         return (expr.index,)
     if isinstance(expr, TmemRef):
         return (expr.tile,)

@@ -103,7 +103,12 @@ class _Line:
         if kind == "var":
             return ex.Var(text[1:])
         if kind == "param":
-            return ex.Param(text[1:])
+            if self.peek()[1] != "[":
+                return ex.Param(text[1:])
+            self.take("[")
+            index = self.expr()
+            self.take("]")
+            return ex.Elem(text[1:], index)
         if kind == "acc":
             if self.peek()[1] != "[":
                 return ex.AccRef(text[1:])

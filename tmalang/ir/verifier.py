@@ -63,7 +63,7 @@ class Verifier(Scope):
         if hook is None:
             self.fail(f"'{o.name}' has no verify hook", o)
         hook(self, o)
-        for value in _operands(o):
+        for value in o.expressions():
             self.expr(value, defined, o)
         if isinstance(o, (ops.Let, ops.Val, ops.TileTake)):
             defined.add(o.var)
@@ -84,6 +84,10 @@ class Verifier(Scope):
             if stage in self.done and isinstance(o, kinds) and not holds(o):
                 self.fail(f"{_named(o)}: {message} after {stage}", o)
 
+    def index_tensor(self, name: str) -> bool:
+        tensor = ops.decls(self.kernel, ops.TensorDecl).get(name)
+        return tensor is not None and len(tensor.shape) == 1 and tensor.dtype == "i32"
+
     def expr(self, e: ex.Expr, defined: set[str], o: ops.Op) -> None:
         for node in ex.walk(e):
             if isinstance(node, ex.Var) and node.name not in defined:
@@ -92,6 +96,8 @@ class Verifier(Scope):
                 self.fail(f"sreg({node.name}) is no special register the IR reads", o)
             elif isinstance(node, ex.Param) and node.name not in self.params:
                 self.fail(f"${node.name} is neither a tensor dimension nor a scalar parameter", o)
+            elif isinstance(node, ex.Elem) and not self.index_tensor(node.tensor):
+                self.fail(f"${node.tensor}[..] reads no 1-D i32 tensor parameter", o)
             elif isinstance(node, ex.BufferRef):
                 self.stage_index(node, o)
             elif isinstance(node, ex.TmemRef) and self.tile_kind(node.tile.name) != "tmem":
@@ -153,15 +159,6 @@ def _binds(o: ops.Op) -> set[str]:
     if isinstance(o, (ops.Produce, ops.Consume)):
         return {o.slot}
     return set()
-
-
-def _operands(o: ops.Op):
-    for f in o.operand_fields():
-        value = getattr(o, f.name)
-        if f.type in ("Expr", "BufferRef", "BufferRef | None") and value is not None:
-            yield value
-        elif f.type == "list[Expr]":
-            yield from value
 
 
 def _fail_after(stage: str):

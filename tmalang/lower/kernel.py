@@ -377,6 +377,8 @@ class _Statements:
             return ex.Const(e.value)
         if isinstance(e, ast.Ref) and e.name == CLUSTER and e.field is not None:
             return self._cluster_coordinate(e.field)
+        if isinstance(e, ast.Ref) and e.block is not None:     # `t[i]`: an element read (sema)
+            return ex.Elem(e.name, self.int_expr(e.block[0]))
         if isinstance(e, ast.Ref):
             # sema forbids locals that shadow kernel names, so a launch-bound name is never a local
             launch_bound = e.name in self.info.dims or isinstance(self.info.symbols.get(e.name), Scalar)

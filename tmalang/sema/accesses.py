@@ -179,7 +179,7 @@ class _Walk:
         self.block(s.body, replace(where, loops=where.loops + tuple(loops), region=s))
 
     def for_steps(self, s: ast.ForSteps, where: Where) -> None:
-        extent = s.extent.value if isinstance(s.extent, ast.Number) and isinstance(s.extent.value, int) else None
+        extent = _upper_bound(s.extent)
         trips = None if extent is None else max(0, -(-extent // s.chunk))
         loop = Loop(s, s.var, "steps", len(where.loops), trips, s.stream is not None)
         self.block(s.body, replace(where, loops=where.loops + (loop,), region=s))
@@ -274,6 +274,17 @@ def _runs(info: KernelInfo, box: Box, s, where: Where, quotients: list) -> list[
         scale = 1 if getattr(s, "elements", False) else extent
         runs.append(Run(start.times(scale), stride, count, space))
     return runs
+
+
+def _upper_bound(e) -> int | None:
+    """A literal the extent cannot exceed: the literal itself, or the least of those of a `min`'s
+    arguments (`min(t[s + 1] - t[s], 256)`: a data-dependent extent capped by a literal); None."""
+    if isinstance(e, ast.Number):
+        return e.value if isinstance(e.value, int) else None
+    if isinstance(e, ast.Call) and e.func == "min":
+        bounds = [b for b in map(_upper_bound, e.args) if b is not None]
+        return min(bounds) if bounds else None
+    return None
 
 
 def affine(info: KernelInfo, e, where: Where, quotients: list) -> Affine | None:

@@ -33,14 +33,15 @@ INDEX_DTYPE = "i32"
 
 
 def is_gathered(c) -> bool:
-    """`idx[p]` in a coordinate list: a name with one bracketed position."""
+    """`idx[p]` as a whole tile coordinate: a name with one bracketed position. In element
+    coordinates (`X@[...]`) and inside a larger expression, `t[i]` is an element read (§18)."""
     return isinstance(c, ast.Ref) and c.block is not None and c.field is None
 
 
 def check_copy(info: KernelInfo, s, box: Box, coords: list, scope: Scope) -> list:
     """Check a load's, store's or prefetch's coordinates for an `idx[p]` row operand. Returns the
     coordinates as plain index expressions (the position in place of `idx[p]`); sets `s.gather`."""
-    if not any(is_gathered(c) for c in coords):
+    if s.elements or not any(is_gathered(c) for c in coords):
         _use(info, box, False, s.span)
         return coords
     first, *rest = coords
@@ -118,4 +119,5 @@ def check_kernel(info: KernelInfo) -> None:
     for name, span in info.index_tensors.items():
         if info.symbols[name].written:
             raise error("E496", f"index tensor '{name}' is also written by this kernel", span,
-                        "one thread reads the indices while TMA copies run; a store to them would race the read")
+                        "its elements are read while the kernel runs (a gathered copy's rows, an index "
+                        "expression's `t[i]`); a store to them would race the reads")

@@ -35,10 +35,6 @@ def _whole_chunks(box: Box, s) -> None:
         raise error("E460", f"interleaved box '{box.name}' takes tile coordinates, not element coordinates", s.span,
                     "an interleaved tensor map moves whole channel slices, and element offsets on it are not "
                     "measured on the H100: declare a plain box for the element-offset copy")
-    if s.gather:
-        raise error("E460", f"gathered rows of box '{box.name}' take tile coordinates, not element coordinates",
-                    s.span, f"its rows come from index tensor '{s.gather}' and its column is a tile index: "
-                    f"write `{box.name}[{s.gather}[...], ...]`")
 
 
 def check_load(box: Box, s: ast.Load) -> None:

@@ -120,6 +120,10 @@ def value(e, env: dict) -> int:
     if isinstance(e, ast.Number):
         return e.value
     if isinstance(e, ast.Ref):
+        if e.block is not None:   # `t[i]` (§18) as i · size(t): a table of offsets, t[i+1] - t[i] = size
+            if e.name not in env:
+                raise Unknown(e.name)
+            return _wrap(value(e.block[0], env) * env[e.name])
         if e.field is not None:
             return 0
         if e.name not in env:

@@ -11,7 +11,7 @@ from ..diagnostics import error
 from ..syntax import ast
 from ..targets.dtypes import DTYPES, TILE_MATH_DTYPES
 from . import pairs
-from .declarations import Box, KernelInfo, Pipeline, Role, Scalar, SmemBuffer
+from .declarations import Box, KernelInfo, Pipeline, Role, Scalar, SmemBuffer, Tensor
 
 TILE_FUNCTIONS = {"max": 2, "min": 2, **{name: 1 for name in DTYPES}}
 
@@ -121,8 +121,8 @@ def int_expr(info: KernelInfo, e, scope: Scope) -> None:
             raise error("E066", "an index must be an integer", e.span)
     elif isinstance(e, ast.Ref):
         if e.block is not None:
-            raise error("E066", f"'{e.text()}' is not an integer variable", e.span)
-        if e.name == CLUSTER and e.field is not None:
+            element_read(info, e, scope)
+        elif e.name == CLUSTER and e.field is not None:
             check_cluster_coordinate(e)
         elif e.field is not None or (e.name not in scope.ints and not is_int_param(info, e.name)):
             raise error("E066", f"unknown integer variable '{e.text()}'", e.span,
@@ -142,6 +142,27 @@ def int_expr(info: KernelInfo, e, scope: Scope) -> None:
     else:
         raise error("E066", f"'{e.func}' is not an index function; index expressions call min and max",
                     e.span)
+
+
+READ_DTYPE = "i32"   # an element read is a signed 32-bit index, as every index expression is
+
+
+def element_read(info: KernelInfo, e: ast.Ref, scope: Scope) -> None:
+    """`t[i]`: element i of a 1-D i32 tensor parameter, read from global memory where the
+    expression is evaluated (§18). The kernel must not write t (E496): every read of t[i] then
+    sees one value, so two roles that compute a loop's extent from it agree on its trips."""
+    tensor = info.symbols.get(e.name)
+    if not isinstance(tensor, Tensor) or e.field is not None:
+        raise error("E066", f"'{e.text()}' is not an integer variable", e.span,
+                    "an index expression reads `t[i]` of a 1-D i32 tensor parameter t")
+    if len(tensor.shape) != 1 or tensor.dtype.name != READ_DTYPE or len(e.block) != 1:
+        shape = ", ".join(map(str, tensor.shape))
+        raise error("E600", f"'{e.text()}' reads {tensor.dtype.name}[{shape}] at {len(e.block)} position(s); "
+                    f"an index expression reads one element of a 1-D {READ_DTYPE} tensor", e.span,
+                    f"declare it `{e.name}: {READ_DTYPE}[N]` and read `{e.name}[i]`")
+    int_expr(info, e.block[0], scope)
+    tensor.read = True
+    info.index_tensors.setdefault(e.name, e.span)
 
 
 CLUSTER = "cluster"                               # `cluster.rank`, `cluster.x`, `cluster.y` (§18)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from ..diagnostics import TmalangError, error
 from ..syntax import ast
 from . import role_waits
-from .declarations import KernelInfo, Mbarrier, Pipeline, Scalar
+from .declarations import KernelInfo, Mbarrier, Pipeline, Scalar, Tensor
 from .role_waits import Trips, Wait
 
 CODE = "E047"
@@ -93,7 +93,7 @@ def trip_choices(info: KernelInfo, roles: dict[str, list], stages: dict[str, int
     scale = _scales(info, loops)
     scalars = {n for n in scale if isinstance(info.symbols.get(n), Scalar)}
     tile_names = _tile_names(roles)
-    tile_dependent = any(r.name in tile_names or r.field for s in loops for r in ast.refs(s.extent))
+    tile_dependent = any(r.name in tile_names or r.field or r.block for s in loops for r in ast.refs(s.extent))
     counts = sorted({0, 1, 2, 3} | {n for s in stages.values() for n in (s, s + 1)})
     tiles = 2 if any(_outside_tile_loops(body) for body in roles.values()) else 1
     seen = set()
@@ -124,7 +124,9 @@ def _scales(info: KernelInfo, loops: list[ast.ForSteps]) -> dict[str, int]:
               if isinstance(s, ast.ForTiles) and isinstance(s.split, ast.Ref)]
     for ref, chunk in sized + splits:
         found = info.symbols.get(ref.name)
-        if ref.field is None and (ref.name in info.dims or (isinstance(found, Scalar) and found.dtype.kind != "float")):
+        if ref.block is not None and isinstance(found, Tensor):   # an element read `t[i]`: t's step
+            scale[ref.name] = max(scale.get(ref.name, 1), chunk)
+        elif ref.field is None and (ref.name in info.dims or (isinstance(found, Scalar) and found.dtype.kind != "float")):
             scale[ref.name] = max(scale.get(ref.name, 1), chunk)
     return scale
 

@@ -25,6 +25,15 @@ class Op:
     def regions(self) -> list[list[Op]]:
         return [getattr(self, name) for name in _region_names(type(self))]
 
+    def expressions(self):
+        """The op's expression operands (index math, tile math, buffer stages), in field order."""
+        for f in _operand_fields(type(self)):
+            value = getattr(self, f.name)
+            if f.type in ("Expr", "BufferRef", "BufferRef | None") and value is not None:
+                yield value
+            elif f.type == "list[Expr]":
+                yield from value
+
 
 # Once per class: dataclasses.fields() builds its tuple anew at each call, and the verifier, the
 # printer and every walk ask for the fields of each op after each pass.
