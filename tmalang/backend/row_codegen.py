@@ -29,7 +29,7 @@ CONTRACTED = {
     "+": lambda b, x, y: b.fadd(x, y, flags=("contract",)), "-": lambda b, x, y: b.fsub(x, y, flags=("contract",)),
     "*": lambda b, x, y: b.fmul(x, y, flags=("contract",)),
 }
-MASKS = ("mask_cols", "mask_above", "mask_below")
+MASKS = ex.MASKS
 MUFU = {"exp2": "ex2.approx.ftz.f32 $0, $1;", "log2": "lg2.approx.ftz.f32 $0, $1;"}
 
 
@@ -40,7 +40,8 @@ def _row_decl(g, o: ops.RowDecl) -> None:
 
 def _row_assign(g, o: ops.RowAssign) -> None:
     layout = layout_of(g)
-    value = _RowMath(g, layout).eval(o.value)
+    per_row = isinstance(layout, FragmentRows) and isinstance(o.dest, ex.RowVar)   # smem [R]: row vectors
+    value = _RowMath(g, layout, per_row).eval(o.value)
     if isinstance(o.dest, ex.RowVar):
         slots = g.rows[o.dest.name]
         flat = [v for row in value for v in row] if isinstance(layout, FragmentRows) else _widen(value[0], len(slots))
@@ -88,11 +89,13 @@ def _widen(value: list[ir.Value], width: int) -> list[ir.Value]:
 class _RowMath:
     """Evaluates a row expression over the rows the calling thread holds."""
 
-    def __init__(self, g, layout):
-        self.g, self.b, self.layout = g, g.b, layout
+    def __init__(self, g, layout, per_row: bool = False):
+        self.g, self.b, self.layout, self.per_row = g, g.b, layout, per_row
 
     def eval(self, e: ex.Expr) -> list[list[ir.Value]]:
         held = len(self.layout.rows())
+        if isinstance(e, ex.BufferRef) and self.per_row:
+            return self.layout.row_vector(e)
         if isinstance(e, (ex.RowVar, ex.TmemRef, ex.AccRef, ex.BufferRef)):
             return self.layout.leaf(e)
         if isinstance(e, ex.Const):
@@ -150,17 +153,36 @@ class _RowMath:
         [low, high): one compare pair per element, and one branch around them."""
         masks = []
         while isinstance(e, ex.Call) and e.func in MASKS:
-            masks.append((e.func, self.g.expr(e.args[1])))
+            masks.append((e.func, self._limits(e.args[1])))
             e = e.args[0]
         x = self.eval(e)
-        return [self._mask(row, *self._bounds(masks, at)) for row, at in zip(x, self.layout.rows())]
+        return [self._mask(row, *self._bounds([(f, limits[k]) for f, limits in masks], at))
+                for k, (row, at) in enumerate(zip(x, self.layout.rows()))]
+
+    def _limits(self, e: ex.Expr) -> list[ir.Value]:
+        """A mask's limit for each held row: one integer, or a row register's value per row
+        (converted toward zero, saturating, NaN as 0) plus or minus an integer."""
+        held = len(self.layout.rows())
+        register = e if isinstance(e, ex.RowVar) else e.lhs if isinstance(e, ex.Bin) and isinstance(e.lhs, ex.RowVar) \
+            else None
+        if register is None:
+            return [self.g.expr(e)] * held
+        convert = self.g.module.globals.get("llvm.fptosi.sat.i32.f32") or ir.Function(
+            self.g.module, ir.FunctionType(I32, [F32]), "llvm.fptosi.sat.i32.f32")
+        rows = [self.b.call(convert, [row[0]]) for row in self.layout.leaf(register)]
+        if register is e:
+            return rows
+        rest = self.g.expr(e.rhs)
+        return [self.b.add(r, rest) if e.op == "+" else self.b.sub(r, rest) for r in rows]
 
     def _bounds(self, masks, row: ir.Value) -> tuple[ir.Value | None, ir.Value | None]:
         """(low, high) of `row`'s kept columns, None where no mask bounds that side: mask_cols keeps
-        columns below its limit, mask_above those up to row + d, mask_below those from row + d on."""
+        columns below its limit, mask_left those from it on, mask_above those up to row + d,
+        mask_below those from row + d on."""
         highs = [limit if func == "mask_cols" else self.b.add(self.b.add(row, limit), I32(1))
-                 for func, limit in masks if func != "mask_below"]
-        lows = [self.b.add(row, limit) for func, limit in masks if func == "mask_below"]
+                 for func, limit in masks if func in ("mask_cols", "mask_above")]
+        lows = [limit if func == "mask_left" else self.b.add(row, limit)
+                for func, limit in masks if func in ("mask_below", "mask_left")]
         return self._extreme(lows, ">"), self._extreme(highs, "<")
 
     def _extreme(self, values: list[ir.Value], better: str) -> ir.Value | None:

@@ -105,6 +105,19 @@ class FragmentRows:
             return [self.column_vector(e)] * 2
         return [[self.g.b.load(r) for r in regs] for regs in accumulator_rows(self.g, e.name)]
 
+    def row_vector(self, ref: ex.BufferRef) -> list[list[ir.Value]]:
+        """The values of an smem row vector [R] at the thread's two rows, widened to f32."""
+        g, b = self.g, self.g.b
+        box = g.boxes[g.buffers[ref.name].box]
+        itemsize = DTYPES[box.dtype].itemsize
+        values = []
+        for row in self.rows():
+            pointer = b.inttoptr(b.add(g.address(ref), b.mul(row, I32(itemsize))), ir.PointerType(addrspace=3))
+            value = b.load(pointer, typ=STORAGE[box.dtype])
+            value.align = itemsize
+            values.append([value if box.dtype == "f32" else b.fpext(value, F32)])
+        return values
+
     def column_vector(self, ref: ex.BufferRef) -> list[ir.Value]:
         """The thread's columns of an smem column vector [C] (the same for both its rows): the
         pair at 8j + 2(t % 4) for each j, one two-element load per pair, widened to f32."""

@@ -38,6 +38,7 @@ class Held:
     first: int
     share: object
     fragment: bool
+    per_row: bool = False   # the statement writes a row register: smem [R] tiles are row vectors
 
 
 def holds_fragments(w) -> bool:
@@ -62,6 +63,7 @@ def row_decl(m, w, o: ops.RowDecl) -> None:
 
 def row_assign(m, w, o: ops.RowAssign) -> None:
     held = held_rows(w)
+    held.per_row = held.fragment and isinstance(o.dest, ex.RowVar)
     dest_tmem, uses_tmem = o.stores_tmem(m.tmem_tiles), o.touches_tmem(m.tmem_tiles)
     if uses_tmem:
         tcgen05.check_after_fence(m, w, o)
@@ -110,7 +112,10 @@ def _evaluate(m, w, e: ex.Expr, held: Held, access) -> np.ndarray:
     if isinstance(e, ex.BufferRef):      # a column vector [C]: one value per column, every row alike
         who, span = access
         m.races.access(m.tile_key(w, e), w.agent, False, held.share, span, who)
-        return m.matrix(w, e).reshape(1, -1).astype(np.float32)
+        values = m.matrix(w, e).reshape(-1)
+        if held.per_row:                 # a row vector [R] into a row register: one value per row
+            return values[held.first:held.first + FRAGMENT_ROWS].reshape(-1, 1).astype(np.float32)
+        return values.reshape(1, -1).astype(np.float32)
     if isinstance(e, ex.TmemRef):
         who, span = access
         m.races.access(tcgen05.tmem_key(m, w, e.tile), w.agent, False, held.share, span, who)
@@ -130,15 +135,32 @@ def _call(m, w, e: ex.Call, held: Held, access) -> np.ndarray:
         return x.max(axis=1, keepdims=True)
     if e.func == "rowsum":
         return x.sum(axis=1, keepdims=True, dtype=np.float32)
-    limit = m.value(w, e.args[1])
+    limit = _limit(m, w, e.args[1])
     columns = np.arange(x.shape[1])[None, :]
     if e.func == "mask_cols":            # columns >= limit read as -inf
         keep = columns < limit
+    elif e.func == "mask_left":          # columns < limit read as -inf
+        keep = columns >= limit
     elif e.func == "mask_above":         # columns > row + limit read as -inf
         keep = columns <= held.first + np.arange(x.shape[0])[:, None] + limit
     else:                                # mask_below: columns < row + limit read as -inf
         keep = columns >= held.first + np.arange(x.shape[0])[:, None] + limit
     return np.where(keep, x, np.float32(-np.inf)).astype(np.float32)
+
+
+def _limit(m, w, e: ex.Expr):
+    """A mask's limit: an integer, or [rows, 1] integers from a row register (`^hi - n`), each
+    value converted toward zero, saturating, NaN as 0 (cvt.rzi.sat, as the GPU converts it)."""
+    register = e if isinstance(e, ex.RowVar) else e.lhs if isinstance(e, ex.Bin) and isinstance(e.lhs, ex.RowVar) \
+        else None
+    if register is None:
+        return m.value(w, e)
+    values = np.nan_to_num(w.rows[register.name][:, :1].astype(np.float64), nan=0.0)
+    rows = np.clip(np.trunc(values), -2 ** 31, 2 ** 31 - 1).astype(np.int64)
+    if register is e:
+        return rows
+    rest = m.value(w, e.rhs)
+    return rows + rest if e.op == "+" else rows - rest
 
 
 SEMANTICS = {ops.RowDecl: row_decl, ops.RowAssign: row_assign}

@@ -8,8 +8,8 @@ Text form (fully parenthesised, so printing and parsing are trivially inverse):
     @ring.xs[%s]  an element of a shared-memory buffer stage (tile math only)
     !acc          an element of a register accumulator (epilogues only)
     ^m            a row register of a one-warpgroup role: this thread's row (row math only)
-    exp2(a)       a row-math function: exp2, log2, rowmax, rowsum, mask_cols(a, n), mask_above(a, d),
-                  mask_below(a, d)
+    exp2(a)       a row-math function: exp2, log2, rowmax, rowsum, mask_cols(a, n), mask_left(a, n),
+                  mask_above(a, d), mask_below(a, d)
     7, 2.5        constants
     (a + b)       binary: + - * / % & ^ > (signed 32-bit, as the kernel's indices are)
     max(a, b)     binary in call form: max min, and the unsigned 32-bit udiv urem umin
@@ -154,15 +154,19 @@ class RowVar:
         return f"^{self.name}"
 
 
-ROW_FUNCTIONS = {"exp2": 1, "log2": 1, "rowmax": 1, "rowsum": 1, "mask_cols": 2, "mask_above": 2, "mask_below": 2}
+ROW_FUNCTIONS = {"exp2": 1, "log2": 1, "rowmax": 1, "rowsum": 1, "mask_cols": 2, "mask_above": 2, "mask_below": 2,
+                 "mask_left": 2}
+MASKS = ("mask_cols", "mask_above", "mask_below", "mask_left")
 
 
 @dataclass(frozen=True)
 class Call:
     """A row-math function: exp2 and log2 elementwise, rowmax/rowsum over a row's columns,
-    mask_cols(x, n), which reads columns n and beyond of x as -inf, mask_above(x, d), which
-    reads element (r, c) as -inf where c > r + d (a causal mask: r the row within the tile), and
-    mask_below(x, d), -inf where c < r + d (the causal mask of a transposed tile, keys by queries)."""
+    mask_cols(x, n), which reads columns n and beyond of x as -inf, mask_left(x, n), columns
+    before n, mask_above(x, d), which reads element (r, c) as -inf where c > r + d (a causal mask:
+    r the row within the tile), and mask_below(x, d), -inf where c < r + d (the causal mask of a
+    transposed tile, keys by queries). A mask's limit is an integer expression, or a row register
+    plus or minus one (`^hi - n`: each row's own limit, its value converted to an integer)."""
 
     func: str
     args: tuple

@@ -17,6 +17,7 @@ from ..sema.declarations import (
 )
 from ..ir import exprs as ex
 from ..ir import ops
+from ..sema.rows import per_row_limit
 from ..sema.scope import CLUSTER
 from ..syntax import ast
 from ..targets import cluster, tma
@@ -400,6 +401,14 @@ class _Statements:
             return ex.Bin("urem", rank, ex.Const(rows)) if rows > 1 else ex.Const(0)
         return ex.Bin("udiv", rank, ex.Const(rows)) if cols > 1 else ex.Const(0)
 
+    def _mask_limit(self, limit) -> ex.Expr:
+        """An integer expression, or a row register plus or minus one (sema/rows.py)."""
+        per_row = per_row_limit(limit, self.rows)
+        if per_row is None:
+            return self.int_expr(limit)
+        name, rest = per_row
+        return ex.RowVar(name) if rest is None else ex.Bin(rest[0], ex.RowVar(name), self.int_expr(rest[1]))
+
     def tile_expr(self, e) -> ex.Expr:
         if isinstance(e, ast.Number):
             return ex.Const(e.value)
@@ -416,8 +425,8 @@ class _Statements:
         if isinstance(e, ast.Neg):
             inner = self.tile_expr(e.operand)
             return ex.Const(-inner.value) if isinstance(inner, ex.Const) else ex.Neg(inner)
-        if isinstance(e, ast.Call) and e.func in ("mask_cols", "mask_above", "mask_below"):
-            return ex.Call(e.func, (self.tile_expr(e.args[0]), self.int_expr(e.args[1])))
+        if isinstance(e, ast.Call) and e.func in ex.MASKS:
+            return ex.Call(e.func, (self.tile_expr(e.args[0]), self._mask_limit(e.args[1])))
         if isinstance(e, ast.Call) and e.func in ex.ROW_FUNCTIONS:
             return ex.Call(e.func, tuple(self.tile_expr(a) for a in e.args))
         if isinstance(e, ast.Call):

@@ -23,7 +23,10 @@ And for every elected arrive on a pipeline's `empty` barrier:
     scope=warpgroup`: its wgmma wait already covers its four warps), with no role-wide sync.
     This holds for every slot the wgmmas read: the release of an outer consume block after an
     inner one's (`consume ra as s { consume rb as t { mma acc, s.a, t.b } }`) is per warpgroup
-    too, not one thread's arrive that the other warpgroups' MMAs are unordered with;
+    too, not one thread's arrive that the other warpgroups' MMAs are unordered with. What counts
+    is what touched *that* pipeline's slots: row math reading another slot (a row vector) leaves
+    this one to the MMAs. And all releases of a pipeline in a role arrive alike (per warpgroup if
+    any is), since its empty barrier expects one count per phase;
 and every role that issues TMA stores ends with `bulk_wait read=false pending=0`, so no copy is in
 flight when its CTA exits.
 """
@@ -39,6 +42,7 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
     boxes = ops.decls(kernel, ops.BoxDecl)
     for role in ops.roles(kernel):
         role.body = _region(role.body, boxes)
+        _one_release_scope(role.body)
         if any(isinstance(o, ops.TensorStore) and _pipelined(o.source.name) for o in ops.walk(role.body)) \
                 and not _ends_waiting(role.body):
             role.body.append(ops.Elect("role", [ops.BulkWait(0, False, span=role.span)], span=role.span))
@@ -58,7 +62,7 @@ def _region(region: list[ops.Op], boxes: dict) -> list[ops.Op]:
     out: list[ops.Op] = []
     stored: set[str] = set()
     targets: set = set()   # (tile, reduce op or "") this region's stores wrote since its last full wait
-    touched = None   # "generic" (ordinary smem access), "mma" (wgmma only) or None since the last sync
+    touched: dict[str, str] = {}   # pipeline -> "generic" (ordinary access) or "mma" (wgmma only) since the last sync
     for o in region:
         if isinstance(o, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)) and _touches_memory(o):
             if _written(o) in stored:    # a store issued from the slot may still be reading it; the
@@ -67,11 +71,12 @@ def _region(region: list[ops.Op], boxes: dict) -> list[ops.Op]:
                 out += [ops.Elect("role", [ops.BulkWait(0, False, span=o.span)], span=o.span),
                         ops.Sync("role", span=o.span)]
                 stored, targets = set(), set()
-            touched = "generic"   # every warp must be done with the slot before one thread frees it
+                touched = {}
+            _touch(touched, o)    # every warp must be done with the slot before one thread frees it
         elif isinstance(o, ops.Wgmma):
-            touched = touched or "mma"
+            _touch(touched, o)
         elif isinstance(o, ops.Sync):
-            touched = None
+            touched = {}
         elif isinstance(o, ops.Elect):
             stores = [s for s in o.body if isinstance(s, ops.TensorStore) and _pipelined(s.source.name)]
             targets = _order_repeated_stores(o, stores, targets, boxes)
@@ -83,30 +88,48 @@ def _region(region: list[ops.Op], boxes: dict) -> list[ops.Op]:
             if pipeline is not None:
                 if any(b.startswith(pipeline + ".") for b in stored):
                     o.body.insert(0, ops.BulkWait(0, True, span=o.span))
-                if touched == "mma" and len(o.body) == 1:
+                if touched.get(pipeline) == "mma" and len(o.body) == 1:
                     o.scope = "warpgroup"   # `touched` stays: an enclosing slot's MMAs are the same groups
-                elif touched:
+                elif touched.get(pipeline):
                     out.append(ops.Sync("role", span=o.span))
-                    touched = None
+                    touched = {}
                 stored = {b for b in stored if not b.startswith(pipeline + ".")}
         else:
             for r in o.regions():
                 r[:] = _region(r, boxes)
-            touched = _nested_touch(o, touched)
+            for x in (x for r in o.regions() for x in ops.walk(r)):   # what a loop or block did to the
+                # slots of an enclosing consume counts as if it stood here (its own syncs are not assumed
+                # to end it: the enclosing release still needs a role sync, or each warpgroup's own wait)
+                if isinstance(x, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)) and _touches_memory(x) \
+                        or isinstance(x, ops.Wgmma):
+                    _touch(touched, x)
         out.append(o)
     return out
 
 
-def _nested_touch(o: ops.Op, touched: str | None) -> str | None:
-    """What a loop or block did to the slots of an enclosing consume: its ordinary accesses and
-    wgmmas count as if they stood in the enclosing region (its own syncs are not assumed to end
-    it: the enclosing release still needs a role sync, or each warpgroup's own wait)."""
-    nested = [x for region in o.regions() for x in ops.walk(region)]
-    if any(isinstance(x, (ops.TileAssign, ops.TmemEpilogue, ops.RowAssign)) and _touches_memory(x) for x in nested):
-        return "generic"
-    if any(isinstance(x, ops.Wgmma) for x in nested):
-        return touched or "mma"
-    return touched
+def _one_release_scope(body: list[ops.Op]) -> None:
+    """Every release of a pipeline in a role arrives alike: the empty barrier's count is one per
+    phase, so a release by one thread where others arrive once per warpgroup would leave a phase
+    one arrival short, and the producer waiting forever. Where some release of a pipeline is per
+    warpgroup, all of the role's are: after a role sync (or with the slot untouched) each
+    warpgroup's elected thread may arrive as well as one thread for all."""
+    releases = [o for o in ops.walk(body) if isinstance(o, ops.Elect) and _released_pipeline(o) is not None]
+    split = {_released_pipeline(o) for o in releases if o.scope == "warpgroup"}
+    for o in releases:
+        if _released_pipeline(o) in split and len(o.body) == 1:
+            o.scope = "warpgroup"
+
+
+def _touch(touched: dict[str, str], o: ops.Op) -> None:
+    """Record the pipelines whose slots `o` reads or writes: by wgmma alone ("mma": each
+    warpgroup's wgmma wait covers its warps), or by the threads ("generic": a role sync first)."""
+    how = "mma" if isinstance(o, ops.Wgmma) else "generic"
+    refs = [e for top in (*o.expressions(), getattr(o, "dest", None)) if top is not None for e in ex.walk(top)
+            if isinstance(e, ex.BufferRef)]
+    for ref in refs:
+        if _pipelined(ref.name):
+            pipeline = ref.name.split(".")[0]
+            touched[pipeline] = "generic" if how == "generic" else touched.get(pipeline, "mma")
 
 
 def _order_repeated_stores(o: ops.Elect, stores: list[ops.TensorStore], targets: set, boxes: dict) -> set:

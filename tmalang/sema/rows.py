@@ -36,7 +36,7 @@ UNIFORM, ROW = -1, 0
 ROW_LANES = 128
 ELEMENTWISE = {"exp2": 1, "log2": 1, "max": 2, "min": 2, "f32": 1, "bf16": 1, "f16": 1}
 REDUCTIONS = ("rowmax", "rowsum")
-MASKS = ("mask_cols", "mask_above", "mask_below")
+MASKS = ("mask_cols", "mask_above", "mask_below", "mask_left")
 
 
 def fragment_role(role) -> bool:
@@ -127,7 +127,9 @@ def check_assign(info: KernelInfo, s: ast.Assign, scope) -> None:
     if scope.elected:
         raise error("E083", "row math inside elect runs on one thread, which holds only its row", s.span)
     width = _target_width(info, s.target, scope)
-    value = shape_of(info, s.value, scope)
+    # into a row register, an smem [R] tile is a row vector: one value per row (§15d)
+    per_row = fragment_role(scope.role) and s.target.field is None and s.target.name in scope.rows
+    value = shape_of(info, s.value, scope, per_row)
     if value > ROW and value != width:
         what = "a row register holding one value" if width == ROW else f"{width} columns per row"
         raise error("E067", f"the value has {value} columns per row but the target is {what}", s.value.span,
@@ -175,22 +177,23 @@ def _row_vector_width(info: KernelInfo, target: ast.Ref, scope) -> int:
     return ROW
 
 
-def shape_of(info: KernelInfo, e, scope) -> int:
-    """UNIFORM, ROW or a column count; raises on anything row math cannot compute."""
+def shape_of(info: KernelInfo, e, scope, per_row: bool = False) -> int:
+    """UNIFORM, ROW or a column count; raises on anything row math cannot compute. `per_row`:
+    smem [R] tiles are row vectors (the statement writes a row register), not column vectors."""
     if isinstance(e, ast.Number):
         return UNIFORM
     if isinstance(e, ast.Ref):
-        return _ref_shape(info, e, scope)
+        return _ref_shape(info, e, scope, per_row)
     if isinstance(e, ast.Neg):
-        return shape_of(info, e.operand, scope)
+        return shape_of(info, e.operand, scope, per_row)
     if isinstance(e, ast.BinOp):
         if e.op in "&%":
             raise error("E081", f"'{e.op}' is not a row operation", e.span, "row math knows + - * /")
-        return _broadcast(e, [shape_of(info, x, scope) for x in (e.lhs, e.rhs)])
-    return _call_shape(info, e, scope)
+        return _broadcast(e, [shape_of(info, x, scope, per_row) for x in (e.lhs, e.rhs)])
+    return _call_shape(info, e, scope, per_row)
 
 
-def _ref_shape(info: KernelInfo, e: ast.Ref, scope) -> int:
+def _ref_shape(info: KernelInfo, e: ast.Ref, scope, per_row: bool = False) -> int:
     if e.field is None and e.block is None:
         if e.name in scope.rows:
             return scope.rows[e.name]
@@ -205,7 +208,7 @@ def _ref_shape(info: KernelInfo, e: ast.Ref, scope) -> int:
     if e.field is None and e.name in scope.accs:
         raise error("E093", f"'{e.text()}': row math reads whole rows of an accumulator", e.span)
     if fragment_role(scope.role) and (e.field is not None or isinstance(info.symbols.get(e.name), SmemBuffer)):
-        return _column_vector(info, e, scope)
+        return _row_vector_source(info, e, scope) if per_row else _column_vector(info, e, scope)
     tmem = tcgen05.tmem_field(scope, e)
     if tmem is None:
         wide = "accumulators" if fragment_role(scope.role) else "Tensor Memory tiles"
@@ -225,6 +228,19 @@ def _row_accumulator(scope, ref: ast.Ref):
                     "values lie in several warpgroups", ref.span,
                     "row math works on accumulators split by rows (declared without 'by columns')")
     return acc
+
+
+def _row_vector_source(info: KernelInfo, ref: ast.Ref, scope) -> int:
+    """An smem row vector read into a row register: one value per accumulator row, an unswizzled
+    [R] or [1, R] tile of the role's R rows (a window bound per query row, loaded with TMA)."""
+    tile = tile_ref(info, ref, scope)
+    rows = 64 * scope.role.tile_warpgroups
+    if [n for n in tile.matrix if n != 1] != [rows] or tile.swizzle != "none":
+        raise error("E536", f"a row register reads one value per accumulator row from smem: '{ref.text()}' is "
+                    f"{tile.matrix} swizzle {tile.swizzle}, not an unswizzled [{rows}] or [1, {rows}]", ref.span)
+    if tile.dtype.name not in ("f32", "f16", "bf16"):
+        raise error("E080", f"row math reads f32, f16 or bf16 tiles; '{ref.text()}' is {tile.dtype.name}", ref.span)
+    return ROW
 
 
 def _column_vector(info: KernelInfo, ref: ast.Ref, scope) -> int:
@@ -252,12 +268,12 @@ def _tmem_width(shape: list[int]) -> int:
     return ROW if shape[1] == 1 else shape[1]
 
 
-def _call_shape(info: KernelInfo, e: ast.Call, scope) -> int:
+def _call_shape(info: KernelInfo, e: ast.Call, scope, per_row: bool = False) -> int:
     if e.func in MASKS:
         if len(e.args) != 2:
             raise error("E082", f"'{e.func}' takes 2 arguments, got {len(e.args)}", e.span)
-        int_expr(info, e.args[1], scope)
-        cols = shape_of(info, e.args[0], scope)
+        _mask_limit(info, e, scope)
+        cols = shape_of(info, e.args[0], scope, per_row)
         if cols <= ROW:
             raise error("E067", f"{e.func} masks the columns of a row; its first argument has none", e.args[0].span)
         return cols
@@ -267,13 +283,43 @@ def _call_shape(info: KernelInfo, e: ast.Call, scope) -> int:
                     f"row math knows {', '.join([*ELEMENTWISE, *REDUCTIONS, *MASKS])}")
     if len(e.args) != arity:
         raise error("E082", f"'{e.func}' takes {arity} argument(s), got {len(e.args)}", e.span)
-    shapes = [shape_of(info, a, scope) for a in e.args]
+    shapes = [shape_of(info, a, scope, per_row) for a in e.args]
     if e.func in REDUCTIONS:
         if shapes[0] <= ROW:
             raise error("E067", f"{e.func} reduces the columns of a row; its argument has one value per row",
                         e.args[0].span)
         return ROW
     return _broadcast(e, shapes)
+
+
+def per_row_limit(limit, rows) -> tuple[str, object] | None:
+    """A mask limit that differs per row: a row register `r`, or `r + n` / `r - n` with n an
+    integer index expression; (register, the rest) with the rest None, ('+', n) or ('-', n)."""
+    if _row_register(limit, rows):
+        return limit.name, None
+    if isinstance(limit, ast.BinOp) and limit.op in "+-" and _row_register(limit.lhs, rows):
+        return limit.lhs.name, (limit.op, limit.rhs)
+    return None
+
+
+def _row_register(e, rows) -> bool:
+    return isinstance(e, ast.Ref) and e.field is None and e.block is None and e.name in rows
+
+
+def _mask_limit(info: KernelInfo, e: ast.Call, scope) -> None:
+    """A mask's limit: an integer index expression (§18), the same for every row, or a row
+    register plus or minus one (each row its own limit, its value taken as an integer)."""
+    limit = e.args[1]
+    per_row = per_row_limit(limit, scope.rows)
+    if per_row is None:
+        int_expr(info, limit, scope)
+        return
+    name, rest = per_row
+    if scope.rows[name] != ROW:
+        raise error("E067", f"a mask's limit holds one value per row; '{name}' has {scope.rows[name]} columns",
+                    limit.span)
+    if rest is not None:
+        int_expr(info, rest[1], scope)
 
 
 def _broadcast(e, shapes: list[int]) -> int:

@@ -101,12 +101,13 @@ def tile_shape(box_shape, element_strides) -> list[int]:
 
 
 def matrix_shape(shape) -> list[int]:
-    """A tile as the tensor cores, epilogues and row math see it: leading extents of 1 dropped
-    down to two dims, so the [1, 128, 64] tile of a box over [heads, seq, dim] is a [128, 64]
-    matrix (its bytes are laid out alike)."""
+    """A tile as the tensor cores, epilogues and row math see it: extents of 1 dropped down to two
+    dims, outermost first, never the innermost. The [1, 128, 64] tile of a box over [heads, seq,
+    dim] and the [128, 1, 64] tile of one over [seq, heads, dim] (FlashAttention's packed layout)
+    are both a [128, 64] matrix: a dense tile's bytes do not depend on where its 1s stand."""
     shape = list(shape)
-    while len(shape) > 2 and shape[0] == 1:
-        shape.pop(0)
+    while len(shape) > 2 and 1 in shape[:-1]:
+        shape.pop(shape.index(1))
     return shape
 
 

@@ -41,7 +41,7 @@ DTYPES = ("f64", "f32", "f16", "bf16", "f8e4m3", "f8e5m2",
 
 # Functions of tile math, row math and integer expressions (docs/language.md §14, §15c, §18),
 # highlighted only where called: `max` is an ordinary name elsewhere.
-FUNCTIONS = ("exp2", "log2", "max", "min", "rowmax", "rowsum", "mask_cols", "mask_above", "mask_below")
+FUNCTIONS = ("exp2", "log2", "max", "min", "rowmax", "rowsum", "mask_cols", "mask_above", "mask_below", "mask_left")
 
 # Words that are names to the grammar (`oob NAME`) but a fixed set to the compiler, highlighted
 # only right after the keyword that takes them. Grammar keywords among them (`grid tiles`,
