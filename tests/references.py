@@ -232,6 +232,33 @@ def attention_bwd_case(rng, shape):
     return [q, k, v, do, lse, delta, np.float32(1 / 8), np.int32(causal), dq, dk, dv], expected
 
 
+def attention_varlen_case(rng, shape):
+    """examples/attention_varlen_sm90.tma: a packed batch of two sequences, S query rows and T keys
+    split about 2:1 (every sequence at least one key), two query heads over one K/V head, head dim
+    64, causal (bottom-right) when S + T is odd and every row has a key; O is checked (the LSE in
+    tests/e2e/test_attention_varlen_sm90.py)."""
+    import ml_dtypes
+
+    from tmalang.library.attention_varlen import windows
+
+    s, t = shape
+    lens_q, lens_k = [s - s // 3, s // 3], [max(1, t - t // 3), max(1, t // 3)]
+    causal = (s + t) % 2 == 1 and all(k >= q for q, k in zip(lens_q, lens_k))
+    cu_q, cu_k = (np.concatenate([[0], np.cumsum(n)]).astype(np.int32) for n in (lens_q, lens_k))
+    q = rng.standard_normal((s, 2, 64)).astype(ml_dtypes.bfloat16)
+    k, v = (rng.standard_normal((int(cu_k[-1]), 1, 64)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    lo, hi = windows(cu_q, cu_k, s, causal)
+    expected = np.zeros((s, 2, 64))
+    for r in range(s):
+        keys = slice(lo[r], hi[r])
+        logits = q[r].astype(np.float64) @ k[keys, 0].astype(np.float64).T / 8
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        expected[r] = p / p.sum(axis=1, keepdims=True) @ v[keys, 0].astype(np.float64)
+    lse = np.full((2, -(-s // 4) * 4), np.nan, np.float32)[:, :s]
+    o = np.full((s, 2, 64), np.nan, ml_dtypes.bfloat16)
+    return [q, k, v, lo, hi, lo.astype(np.float32), hi.astype(np.float32), np.float32(1 / 8), lse, o], expected
+
+
 def reduce_rows_case(rng, shape):
     """out (50 rows, random) plus every 64-row slab of x (shape = (K, N)), folded in float64:
     the kernel's reductions land in the GPU's order, so RTOL holds its rounding."""
@@ -311,13 +338,14 @@ def conv2d_case(rng, shape, stride=1):
 CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case, "blocksum": blocksum_case,
          "blocksum_prefetch": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
-         "attention": attention_case, "flash_attention": flash_attention_case, "attention_bwd": attention_bwd_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
+         "attention": attention_case, "flash_attention": flash_attention_case, "attention_bwd": attention_bwd_case,
+         "attention_varlen": attention_varlen_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
          "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case,
          "conv2d": conv2d_case, "conv2d_s2": lambda rng, shape: conv2d_case(rng, shape, stride=2),
          "gemm_splitk": gemm_splitk_case, "gemm_streamk": gemm_streamk_case, "gemm_pingpong": gemm_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_cluster2x2": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
-        "flash_attention": 1e-2, "attention_bwd": 1e-2,
+        "flash_attention": 1e-2, "attention_bwd": 1e-2, "attention_varlen": 1e-2,
         "moe_gemm": 1e-2, "conv2d": 1e-2, "conv2d_s2": 1e-2, "reduce_rows": 1e-5, "gemm_splitk": 1e-5,
         "gemm_streamk": 1e-5, "gemm_pingpong": 1e-2}   # relative Frobenius error against float64; others are exact
 

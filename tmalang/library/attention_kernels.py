@@ -18,12 +18,15 @@ HEAD_DIMS = (64, 128)
 
 
 def binding(role: str, head_dim: int) -> tuple[str, str, dict]:
-    """(file, kernel, constants) of the forward, the prep or the backward at a head dim: the
-    backward stages dQ in two slots beside head dim 64's tiles, in one beside 128's (smem)."""
+    """(file, kernel, constants) of the forward, the prep, the backward or the varlen forward at a
+    head dim: the backward stages dQ in two slots beside head dim 64's tiles, in one beside 128's
+    (smem)."""
     if role == "forward":
         return "attention_sm90.tma", {64: "flash_attention", 128: "flash_attention_hd128"}[head_dim], {}
     if role == "prep":
         return "attention_bwd_sm90.tma", "attention_bwd_prep", {"D": head_dim}
+    if role == "varlen":     # key blocks of 112 at head dim 128, as the forward's (registers)
+        return "attention_varlen_sm90.tma", "attention_varlen", {"D": head_dim, "KB": 128 if head_dim == 64 else 112}
     return "attention_bwd_sm90.tma", "attention_bwd", {"D": head_dim, "DQS": 2 if head_dim == 64 else 1}
 
 
