@@ -24,7 +24,6 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
-import warnings  # noqa: E402
 
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
@@ -35,7 +34,7 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention 
 import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from timing import METHOD, rates, report_line, three_ways, versus  # noqa: E402
+from timing import METHOD, first_runs, timed_row  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4, 16, 4096, 128), (2, 16, 8192, 128), (4, 32, 4096, 64), (16, 16, 1024, 128), (2, 24, 3000, 128)]
@@ -88,30 +87,13 @@ def row(kernel, shape, kv_heads: int, causal: bool, samples: int) -> dict:
     q, k, v = (x[:1].repeat_interleave(h // x.shape[1], dim=1)[:, heads].float() for x in sets[0])
     with sdpa_kernel(SDPBackend.MATH):
         reference = F.scaled_dot_product_attention(q, k, v, is_causal=causal).double()
-    for name, run in list(runs.items()):
-        with warnings.catch_warnings(record=True) as why:   # SDPA says why it declines in warnings
-            warnings.simplefilter("always")
-            try:
-                out = run(0)
-                torch.cuda.synchronize()
-            except Exception as error:
-                if name == "tmalang":
-                    raise
-                reasons = [str(w.message) for w in why] + [f"{type(error).__name__}: {error}"]
-                result[name] = {"unsupported": [reason.splitlines()[0] for reason in reasons if reason]}
-                del runs[name]
-                continue
+
+    def error_of(out):
         got = (o if out is None else out)[:1, heads].double()
-        result[name] = {"rel_err_vs_f32": ((got - reference).norm() / reference.norm()).item()}
+        return ((got - reference).norm() / reference.norm()).item()
+    first_runs(runs, result, error_of)
     flops = 4 * b * h * s * s * d / (2 if causal else 1)
-    batch = max(3, int(2e12 // flops))
-    for name, times in three_ways(runs, samples, batch).items():
-        result[name].update(times, tflops=rates(flops, times))
-    peers = [name for name in runs if name != "tmalang"]
-    if kernel is not None and peers:
-        versus(result, peers)
-    print(report_line(f"{shape} kv_heads={kv_heads} causal={causal}", result), flush=True)
-    return result
+    return timed_row(runs, result, flops, samples, f"{shape} kv_heads={kv_heads} causal={causal}")
 
 
 def main() -> None:

@@ -2,7 +2,8 @@
 against compiled flex_attention with a document mask over the packed rows, and against SDPA's
 FLASH and CUDNN backends on a jagged nested tensor (where this torch supports them), in the same
 run. bf16, 16 sequences of lengths from 1 to 8192 in one batch (len_q = len_k), causal and not,
-head dims 64 and 128, multi-head and grouped-query.
+head dims 64 and 128, multi-head and grouped-query; and tmalang reading the same keys from a paged
+cache (pages of 64, 128, 256 rows in shuffled order), against the peers on contiguous keys.
 
 FLOPs are Σ 4·H·L²·D over the sequences, halved when causal. Every contender's output is checked
 against float32 SDPA (math backend) on the batch's first, a middle and last sequences first; a
@@ -25,7 +26,6 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
-import warnings  # noqa: E402
 
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
@@ -36,10 +36,11 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention 
 import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from timing import METHOD, rates, report_line, three_ways, versus  # noqa: E402
+from timing import METHOD, first_runs, timed_row  # noqa: E402
 
 LENGTHS = [1, 17, 100, 257, 500, 1000, 1500, 2048, 3000, 4099, 5000, 6000, 7000, 7777, 8000, 8192]
-CASES = [(16, 16, 128), (16, 16, 64), (32, 8, 128)]   # (query heads, K/V heads, head dim)
+CASES = [(16, 16, 128, 0), (16, 16, 64, 0), (32, 8, 128, 0),   # (query heads, K/V heads, head dim, page)
+         (16, 16, 128, 64), (16, 16, 64, 128), (32, 8, 128, 256)]   # paged: tmalang reads a paged cache
 
 torch._dynamo.config.recompile_limit = 64
 flex = torch.compile(flex_attention, dynamic=False)
@@ -83,7 +84,26 @@ def reference(q, k, v, cu, causal, sequences):
     return outs
 
 
-def row(heads: int, kv_heads: int, d: int, causal: bool, samples: int) -> dict:
+def paged_cache(k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, page: int):
+    """k and v [TK, HKV, D] copied into a cache of `page`-row pages in shuffled order, and the
+    block table [B, max pages] naming each sequence's."""
+    lengths = cu.diff().tolist()
+    used = [-(-n // page) for n in lengths]
+    order = torch.randperm(sum(used), device="cuda", dtype=torch.int64).to(torch.int32)
+    table = torch.full((len(used), max(used)), -1, device="cuda", dtype=torch.int32)
+    caches = [torch.zeros(sum(used), page, *k.shape[1:], device="cuda", dtype=k.dtype) for _ in range(2)]
+    taken, start = 0, 0
+    for b, (n, pages) in enumerate(zip(lengths, used)):
+        table[b, :pages] = order[taken:taken + pages]
+        for j in range(pages):
+            rows = min(page, n - j * page)
+            for cache, x in zip(caches, (k, v)):
+                cache[int(order[taken + j]), :rows] = x[start + j * page:start + j * page + rows]
+        taken, start = taken + pages, start + n
+    return (*caches, table)
+
+
+def row(heads: int, kv_heads: int, d: int, page: int, causal: bool, samples: int) -> dict:
     cu = torch.tensor([0, *torch.tensor(LENGTHS).cumsum(0).tolist()], device="cuda", dtype=torch.int32)
     total = int(cu[-1])
     sets = [(torch.randn(total, heads, d, device="cuda", dtype=torch.bfloat16),
@@ -94,38 +114,28 @@ def row(heads: int, kv_heads: int, d: int, causal: bool, samples: int) -> dict:
     def flex_run(q, k, v):
         out = flex(*(x.transpose(0, 1)[None] for x in (q, k, v)), block_mask=mask, enable_gqa=kv_heads != heads)
         return out[0].transpose(0, 1)
-    runs = {"tmalang": lambda i: tmalang.attention_varlen(*sets[i], cu, cu, causal=causal, check=False),
+    caches = [paged_cache(*x[1:], cu, page) for x in sets] if page else None
+
+    def ours(i):
+        if page:
+            return tmalang.attention_varlen(sets[i][0], *caches[i][:2], cu, cu, causal=causal, check=False,
+                                            block_table=caches[i][2])
+        return tmalang.attention_varlen(*sets[i], cu, cu, causal=causal, check=False)
+    runs = {"tmalang": ours,
             "flex": lambda i: flex_run(*sets[i]),
             "flash": lambda i: sdpa_jagged(SDPBackend.FLASH_ATTENTION, cu, causal)(*sets[i]),
             "cudnn": lambda i: sdpa_jagged(SDPBackend.CUDNN_ATTENTION, cu, causal)(*sets[i])}
-    result = {"heads": heads, "kv_heads": kv_heads, "head_dim": d, "causal": causal, "lengths": LENGTHS}
+    result = {"heads": heads, "kv_heads": kv_heads, "head_dim": d, "page": page, "causal": causal, "lengths": LENGTHS}
     checked = [0, len(LENGTHS) // 2, len(LENGTHS) - 1]
     want = reference(*sets[0], cu, causal, checked)
-    for name, run in list(runs.items()):
-        with warnings.catch_warnings(record=True) as why:
-            warnings.simplefilter("always")
-            try:
-                out = run(0)
-                torch.cuda.synchronize()
-            except Exception as error:
-                if name == "tmalang":
-                    raise
-                reasons = [str(w.message) for w in why] + [f"{type(error).__name__}: {error}"]
-                result[name] = {"unsupported": [reason.splitlines()[0] for reason in reasons if reason]}
-                del runs[name]
-                continue
+
+    def error_of(out):
         got = [out[int(cu[b]):int(cu[b + 1])].double() for b in checked]
         error = sum((g - w).norm() ** 2 for g, w in zip(got, want)) ** 0.5 / sum(w.norm() ** 2 for w in want) ** 0.5
-        result[name] = {"rel_err_vs_f32": error.item()}
+        return error.item()
+    first_runs(runs, result, error_of)
     flops = sum(4 * heads * n * n * d for n in LENGTHS) / (2 if causal else 1)
-    batch = max(3, int(2e12 // flops))
-    for name, times in three_ways(runs, samples, batch).items():
-        result[name].update(times, tflops=rates(flops, times))
-    peers = [name for name in runs if name != "tmalang"]
-    if peers:
-        versus(result, peers)
-    print(report_line(f"H={heads} HKV={kv_heads} D={d} causal={causal}", result), flush=True)
-    return result
+    return timed_row(runs, result, flops, samples, f"H={heads} HKV={kv_heads} D={d} page={page} causal={causal}")
 
 
 def main() -> None:
@@ -133,7 +143,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--samples", type=int, default=15)
     args = parser.parse_args()
-    rows = [row(h, hk, d, causal, args.samples) for h, hk, d in CASES for causal in (False, True)]
+    rows = [row(h, hk, d, page, causal, args.samples) for h, hk, d, page in CASES for causal in (False, True)]
     report = {
         "benchmark": "varlen attention forward, bf16 (examples/attention_varlen_sm90.tma), 16 sequences of "
                      "1..8192 rows packed, vs compiled flex_attention (document mask) and SDPA FLASH/CUDNN on "
@@ -141,7 +151,9 @@ def main() -> None:
         "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(), "torch": torch.__version__,
         "method": f"{METHOD}; {args.samples} rounds; FLOPs Σ 4·H·L²·D, halved when causal; flex compiled per "
                   "case (dynamic=False), its block mask built outside the timing; tmalang timed through "
-                  "tmalang.attention_varlen(check=False), windows computed in every call",
+                  "tmalang.attention_varlen(check=False), windows (and with a page size, the packed page "
+                  "list) computed in every call; paged rows: tmalang reads a paged cache of the same keys "
+                  "in shuffled pages, the peers the contiguous keys",
         "results": rows,
     }
     if args.out:

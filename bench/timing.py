@@ -19,6 +19,8 @@ from __future__ import annotations
 import statistics
 import time
 
+import warnings
+
 import torch
 
 FLUSH_BYTES = 256 << 20          # the H100's and H200's 50 MiB L2 holds none of the inputs after this
@@ -139,12 +141,46 @@ WAYS = {"cold_l2_ms": lambda c, rounds, batch: timed_flushed(c, rounds),
         "eager_ms": timed_eager}
 
 
+def first_runs(runs: dict, result: dict, error_of) -> None:
+    """Run each contender once (`run(0)`): a peer that raises is recorded in `result` as unsupported,
+    with the warnings it gave (SDPA says why it declines in warnings), and dropped from `runs`; each
+    other gets {"rel_err_vs_f32": error_of(its output)}. Ours ("tmalang") raising is an error."""
+    for name, run in list(runs.items()):
+        with warnings.catch_warnings(record=True) as why:
+            warnings.simplefilter("always")
+            try:
+                out = run(0)
+                torch.cuda.synchronize()
+            except Exception as error:
+                if name == "tmalang":
+                    raise
+                reasons = [str(w.message) for w in why] + [f"{type(error).__name__}: {error}"]
+                result[name] = {"unsupported": [reason.splitlines()[0] for reason in reasons if reason]}
+                del runs[name]
+                continue
+        result[name] = {"rel_err_vs_f32": error_of(out)}
+
+
 def three_ways(contenders: dict, rounds: int, batch: int) -> dict[str, dict[str, float]]:
     """{contender: {"cold_l2_ms", "graph_ms", "eager_ms"}}."""
     result: dict[str, dict[str, float]] = {name: {} for name in contenders}
     for way, timed in WAYS.items():
         for name, ms in timed(contenders, rounds, batch).items():
             result[name][way] = ms
+    return result
+
+
+def timed_row(runs: dict, result: dict, flops: float, rounds: int, label: str) -> dict:
+    """Time every contender of `runs` three ways (batches of about 2 TFLOP), add the times and
+    TFLOP/s to `result`, ours ("tmalang", where it ran) against each peer and the best, and print
+    the row's line. Returns `result`."""
+    batch = max(3, int(2e12 // flops))
+    for name, times in three_ways(runs, rounds, batch).items():
+        result[name].update(times, tflops=rates(flops, times))
+    peers = [name for name in runs if name != "tmalang"]
+    if "tmalang" in runs and peers:
+        versus(result, peers)
+    print(report_line(label, result), flush=True)
     return result
 
 

@@ -256,7 +256,8 @@ def attention_varlen_case(rng, shape):
         expected[r] = p / p.sum(axis=1, keepdims=True) @ v[keys, 0].astype(np.float64)
     lse = np.full((2, -(-s // 4) * 4), np.nan, np.float32)[:, :s]
     o = np.full((s, 2, 64), np.nan, ml_dtypes.bfloat16)
-    return [q, k, v, lo, hi, lo.astype(np.float32), hi.astype(np.float32), np.float32(1 / 8), lse, o], expected
+    pages = np.arange(k.shape[0], dtype=np.int32)      # contiguous keys: pages of one row
+    return [q, k, v, pages, lo, hi, lo.astype(np.float32), hi.astype(np.float32), np.float32(1 / 8), lse, o], expected
 
 
 def reduce_rows_case(rng, shape):

@@ -1,12 +1,14 @@
 """examples/attention_varlen_sm90.tma and tmalang.attention_varlen: attention over a packed batch
 of sequences of any lengths (FlashAttention's varlen layout), causal (bottom-right aligned) or
-not, grouped-query heads, head dims 64 and 128.
+not, grouped-query heads, head dims 64 and 128, keys contiguous or in a paged cache (pages of 64,
+128 and 256 rows, in shuffled order, with unused pages and table entries).
 
 Against a float64 reference computed sequence by sequence: on the interpreter over schedules and
 CTA counts at small odd lengths (one-row sequences, tiles that straddle sequences, sequences
 longer than a tile), through ptxas without spills, and on the GPU at lengths 1, 77, 1000 and 4099
-in one batch with GQA ratios 1, 4 and 8. The library's refusals: offsets that do not describe
-the tensors, or a row with no key.
+in one batch with GQA ratios 1, 4 and 8, contiguous and paged. The library's refusals: offsets
+that do not describe the tensors, a row with no key, pages the kernel cannot read whole, a block
+table that does not name each sequence's pages.
 """
 
 from __future__ import annotations
@@ -82,8 +84,9 @@ def test_the_interpreter_matches_float64_across_schedules(lens_q, lens_k, h, hkv
     for seed, ctas in ((0, 1), (1, 3)):
         o = np.full(q.shape, np.nan, BF16)
         lse = np.full((h, -(-q.shape[0] // 4) * 4), np.nan, np.float32)[:, :q.shape[0]]
-        kernel("varlen", d).interpret(q, k, v, lo, hi, lo.astype(np.float32), hi.astype(np.float32), np.float32(scale),
-                                      lse, o, seed=seed, explore=2, ctas=ctas)
+        pages = np.arange(k.shape[0], dtype=np.int32)     # contiguous keys: the identity table, P = 1
+        kernel("varlen", d).interpret(q, k, v, pages, lo, hi, lo.astype(np.float32), hi.astype(np.float32),
+                                      np.float32(scale), lse, o, seed=seed, explore=2, ctas=ctas)
         assert relative_error(o, want_o) < 1e-2
         np.testing.assert_allclose(lse, want_lse, rtol=0, atol=1e-4)
 
@@ -95,6 +98,52 @@ def test_the_library_call_on_numpy_arrays():
     assert o.shape == q.shape and o.dtype == q.dtype and lse.shape == (4, 93)
     assert relative_error(o, want_o) < 1e-2
     np.testing.assert_allclose(lse, want_lse, rtol=0, atol=1e-4)
+
+
+def paged_cache(k, v, cu_k, page: int, seed: int):
+    """k and v [TK, HKV, D] as a paged cache [pages, P, HKV, D] in shuffled page order, with spare
+    pages of noise and a block table [B, pages] whose unused entries are -1."""
+    rng = np.random.default_rng(seed)
+    used = -(-np.diff(cu_k) // page)
+    count = int(used.sum()) + 3
+    order = rng.permutation(count)
+    caches = [rng.standard_normal((count, page, *k.shape[1:])).astype(BF16) for _ in range(2)]
+    table = np.full((len(used), int(used.max()) + 2), -1, np.int32)
+    taken = 0
+    for b, n in enumerate(used):
+        for j in range(n):
+            table[b, j] = order[taken]
+            taken += 1
+            rows = slice(cu_k[b] + j * page, min(cu_k[b] + (j + 1) * page, cu_k[b + 1]))
+            for cache, x in zip(caches, (k, v)):
+                cache[table[b, j], :rows.stop - rows.start] = x[rows]
+    return (*caches, table)
+
+
+@pytest.mark.parametrize("d,page,causal,hkv", [(64, 128, True, 2), (128, 64, False, 1), (64, 64, False, 4),
+                                               (128, 256, True, 4)], ids=["hd64-p128-causal", "hd128-p64",
+                                                                          "hd64-p64", "hd128-p256-causal"])
+def test_a_paged_cache_matches_float64_on_the_interpreter(d, page, causal, hkv):
+    q, k, v, cu_q, cu_k = operands([3, 90, 130], [3, 200, 140], 4, hkv, d, page + d)
+    k_cache, v_cache, table = paged_cache(k, v, cu_k, page, d)
+    o, lse = tmalang.attention_varlen(q, k_cache, v_cache, cu_q, cu_k, causal=causal, return_lse=True,
+                                      block_table=table)
+    want_o, want_lse = reference(q, k, v, cu_q, cu_k, causal, 1 / np.sqrt(d))
+    assert relative_error(o, want_o) < 1e-2
+    np.testing.assert_allclose(lse, want_lse, rtol=0, atol=1e-4)
+
+
+def test_pages_the_kernel_cannot_read_are_refused():
+    q, k, v, cu_q, cu_k = operands([6, 5], [70, 9], 2, 1, 64, 1)
+    k_cache, v_cache, table = paged_cache(k, v, cu_k, 64, 1)
+    with pytest.raises(LaunchError, match="multiple of 64 rows"):
+        tmalang.attention_varlen(q, k_cache[:, :32], v_cache[:, :32], cu_q, cu_k, block_table=table)
+    bad = table.copy()
+    bad[0, 1] = k_cache.shape[0]
+    with pytest.raises(LaunchError, match="sequence 0 has 70 keys, 2 pages"):
+        tmalang.attention_varlen(q, k_cache, v_cache, cu_q, cu_k, block_table=bad)
+    with pytest.raises(LaunchError, match="int32"):
+        tmalang.attention_varlen(q, k_cache, v_cache, cu_q, cu_k, block_table=table.astype(np.int64))
 
 
 @pytest.mark.parametrize("cu_q,cu_k,causal,message", [
@@ -114,24 +163,31 @@ def test_operands_that_do_not_fit_are_refused():
     q, k, v, cu_q, cu_k = operands([6], [6], 3, 2, 64, 1)
     with pytest.raises(LaunchError, match="do not divide"):
         tmalang.attention_varlen(q, k, v, cu_q, cu_k)
-    with pytest.raises(LaunchError, match="3-D"):
+    with pytest.raises(LaunchError, match=r"q is \[total, heads, head dim\]"):
         tmalang.attention_varlen(q[None], k, v, cu_q, cu_k)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("hkv", [8, 2, 1], ids=["mha", "gqa4", "gqa8"])
-def test_the_gpu_matches_float64(d, causal, hkv):
+@pytest.mark.parametrize("hkv,page", [(8, 0), (2, 0), (1, 0), (2, 64), (2, 256)],
+                         ids=["mha", "gqa4", "gqa8", "gqa4-p64", "gqa4-p256"])
+def test_the_gpu_matches_float64(d, causal, hkv, page):
+    """Lengths 1, 77, 1000, 4099 and 5 in one batch, the keys contiguous or paged (page 0:
+    contiguous; else a shuffled cache of `page`-row pages)."""
     torch = pytest.importorskip("torch")
     lens = [1, 77, 1000, 4099, 5]
-    q, k, v, cu_q, cu_k = operands(lens, lens, 8, hkv, d, d + hkv)
+    q, k, v, cu_q, cu_k = operands(lens, lens, 8, hkv, d, d + hkv + page)
     want_o, want_lse = reference(q, k, v, cu_q, cu_k, causal, 1 / np.sqrt(d))
+    table = None
+    if page:
+        k, v, table = paged_cache(k, v, cu_k, page, page)
 
     def device(x):
         return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).cuda().view(torch.bfloat16)
     o, lse = tmalang.attention_varlen(device(q), device(k), device(v), torch.from_numpy(cu_q).cuda(),
-                                      torch.from_numpy(cu_k).cuda(), causal=causal, return_lse=True)
+                                      torch.from_numpy(cu_k).cuda(), causal=causal, return_lse=True,
+                                      block_table=None if table is None else torch.from_numpy(table).cuda())
     torch.cuda.synchronize()
     got = o.float().cpu().numpy()
     assert np.isfinite(got).all()

@@ -17,16 +17,17 @@ LAYOUTS = ("bhsd", "bshd")
 HEAD_DIMS = (64, 128)
 
 
-def binding(role: str, head_dim: int) -> tuple[str, str, dict]:
+def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
     """(file, kernel, constants) of the forward, the prep, the backward or the varlen forward at a
-    head dim: the backward stages dQ in two slots beside head dim 64's tiles, in one beside 128's
-    (smem)."""
+    head dim (the varlen one also at a page size: 1 for contiguous keys): the backward stages dQ in
+    two slots beside head dim 64's tiles, in one beside 128's (smem)."""
     if role == "forward":
         return "attention_sm90.tma", {64: "flash_attention", 128: "flash_attention_hd128"}[head_dim], {}
     if role == "prep":
         return "attention_bwd_sm90.tma", "attention_bwd_prep", {"D": head_dim}
-    if role == "varlen":     # key blocks of 112 at head dim 128, as the forward's (registers)
-        return "attention_varlen_sm90.tma", "attention_varlen", {"D": head_dim, "KB": 128 if head_dim == 64 else 112}
+    if role == "varlen":
+        return "attention_varlen_sm90.tma", "attention_varlen", {"D": head_dim, "KB": key_block(head_dim, page),
+                                                                 "P": page}
     return "attention_bwd_sm90.tma", "attention_bwd", {"D": head_dim, "DQS": 2 if head_dim == 64 else 1}
 
 
@@ -36,10 +37,18 @@ def _source(name: str) -> Path:
     return shipped if shipped.is_file() else Path(__file__).resolve().parents[2] / "examples" / name
 
 
+def key_block(head_dim: int, page: int) -> int:
+    """The varlen kernel's key block: 128 at head dim 64, 112 at 128 (the forward's: registers);
+    a paged cache needs one that divides the page (64 at head dim 128, or where 128 does not)."""
+    block = 128 if head_dim == 64 else 112
+    return block if page == 1 or page % block == 0 else 64
+
+
 @functools.cache
-def kernel(role: str, head_dim: int):
-    """The forward, prep or backward kernel, compiled once per process (cached on disk across them)."""
-    file, name, constants = binding(role, head_dim)
+def kernel(role: str, head_dim: int, page: int = 1):
+    """The forward, prep, backward or varlen kernel, compiled once per process (cached on disk
+    across them)."""
+    file, name, constants = binding(role, head_dim, page)
     path = _source(file)
     return compile_source(path.read_text(), kernel=name, name=str(path), constants=constants)
 

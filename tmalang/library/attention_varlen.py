@@ -3,6 +3,7 @@ sm_90a kernel of examples/attention_varlen_sm90.tma (forward only).
 
     o = tmalang.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=True)
     o, lse = tmalang.attention_varlen(q, k, v, cu_q, cu_k, return_lse=True)
+    o = tmalang.attention_varlen(q, k_cache, v_cache, cu_q, cu_k, block_table=table)   # paged KV
 
 FlashAttention's varlen layout: q [TQ, H, D] holds every sequence's query rows one after another,
 k and v [TK, HKV, D] their keys; `cu_seqlens_q` and `cu_seqlens_k` ([B + 1] integers) are the
@@ -13,9 +14,18 @@ and len_k >= 1 always. torch tensors (CUDA) run on the GPU, NumPy arrays on the 
 LSE is [H, TQ] f32, natural log. There is no backward yet: a call on tensors that require a
 gradient, with grad mode on, is refused.
 
+A paged cache: k and v [pages, P, HKV, D] with `block_table` [B, max pages] int32, sequence b's
+keys the first len_k rows of its pages block_table[b, 0], [b, 1], ... (len_k from cu_seqlens_k),
+as FlashAttention's paged varlen call takes them. P is a multiple of 64 (64, 128, 256, ...): the
+kernel reads each key block from one page with one TMA box. Hopper has no gather4, so the per-page
+design is the one that keeps a block one copy; pages of 16 or 32 rows would need a copy per page
+into parts of a block, which the language cannot yet say.
+
 The kernel reads each query row's window of packed keys, [wlo, whi), which this module works out
 from the offsets: as i32 for the kernel's element reads (the key blocks a 128-row tile walks) and
-as f32 for its row vectors (the per-row masks; exact below 2^24 keys). The offsets are checked on
+as f32 for its row vectors (the per-row masks; exact below 2^24 keys). Keys are numbered in one
+packed key space, sequence after sequence, and key v is row pages[v / P] * P + v % P: contiguous
+keys are pages of one row with the identity table; a paged cache starts each sequence on a page. The offsets are checked on
 the host first (one copy of B + 1 integers), because a window the kernel read from garbage could
 walk billions of key blocks: `check=False` skips that (inside a CUDA graph, say).
 """
@@ -29,26 +39,36 @@ from .attention_kernels import HEAD_DIMS, _empty_like, kernel, padded_rows
 from .operands import _is_torch
 
 MAX_KEYS = 1 << 24   # the windows are f32 in the kernel's row vectors: exact integers below 2^24
+PAGE_MULTIPLE = 64   # a key block (64, 112 or 128 keys) lies in one page: pages of 64·n rows
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = False, scale: float | None = None,
-                     return_lse: bool = False, check: bool = True):
+                     return_lse: bool = False, block_table=None, check: bool = True):
     """softmax(scale · Q·Kᵀ) · V per sequence of a packed batch: O like q; with `return_lse`, also
-    the LSE [H, TQ]. `scale` defaults to 1/sqrt(D)."""
-    tq, h, d = _check_operands(q, k, v)
+    the LSE [H, TQ]. `scale` defaults to 1/sqrt(D). With `block_table` ([B, pages] i32), k and v
+    are a paged cache [pages, P, HKV, D] and sequence b's keys are the first len_k rows of its
+    pages block_table[b, 0], block_table[b, 1], ... (cu_seqlens_k gives the lengths)."""
+    tq, h, d, page = _check_operands(q, k, v, block_table)
     if check:
-        _check_offsets(cu_seqlens_q, cu_seqlens_k, tq, k.shape[0], causal)
+        _check_offsets(cu_seqlens_q, cu_seqlens_k, tq, k.shape[0] * k.shape[1] if page else k.shape[0], causal)
+        if page:
+            _check_pages(block_table, cu_seqlens_k, page, k.shape[0])
     scale = 1 / math.sqrt(d) if scale is None else float(scale)
-    klo, khi = windows(cu_seqlens_q, cu_seqlens_k, tq, causal)
+    starts, pages = (_paged_starts(cu_seqlens_k, block_table, page) if page else
+                     (cu_seqlens_k[:-1], _identity(cu_seqlens_k, k.shape[0])))
+    if page:      # the cache's pages as rows: [pages · P, HKV, D] (a view of a contiguous cache)
+        k, v = (x.reshape(-1, *x.shape[2:]) for x in (k, v))
+    klo, khi = windows(cu_seqlens_q, cu_seqlens_k, tq, causal, starts)
     o, lse = _empty_like(q), padded_rows(q, h, tq)     # lse [H, TQ] with 16-byte aligned rows (TMA)
-    args = [q, k, v, klo, khi, _as_f32(klo), _as_f32(khi), scale, lse, o]
-    compiled = kernel("varlen", d)
+    args = [q, k, v, pages, klo, khi, _as_f32(klo), _as_f32(khi), scale, lse, o]
+    compiled = kernel("varlen", d, page or 1)
     compiled(*args) if _is_torch(q) else compiled.interpret(*args)
     return (o, lse) if return_lse else o
 
 
-def windows(cu_q, cu_k, rows: int, causal: bool):
-    """(lo, hi) i32 [TQ]: packed query row r of sequence b sees packed keys lo[r] .. hi[r]-1."""
+def windows(cu_q, cu_k, rows: int, causal: bool, starts=None):
+    """(lo, hi) i32 [TQ]: packed query row r of sequence b sees keys lo[r] .. hi[r]-1 of the packed
+    key space, in which sequence b's keys start at starts[b] (default cu_k[b]: contiguous keys)."""
     if _is_torch(cu_q):
         import torch
 
@@ -56,23 +76,68 @@ def windows(cu_q, cu_k, rows: int, causal: bool):
         lengths = cu_q[1:] - cu_q[:-1]
         seq = torch.repeat_interleave(torch.arange(lengths.shape[0], device=cu_q.device), lengths, output_size=rows)
         r = torch.arange(rows, device=cu_q.device)
+        starts = cu_k[:-1] if starts is None else starts.to(torch.int64)
     else:
         import numpy as np
 
         cu_q, cu_k = np.asarray(cu_q, np.int64), np.asarray(cu_k, np.int64)
         seq = np.repeat(np.arange(len(cu_q) - 1), np.diff(cu_q))
         r = np.arange(rows)
-    lo, hi = cu_k[seq], cu_k[seq + 1]
+        starts = cu_k[:-1] if starts is None else np.asarray(starts, np.int64)
+    lo = starts[seq]
+    hi = lo + (cu_k[seq + 1] - cu_k[seq])
     if causal:          # bottom-right: the sequence's last row sees every key, each earlier one fewer
         hi = hi - (cu_q[seq + 1] - 1 - r)
     return _as_i32(lo), _as_i32(hi)
 
 
-def _check_operands(q, k, v) -> tuple[int, int, int]:
+def _paged_starts(cu_k, block_table, page: int):
+    """(starts, pages): sequence b's keys start at starts[b] = P · (the pages of the sequences before
+    it) in the packed key space, and `pages` lists every sequence's used pages in order (its first
+    ceil(len_k / P) entries of block_table), so that key v is row pages[v / P] · P + v % P. Built
+    on the device without a copy to the host: the unused entries go to one spare element."""
+    batch, width = block_table.shape
+    if _is_torch(cu_k):
+        import torch
+
+        cu_k, table = cu_k.to(torch.int64), block_table.to(torch.int32)
+        used = (cu_k[1:] - cu_k[:-1] + page - 1) // page
+        first = torch.cumsum(used, 0) - used
+        column = torch.arange(width, device=cu_k.device)[None, :]
+        slot = torch.where(column < used[:, None], first[:, None] + column, batch * width)
+        pages = torch.zeros(batch * width + 1, dtype=torch.int32, device=cu_k.device)
+        pages.scatter_(0, slot.flatten(), table.flatten())
+        return first * page, pages
+    import numpy as np
+
+    cu_k, table = np.asarray(cu_k, np.int64), np.asarray(block_table, np.int32)
+    used = (np.diff(cu_k) + page - 1) // page
+    first = np.cumsum(used) - used
+    pages = np.concatenate([table[b, :used[b]] for b in range(batch)] + [np.zeros(1, np.int32)])
+    return first * page, pages
+
+
+def _identity(cu_k, rows: int):
+    """The page table of contiguous keys: pages of one row, key v at row v."""
+    if _is_torch(cu_k):
+        import torch
+
+        return torch.arange(rows, dtype=torch.int32, device=cu_k.device)
+    import numpy as np
+
+    return np.arange(rows, dtype=np.int32)
+
+
+def _check_operands(q, k, v, block_table) -> tuple[int, int, int, int]:
+    """(TQ, H, D, the page size or 0): LaunchError for what the kernel does not run."""
     shapes = [tuple(x.shape) for x in (q, k, v)]
-    if any(len(s) != 3 for s in shapes):
-        raise LaunchError(LAUNCH_OPTION, f"attention_varlen: q, k and v are 3-D [total, heads, head dim]; got {shapes}")
-    (tq, h, d), (tk, hk, dk) = shapes[:2]
+    paged = block_table is not None
+    rank = 4 if paged else 3
+    if len(shapes[0]) != 3 or any(len(s) != rank for s in shapes[1:]):
+        kv = "[pages, page size, heads, head dim] (a paged cache)" if paged else "[total, heads, head dim]"
+        raise LaunchError(LAUNCH_OPTION, f"attention_varlen: q is [total, heads, head dim] and k, v {kv}; got {shapes}")
+    (tq, h, d), (*rows, hk, dk) = shapes[:2]
+    page = rows[1] if paged else 0
     if shapes[1] != shapes[2] or dk != d:
         raise LaunchError(LAUNCH_OPTION, f"attention_varlen: k and v must be alike, with q's head dim; got {shapes}")
     if h % hk:
@@ -83,15 +148,35 @@ def _check_operands(q, k, v) -> tuple[int, int, int]:
     dtypes = {str(x.dtype).removeprefix("torch.") for x in (q, k, v)}
     if dtypes != {"bfloat16"}:
         raise LaunchError(LAUNCH_OPTION, f"attention_varlen: q, k and v must be bf16; got {sorted(dtypes)}")
-    if not 1 <= tk < MAX_KEYS or tq < 1:
-        raise LaunchError(LAUNCH_OPTION, f"attention_varlen: {tq} query rows and {tk} keys (1 .. 2^24 - 1 keys)")
+    keys = rows[0] * page if paged else rows[0]
+    if not 1 <= keys < MAX_KEYS or tq < 1:
+        raise LaunchError(LAUNCH_OPTION, f"attention_varlen: {tq} query rows and {keys} keys (1 .. 2^24 - 1 keys)")
+    if paged and page % PAGE_MULTIPLE:
+        raise LaunchError(LAUNCH_OPTION, f"attention_varlen: pages of {page} rows; the kernel reads each key block "
+                          f"from one page with one TMA box, so a page is a multiple of {PAGE_MULTIPLE} rows")
+    if paged and (len(block_table.shape) != 2 or "int32" not in str(block_table.dtype)):
+        raise LaunchError(LAUNCH_OPTION, f"attention_varlen: block_table is [B, pages] int32; got "
+                          f"{tuple(block_table.shape)} {block_table.dtype}")
     if _is_torch(q) and any(x.requires_grad for x in (q, k, v)):
         import torch
 
         if torch.is_grad_enabled():
             raise LaunchError(LAUNCH_OPTION, "attention_varlen has no backward yet: call it under torch.no_grad() "
                               "or on tensors that do not require a gradient")
-    return tq, h, d
+    return tq, h, d, page
+
+
+def _check_pages(block_table, cu_k, page: int, count: int) -> None:
+    """Each sequence's used pages exist: enough columns, and entries in 0 .. pages - 1."""
+    table = block_table.tolist()
+    ks = list(map(int, cu_k.tolist()))
+    for b, (k0, k1) in enumerate(zip(ks, ks[1:])):
+        used = -(-(k1 - k0) // page)
+        row = table[b] if b < len(table) else []
+        if len(row) < used or any(not 0 <= p < count for p in row[:used]):
+            raise LaunchError(LAUNCH_OPTION, f"attention_varlen: sequence {b} has {k1 - k0} keys, {used} pages of "
+                              f"{page}; block_table[{b}] holds {len(row)} entries, and its first {used} must name "
+                              f"pages 0..{count - 1}: {row[:used]}")
 
 
 def _check_offsets(cu_q, cu_k, tq: int, tk: int, causal: bool) -> None:
