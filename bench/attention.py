@@ -21,10 +21,6 @@ from pathlib import Path
 # bench/copy.py would shadow the standard library's `copy` module: drop this folder from sys.path.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
-
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -34,7 +30,7 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention 
 import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from timing import METHOD, first_runs, timed_row  # noqa: E402
+from timing import METHOD, arguments, first_runs, timed_row, write_report  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [(4, 16, 4096, 128), (2, 16, 8192, 128), (4, 32, 4096, 64), (16, 16, 1024, 128), (2, 24, 3000, 128)]
@@ -97,25 +93,17 @@ def row(kernel, shape, kv_heads: int, causal: bool, samples: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--samples", type=int, default=15)
-    args = parser.parse_args()
+    args = arguments()
     kernels = {d: tmalang.compile_file(ROOT / "examples" / "attention_sm90.tma", kernel=name) for d, name in KERNELS.items()}
     cases = [(shape, shape[1]) for shape in SHAPES] + GQA
     rows = [row(kernels[shape[3]], shape, kv_heads, causal, args.samples)
             for shape, kv_heads in cases for causal in (False, True)]
-    report = {
-        "benchmark": "attention forward, bf16 (examples/attention_sm90.tma), multi-head and grouped-query, "
-                     "vs SDPA FLASH and CUDNN backends and compiled flex_attention",
-        "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(), "torch": torch.__version__,
-        "method": f"{METHOD}; {args.samples} rounds; FLOPs 4·B·H·S²·D, halved when causal; flex_attention "
-                  "compiled per shape (dynamic=False), its causal block mask built outside the timing; "
-                  "tmalang_vs_best: against the fastest peer in each way",
-        "results": rows,
-    }
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.out,
+                 "attention forward, bf16 (examples/attention_sm90.tma), multi-head and grouped-query, "
+                 "vs SDPA FLASH and CUDNN backends and compiled flex_attention",
+                 f"{METHOD}; {args.samples} rounds; FLOPs 4·B·H·S²·D, halved when causal; flex_attention "
+                 "compiled per shape (dynamic=False), its causal block mask built outside the timing; "
+                 "tmalang_vs_best: against the fastest peer in each way", rows)
 
 
 if __name__ == "__main__":

@@ -23,10 +23,6 @@ from pathlib import Path
 # bench/copy.py would shadow the standard library's `copy` module: drop this folder from sys.path.
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-import argparse  # noqa: E402
-import datetime  # noqa: E402
-import json  # noqa: E402
-
 import torch  # noqa: E402
 import torch._dynamo  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -36,7 +32,7 @@ from torch.nn.attention.flex_attention import create_block_mask, flex_attention 
 import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from timing import METHOD, first_runs, timed_row  # noqa: E402
+from timing import METHOD, arguments, first_runs, timed_row, write_report  # noqa: E402
 
 LENGTHS = [1, 17, 100, 257, 500, 1000, 1500, 2048, 3000, 4099, 5000, 6000, 7000, 7777, 8000, 8192]
 CASES = [(16, 16, 128, 0), (16, 16, 64, 0), (32, 8, 128, 0),   # (query heads, K/V heads, head dim, page)
@@ -139,25 +135,17 @@ def row(heads: int, kv_heads: int, d: int, page: int, causal: bool, samples: int
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--samples", type=int, default=15)
-    args = parser.parse_args()
+    args = arguments()
     rows = [row(h, hk, d, page, causal, args.samples) for h, hk, d, page in CASES for causal in (False, True)]
-    report = {
-        "benchmark": "varlen attention forward, bf16 (examples/attention_varlen_sm90.tma), 16 sequences of "
-                     "1..8192 rows packed, vs compiled flex_attention (document mask) and SDPA FLASH/CUDNN on "
-                     "jagged nested tensors",
-        "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(), "torch": torch.__version__,
-        "method": f"{METHOD}; {args.samples} rounds; FLOPs Σ 4·H·L²·D, halved when causal; flex compiled per "
-                  "case (dynamic=False), its block mask built outside the timing; tmalang timed through "
-                  "tmalang.attention_varlen(check=False), windows (and with a page size, the packed page "
-                  "list) computed in every call; paged rows: tmalang reads a paged cache of the same keys "
-                  "in shuffled pages, the peers the contiguous keys",
-        "results": rows,
-    }
-    if args.out:
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    write_report(args.out,
+                 "varlen attention forward, bf16 (examples/attention_varlen_sm90.tma), 16 sequences of "
+                 "1..8192 rows packed, vs compiled flex_attention (document mask) and SDPA FLASH/CUDNN on "
+                 "jagged nested tensors",
+                 f"{METHOD}; {args.samples} rounds; FLOPs Σ 4·H·L²·D, halved when causal; flex compiled per "
+                 "case (dynamic=False), its block mask built outside the timing; tmalang timed through "
+                 "tmalang.attention_varlen(check=False), windows (and with a page size, the packed page "
+                 "list) computed in every call; paged rows: tmalang reads a paged cache of the same keys "
+                 "in shuffled pages, the peers the contiguous keys", rows)
 
 
 if __name__ == "__main__":

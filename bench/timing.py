@@ -170,18 +170,43 @@ def three_ways(contenders: dict, rounds: int, batch: int) -> dict[str, dict[str,
     return result
 
 
-def timed_row(runs: dict, result: dict, flops: float, rounds: int, label: str) -> dict:
-    """Time every contender of `runs` three ways (batches of about 2 TFLOP), add the times and
-    TFLOP/s to `result`, ours ("tmalang", where it ran) against each peer and the best, and print
-    the row's line. Returns `result`."""
-    batch = max(3, int(2e12 // flops))
+def timed_row(runs: dict, result: dict, flops: float, rounds: int, label: str, rate: str = "tflops",
+              batch: int | None = None) -> dict:
+    """Time every contender of `runs` three ways (batches of about 2 TFLOP unless `batch`), add the
+    times and the work per second (`rate`: TFLOP/s of `flops`, or TB/s where the work is bytes) to
+    `result`, ours ("tmalang", where it ran) against each peer and the best, and print the row's
+    line. Returns `result`."""
+    batch = batch or max(3, int(2e12 // flops))
     for name, times in three_ways(runs, rounds, batch).items():
-        result[name].update(times, tflops=rates(flops, times))
+        result[name].update(times, **{rate: rates(flops, times)})
     peers = [name for name in runs if name != "tmalang"]
     if "tmalang" in runs and peers:
         versus(result, peers)
     print(report_line(label, result), flush=True)
     return result
+
+
+def arguments(samples: int = 15):
+    """A benchmark's command line: --out (the JSON to write) and --samples (rounds per way)."""
+    import argparse
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--samples", type=int, default=samples)
+    return parser.parse_args()
+
+
+def write_report(out, benchmark: str, method: str, rows: list) -> None:
+    """The benchmark's JSON at `out` (if given): what it measures, the GPU, the date, torch's
+    version, how it measures (METHOD first) and its rows."""
+    import datetime
+    import json
+
+    report = {"benchmark": benchmark, "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
+              "torch": torch.__version__, "method": method, "results": rows}
+    if out:
+        out.write_text(json.dumps(report, indent=2) + "\n")
 
 
 def ratios(ours: dict, peer: dict) -> dict[str, float]:

@@ -260,6 +260,36 @@ def attention_varlen_case(rng, shape):
     return [q, k, v, pages, lo, hi, lo.astype(np.float32), hi.astype(np.float32), np.float32(1 / 8), lse, o], expected
 
 
+def attention_decode_case(rng, shape):
+    """examples/attention_decode_sm90.tma: two sequences of a contiguous cache of T rows (shape =
+    (S, T)), lengths T and S % T + 1, one new row for each of 8 query heads over 1 K/V head, head
+    dim 128, chunks of 128 keys. Each chunk's O (normalised over its keys) is checked: rows past the
+    8 real ones have a zero query (TMA's fill), so their O is the mean of the chunk's values; a
+    chunk past the sequence's end is 0."""
+    import ml_dtypes
+
+    _, t = shape
+    lens = [t, shape[0] % t + 1]
+    chunk, splits = 128, -(-t // 128)
+    q = rng.standard_normal((2, 1, 8, 128)).astype(ml_dtypes.bfloat16)
+    k, v = (rng.standard_normal((2 * t, 1, 128)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    expected = np.zeros((2 * splits, 1, 64, 128))
+    for b in range(2):
+        for c in range(splits):
+            keys = slice(b * t + c * chunk, b * t + min((c + 1) * chunk, lens[b]))
+            if keys.stop <= keys.start:
+                continue
+            rows = np.zeros((64, 128))
+            rows[:8] = q[b, 0].astype(np.float64)
+            logits = rows @ k[keys, 0].astype(np.float64).T / np.sqrt(128)
+            p = np.exp(logits - logits.max(axis=1, keepdims=True))
+            expected[b * splits + c, 0] = p / p.sum(axis=1, keepdims=True) @ v[keys, 0].astype(np.float64)
+    o = np.full((2 * splits, 1, 64, 128), np.nan, np.float32)
+    lse = np.full((2 * splits, 1, 64), np.nan, np.float32)
+    return [q, k, v, np.arange(2 * t, dtype=np.int32), np.array([0, t], np.int32), np.array(lens, np.int32),
+            np.zeros(64, np.float32), np.int32(chunk), np.float32(1 / np.sqrt(128)), lse, o], expected
+
+
 def reduce_rows_case(rng, shape):
     """out (50 rows, random) plus every 64-row slab of x (shape = (K, N)), folded in float64:
     the kernel's reductions land in the GPU's order, so RTOL holds its rounding."""
@@ -340,13 +370,13 @@ CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case,
          "blocksum_prefetch": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
          "attention": attention_case, "flash_attention": flash_attention_case, "attention_bwd": attention_bwd_case,
-         "attention_varlen": attention_varlen_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
+         "attention_varlen": attention_varlen_case, "attention_decode": attention_decode_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
          "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case,
          "conv2d": conv2d_case, "conv2d_s2": lambda rng, shape: conv2d_case(rng, shape, stride=2),
          "gemm_splitk": gemm_splitk_case, "gemm_streamk": gemm_streamk_case, "gemm_pingpong": gemm_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_cluster2x2": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
-        "flash_attention": 1e-2, "attention_bwd": 1e-2, "attention_varlen": 1e-2,
+        "flash_attention": 1e-2, "attention_bwd": 1e-2, "attention_varlen": 1e-2, "attention_decode": 1e-2,
         "moe_gemm": 1e-2, "conv2d": 1e-2, "conv2d_s2": 1e-2, "reduce_rows": 1e-5, "gemm_splitk": 1e-5,
         "gemm_streamk": 1e-5, "gemm_pingpong": 1e-2}   # relative Frobenius error against float64; others are exact
 

@@ -128,6 +128,17 @@ def test_sema_refuses(change, code, words):
     assert words in str(caught.value)
 
 
+def test_a_division_by_a_zero_read_is_reported_at_its_line():
+    """A divisor from data can be zero at run time; the GPU's quotient is then undefined, so the
+    interpreter reports it (E426) at the load, instead of failing inside Python."""
+    kernel = tmalang.compile(SHELL.format(**{**GOOD, "row": "cu[s] + 64 * k / cu[0]"}))
+    x, cu, out = inputs([70, 9], 64, 3)
+    with pytest.raises(TmalangError) as caught:
+        kernel.interpret(x, cu, out)
+    assert caught.value.code == "E426" and "division by zero" in caught.value.message
+    assert caught.value.span.line == 10      # the load: `load X@[0, cu[s] + 64 * k / cu[0], 0]`
+
+
 def test_sema_accepts_the_shell():
     tmalang.compile(SHELL.format(**GOOD))
 

@@ -200,12 +200,15 @@ class CTA:
             yield from self.run(warp, o)
 
     def run(self, warp: Warp, o: ops.Op):
-        if isinstance(o, ops.Val):      # not a step: the scheduler has nothing to interleave at it
-            SEMANTICS[ops.Val](self, warp, o)
-            return
-        warp.current = o
-        start = self.step
-        result = SEMANTICS[type(o)](self, warp, o)
+        try:
+            if isinstance(o, ops.Val):      # not a step: the scheduler has nothing to interleave at it
+                SEMANTICS[ops.Val](self, warp, o)
+                return
+            warp.current = o
+            start = self.step
+            result = SEMANTICS[type(o)](self, warp, o)
+        except ZeroDivisionError:
+            raise ProtocolError("E426", "division by zero in an index expression", o.span, [self.who(warp)]) from None
         if result is not None:          # a generator: the op has a region or may block
             yield from result
         if self.trace is not None:
@@ -226,10 +229,17 @@ class CTA:
         warp.done = True
 
 
+def _quotient(a: int, b: int) -> int:
+    """a / b truncated toward zero (PTX div.s32), exactly: no float in between. ZeroDivisionError
+    for b = 0, which run() reports as E426 (the GPU's quotient is undefined)."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
 INT_OPS = {
     ">": lambda a, b: int(a > b),
     "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "/": lambda a, b: int(a / b), "%": lambda a, b: a - b * int(a / b), "&": lambda a, b: a & b,
+    "/": lambda a, b: _quotient(a, b), "%": lambda a, b: a - b * _quotient(a, b), "&": lambda a, b: a & b,
     "^": lambda a, b: a ^ b, "max": max, "min": min,
     # unsigned 32-bit: the operands' bit patterns read as u32
     "udiv": lambda a, b: _u32(a) // _u32(b), "urem": lambda a, b: _u32(a) % _u32(b),

@@ -18,16 +18,16 @@ HEAD_DIMS = (64, 128)
 
 
 def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
-    """(file, kernel, constants) of the forward, the prep, the backward or the varlen forward at a
-    head dim (the varlen one also at a page size: 1 for contiguous keys): the backward stages dQ in
-    two slots beside head dim 64's tiles, in one beside 128's (smem)."""
+    """(file, kernel, constants) of the forward, the prep, the backward, the varlen forward or decode
+    at a head dim (the last two also at a page size: 1 for contiguous keys): the backward stages dQ
+    in two slots beside head dim 64's tiles, in one beside 128's (smem)."""
     if role == "forward":
         return "attention_sm90.tma", {64: "flash_attention", 128: "flash_attention_hd128"}[head_dim], {}
     if role == "prep":
         return "attention_bwd_sm90.tma", "attention_bwd_prep", {"D": head_dim}
-    if role == "varlen":
-        return "attention_varlen_sm90.tma", "attention_varlen", {"D": head_dim, "KB": key_block(head_dim, page),
-                                                                 "P": page}
+    if role in ("varlen", "decode"):
+        return f"attention_{role}_sm90.tma", f"attention_{role}", {"D": head_dim, "KB": key_block(role, head_dim, page),
+                                                                   "P": page}
     return "attention_bwd_sm90.tma", "attention_bwd", {"D": head_dim, "DQS": 2 if head_dim == 64 else 1}
 
 
@@ -37,10 +37,11 @@ def _source(name: str) -> Path:
     return shipped if shipped.is_file() else Path(__file__).resolve().parents[2] / "examples" / name
 
 
-def key_block(head_dim: int, page: int) -> int:
-    """The varlen kernel's key block: 128 at head dim 64, 112 at 128 (the forward's: registers);
-    a paged cache needs one that divides the page (64 at head dim 128, or where 128 does not)."""
-    block = 128 if head_dim == 64 else 112
+def key_block(role: str, head_dim: int, page: int) -> int:
+    """The varlen or decode kernel's key block: the varlen forward's 128 at head dim 64 and 112 at
+    128 (its registers: two score accumulators), decode's 128 (one); a paged cache needs one that
+    divides the page, 64 where the other does not."""
+    block = 128 if role == "decode" or head_dim == 64 else 112
     return block if page == 1 or page % block == 0 else 64
 
 
@@ -74,14 +75,19 @@ def check(q, k, v, layout: str) -> tuple[int, int, int, int, int, int]:
                           f"q {shapes[0]}, k {shapes[1]}, v {shapes[2]} ({layout})")
     if h % hk:
         raise LaunchError(LAUNCH_OPTION, f"attention: {hk} K/V heads do not divide {h} query heads")
-    if d not in HEAD_DIMS:
-        raise LaunchError(LAUNCH_OPTION, f"attention: head dim {d} (the kernels take {', '.join(map(str, HEAD_DIMS))})")
-    dtypes = {_dtype(x) for x in (q, k, v)}
-    if dtypes != {"bfloat16"}:
-        raise LaunchError(LAUNCH_OPTION, f"attention: q, k and v must be bf16; got {sorted(dtypes)}")
+    check_head_dim_and_dtype("attention", d, (q, k, v))
     if min(s, t) < 1 or b < 1:
         raise LaunchError(LAUNCH_OPTION, f"attention: empty sequence or batch: q {shapes[0]}, k {shapes[1]}")
     return b, h, hk, s, t, d
+
+
+def check_head_dim_and_dtype(call: str, d: int, tensors) -> None:
+    """What every attention kernel takes: head dim 64 or 128, bf16 operands (LaunchError)."""
+    if d not in HEAD_DIMS:
+        raise LaunchError(LAUNCH_OPTION, f"{call}: head dim {d} (the kernels take {', '.join(map(str, HEAD_DIMS))})")
+    dtypes = {_dtype(x) for x in tensors}
+    if dtypes != {"bfloat16"}:
+        raise LaunchError(LAUNCH_OPTION, f"{call}: the operands must be bf16; got {sorted(dtypes)}")
 
 
 def _bhsd(shape: tuple, layout: str) -> tuple:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 
 from ..contract.errors import LAUNCH_OPTION, LaunchError
-from .attention_kernels import HEAD_DIMS, _empty_like, kernel, padded_rows
+from .attention_kernels import check_head_dim_and_dtype, _empty_like, kernel, padded_rows
 from .operands import _is_torch
 
 MAX_KEYS = 1 << 24   # the windows are f32 in the kernel's row vectors: exact integers below 2^24
@@ -142,12 +142,7 @@ def _check_operands(q, k, v, block_table) -> tuple[int, int, int, int]:
         raise LaunchError(LAUNCH_OPTION, f"attention_varlen: k and v must be alike, with q's head dim; got {shapes}")
     if h % hk:
         raise LaunchError(LAUNCH_OPTION, f"attention_varlen: {hk} K/V heads do not divide {h} query heads")
-    if d not in HEAD_DIMS:
-        raise LaunchError(LAUNCH_OPTION, f"attention_varlen: head dim {d} (the kernel takes "
-                          f"{', '.join(map(str, HEAD_DIMS))})")
-    dtypes = {str(x.dtype).removeprefix("torch.") for x in (q, k, v)}
-    if dtypes != {"bfloat16"}:
-        raise LaunchError(LAUNCH_OPTION, f"attention_varlen: q, k and v must be bf16; got {sorted(dtypes)}")
+    check_head_dim_and_dtype("attention_varlen", d, (q, k, v))
     keys = rows[0] * page if paged else rows[0]
     if not 1 <= keys < MAX_KEYS or tq < 1:
         raise LaunchError(LAUNCH_OPTION, f"attention_varlen: {tq} query rows and {keys} keys (1 .. 2^24 - 1 keys)")

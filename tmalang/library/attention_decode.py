@@ -1,0 +1,208 @@
+"""`tmalang.attention_decode`: a few new query rows per sequence against a KV cache, on the sm_90a
+kernel of examples/attention_decode_sm90.tma (FlashDecoding: the keys split into chunks that CTAs
+take in parallel, then a combine step).
+
+    o = tmalang.attention_decode(q, k_cache, v_cache, cache_seqlens)                  # q [B, SQ, H, D]
+    o = tmalang.attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=table, causal=True)
+
+The operands of FlashAttention's `flash_attn_with_kvcache`: q [B, SQ, H, D], the cache [B, T, HKV,
+D] (or paged, [pages, P, HKV, D] with `block_table` [B, max pages] int32, P a multiple of 64), and
+`cache_seqlens` [B] int32, the keys of each sequence (the new rows' included). `causal`: new row sq
+of SQ sees the keys below len - SQ + sq + 1 (bottom-right aligned); without it every key. H / HKV
+query heads share a K/V head, and the kernel takes a K/V head's G·SQ query rows in one 64-row
+block, so G·SQ <= 64. bf16, head dims 64 and 128. torch tensors (CUDA) run on the GPU, NumPy
+arrays on the interpreter; forward only. With `return_lse`, also the LSE [B, H, SQ] f32.
+
+The chunks: `chunk` keys each (a multiple of 128, or of 64 for pages that 128 does not divide),
+chosen so that about two CTAs per multiprocessor have work at the cache's length bound (T, or the
+table's pages · P), which needs no copy to the host; the combine is a few torch (or NumPy) ops on
+the chunks' partial outputs. `check` checks cache_seqlens (and the table) on the host first.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..contract.errors import LAUNCH_OPTION, LaunchError
+from .attention_kernels import check_head_dim_and_dtype, kernel, key_block
+from .attention_varlen import _check_pages, _identity, _paged_starts
+from .operands import _is_torch
+
+ROWS = 64          # one wgmma row block: a K/V head's query rows
+CTAS_PER_SM = 2    # chunks aim at this many CTAs per multiprocessor
+
+
+def attention_decode(q, k_cache, v_cache, cache_seqlens, *, block_table=None, causal: bool = False,
+                     scale: float | None = None, return_lse: bool = False, chunk: int | None = None,
+                     check: bool = True):
+    """softmax(scale · Q·Kᵀ) · V of each sequence's new rows against its cached keys: O like q."""
+    b, sq, h, d, hkv, page = _check_operands(q, k_cache, v_cache, cache_seqlens, block_table)
+    paged = block_table is not None
+    bound = block_table.shape[1] * page if paged else k_cache.shape[1]
+    if check:
+        _check_lengths(cache_seqlens, bound, sq, causal)
+        if paged:
+            _check_pages(block_table, _offsets(cache_seqlens), page, k_cache.shape[0])
+    block = key_block("decode", d, page or 1)
+    chunk = chunk or _chunk(q, b * hkv, bound, block)
+    if chunk % block:
+        raise LaunchError(LAUNCH_OPTION, f"attention_decode: chunk {chunk} is not a multiple of the key block {block}")
+    splits = -(-bound // chunk)
+    scale = 1 / math.sqrt(d) if scale is None else float(scale)
+    if paged:
+        starts, pages = _paged_starts(_offsets(cache_seqlens), block_table, page)
+    else:
+        starts, pages = _arange(q, b, k_cache.shape[1]), _identity(q, b * k_cache.shape[1])
+    rows = _rows(q, hkv)                                  # [B, HKV, G·SQ, D]
+    off = _row_limits(q, h // hkv, sq, causal)
+    o, lse = _empty(q, (b * splits, hkv, ROWS, d)), _empty(q, (b * splits, hkv, ROWS))
+    args = [rows, *(x.reshape(-1, hkv, d) for x in (k_cache, v_cache)), pages, _i32(starts),
+            _i32(cache_seqlens), off, chunk, scale, lse, o]
+    compiled = kernel("decode", d, page or 1)
+    compiled(*args) if _is_torch(q) else compiled.interpret(*args)
+    out, total = _combine(o, lse, b, splits, hkv, h // hkv, sq)
+    out = out.to(q.dtype) if _is_torch(out) else out.astype(q.dtype)
+    return (out, total) if return_lse else out
+
+
+def _chunk(q, heads: int, bound: int, block: int) -> int:
+    """Keys a chunk: enough chunks that about CTAS_PER_SM CTAs per multiprocessor have work."""
+    if _is_torch(q):
+        import torch
+
+        processors = torch.cuda.get_device_properties(q.device).multi_processor_count
+    else:
+        processors = 4     # the interpreter: a few chunks, to exercise the combine
+    splits = max(1, min(-(-bound // block), -(-CTAS_PER_SM * processors // heads)))
+    return -(-bound // (splits * block)) * block
+
+
+def _combine(o, lse, b: int, splits: int, hkv: int, group: int, sq: int):
+    """O = Σ_s exp(lse_s - lse) O_s over the chunks, lse = log Σ_s exp(lse_s); back to [B, SQ, H, D]
+    and [B, H, SQ]. A chunk past a sequence's end has lse_s = -inf and O_s = 0."""
+    rows = group * sq
+    o = o.reshape(b, splits, hkv, ROWS, -1)[:, :, :, :rows]
+    lse = lse.reshape(b, splits, hkv, ROWS)[:, :, :, :rows]
+    if _is_torch(o):
+        top = lse.amax(1, keepdim=True)
+        weight = (lse - top).exp()
+        total = weight.sum(1)
+        out = (weight[..., None] * o).sum(1) / total[..., None]
+        lse_out = top[:, 0] + total.log()
+    else:
+        import numpy as np
+
+        top = lse.max(1, keepdims=True)
+        weight = np.exp(lse - top)
+        total = weight.sum(1)
+        out = (weight[..., None] * o).sum(1) / total[..., None]
+        lse_out = top[:, 0] + np.log(total)
+    out = out.reshape(b, hkv, group, sq, -1)
+    out = out.permute(0, 3, 1, 2, 4) if _is_torch(out) else out.transpose(0, 3, 1, 2, 4)
+    return out.reshape(b, sq, hkv * group, -1), lse_out.reshape(b, hkv * group, sq)
+
+
+def _rows(q, hkv: int):
+    """q [B, SQ, H, D] as [B, HKV, G·SQ, D]: K/V head g's rows, head g·G + i's new row sq at i·SQ + sq."""
+    b, sq, h, d = q.shape
+    x = q.permute(0, 2, 1, 3) if _is_torch(q) else q.transpose(0, 2, 1, 3)
+    x = x.reshape(b, hkv, (h // hkv) * sq, d)
+    if _is_torch(q):
+        return x.contiguous()
+    import numpy as np
+
+    return np.ascontiguousarray(x)
+
+
+def _row_limits(q, group: int, sq: int, causal: bool):
+    """Each of the 64 rows' offset to its sequence's end: (causal) row i·SQ + s sees keys below
+    len - SQ + s + 1; else 0."""
+    import numpy as np
+
+    off = np.zeros(ROWS, np.float32)
+    if causal:
+        off[:group * sq] = np.tile(np.arange(sq) - sq + 1, group)
+    if _is_torch(q):
+        import torch
+
+        return torch.from_numpy(off).to(q.device)
+    return off
+
+
+def _offsets(lengths):
+    """[B] lengths as [B + 1] cumulative offsets."""
+    if _is_torch(lengths):
+        import torch
+
+        return torch.cat([lengths.new_zeros(1), lengths.cumsum(0)])
+    import numpy as np
+
+    return np.concatenate([[0], np.cumsum(lengths)])
+
+
+def _arange(q, b: int, t: int):
+    """Sequence b's keys start at b·T of a contiguous cache [B, T, HKV, D] seen as [B·T, HKV, D]."""
+    if _is_torch(q):
+        import torch
+
+        return torch.arange(b, device=q.device) * t
+    import numpy as np
+
+    return np.arange(b) * t
+
+
+def _i32(x):
+    if _is_torch(x):
+        import torch
+
+        return x.to(torch.int32).contiguous()
+    import numpy as np
+
+    return np.ascontiguousarray(x, np.int32)
+
+
+def _empty(like, shape):
+    if _is_torch(like):
+        import torch
+
+        return torch.empty(shape, device=like.device, dtype=torch.float32)
+    import numpy as np
+
+    return np.empty(shape, np.float32)
+
+
+def _check_operands(q, k, v, lengths, block_table):
+    """(B, SQ, H, D, HKV, the page size or 0); LaunchError for what the kernel does not run."""
+    shapes = [tuple(x.shape) for x in (q, k, v)]
+    if any(len(s) != 4 for s in shapes):
+        raise LaunchError(LAUNCH_OPTION, f"attention_decode: q [B, SQ, H, D] and the caches are 4-D; got {shapes}")
+    (b, sq, h, d), (rows, page, hkv, dk) = shapes[:2]
+    paged = block_table is not None
+    if shapes[1] != shapes[2] or dk != d or (not paged and rows != b):
+        raise LaunchError(LAUNCH_OPTION, f"attention_decode: the caches must be alike, [B, T, HKV, D] (or paged "
+                          f"[pages, P, HKV, D]) with q's batch and head dim; got {shapes}")
+    if h % hkv or (h // hkv) * sq > ROWS:
+        raise LaunchError(LAUNCH_OPTION, f"attention_decode: {hkv} K/V heads for {h} query heads and {sq} new rows: "
+                          f"HKV must divide H, and H / HKV · SQ <= {ROWS} (a K/V head's rows are one block)")
+    check_head_dim_and_dtype("attention_decode", d, (q, k, v))
+    if tuple(lengths.shape) != (b,) or "int32" not in str(lengths.dtype):
+        raise LaunchError(LAUNCH_OPTION, f"attention_decode: cache_seqlens is [{b}] int32; got "
+                          f"{tuple(lengths.shape)} {lengths.dtype}")
+    if paged and (page % 64 or len(block_table.shape) != 2 or block_table.shape[0] != b
+                  or "int32" not in str(block_table.dtype)):
+        raise LaunchError(LAUNCH_OPTION, f"attention_decode: a paged cache has pages of 64·n rows (got {page}) and "
+                          f"block_table [{b}, pages] int32 (got {tuple(block_table.shape)} {block_table.dtype})")
+    if _is_torch(q) and any(x.requires_grad for x in (q, k, v)):
+        import torch
+
+        if torch.is_grad_enabled():
+            raise LaunchError(LAUNCH_OPTION, "attention_decode has no backward: call it under torch.no_grad()")
+    return b, sq, h, d, hkv, page if paged else 0
+
+
+def _check_lengths(lengths, bound: int, sq: int, causal: bool) -> None:
+    """Every sequence has a key (and, causal, one for each new row) within the cache."""
+    for b, n in enumerate(map(int, lengths.tolist())):
+        if not (sq if causal else 1) <= n <= bound:
+            raise LaunchError(LAUNCH_OPTION, f"attention_decode: sequence {b} has {n} keys; the cache holds {bound} "
+                              f"and every new row needs a key ({sq if causal else 1} at least)")
