@@ -295,13 +295,18 @@ def _interpret(kernel, text, original, seed):
 
     from tmalang.cli.run import _random_inputs
 
+    from tmalang.diagnostics import TmalangError
+
     rng = random.Random(seed)
     dims = _small_dims(kernel.manifest, rng)
     if dims is None:
         return "ptxas_ok", "launch too large to interpret"
     inputs = _assumed_inputs(kernel.manifest, dims, np.random.default_rng(seed), _random_inputs)
     # verify's recorded run leaves the inputs as they were, so the random schedules see the same launch
-    verdict = kernel.verify(*inputs, dims=dims)
+    try:
+        verdict = kernel.verify(*inputs, dims=dims)
+    except TmalangError as exc:   # the launch refused (E219: no inputs meet assumptions that contradict)
+        return (*_judge(exc, text, original, dims), "refused")
     if verdict.error is not None:
         return (*_judge(verdict.error, text, original, dims), _verdict_of(verdict.error))
     if not verdict.verified:

@@ -118,6 +118,16 @@ def test_a_launch_of_too_many_tiles_is_not_interpreted():
         assert fuzz._small_dims(plain.manifest, random.Random(seed)) is not None
 
 
+def test_assumptions_no_launch_can_meet_are_a_refusal_not_a_traceback():
+    """Mutant 702 of attention_bwd_sm90 (the sweep above): `assume causal >= 3` beside `assume
+    causal <= 1`. No inputs meet both, so the launch is refused (E219): the harness's outcome is
+    interp_refused; it reported the refusal as an escaped traceback before."""
+    text = _edit("attention_bwd_sm90.tma", "assume causal >= 0", "assume causal >= 3")
+    outcome, detail = fuzz.check(text, example_arch(ROOT / "examples" / "attention_bwd_sm90.tma"),
+                                 SOURCES["attention_bwd_sm90.tma"], seed=2, assemble=False)
+    assert outcome == "interp_refused" and "E219" in detail, detail
+
+
 # --- findings of bench/fuzz.py (seeds 2026, 2027): each was a compiler bug until its fix ----------
 
 def _edit(name: str, old: str, new: str) -> str:
