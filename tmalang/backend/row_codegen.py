@@ -163,17 +163,17 @@ class _RowMath:
         """A mask's limit for each held row: one integer, or a row register's value per row
         (converted toward zero, saturating, NaN as 0) plus or minus an integer."""
         held = len(self.layout.rows())
-        register = e if isinstance(e, ex.RowVar) else e.lhs if isinstance(e, ex.Bin) and isinstance(e.lhs, ex.RowVar) \
-            else None
-        if register is None:
+        per_row = ex.row_limit(e)
+        if per_row is None:
             return [self.g.expr(e)] * held
+        register, op, rest = per_row
         convert = self.g.module.globals.get("llvm.fptosi.sat.i32.f32") or ir.Function(
             self.g.module, ir.FunctionType(I32, [F32]), "llvm.fptosi.sat.i32.f32")
         rows = [self.b.call(convert, [row[0]]) for row in self.layout.leaf(register)]
-        if register is e:
+        if rest is None:
             return rows
-        rest = self.g.expr(e.rhs)
-        return [self.b.add(r, rest) if e.op == "+" else self.b.sub(r, rest) for r in rows]
+        offset = self.g.expr(rest)
+        return [self.b.add(r, offset) if op == "+" else self.b.sub(r, offset) for r in rows]
 
     def _bounds(self, masks, row: ir.Value) -> tuple[ir.Value | None, ir.Value | None]:
         """(low, high) of `row`'s kept columns, None where no mask bounds that side: mask_cols keeps

@@ -151,16 +151,15 @@ def _call(m, w, e: ex.Call, held: Held, access) -> np.ndarray:
 def _limit(m, w, e: ex.Expr):
     """A mask's limit: an integer, or [rows, 1] integers from a row register (`^hi - n`), each
     value converted toward zero, saturating, NaN as 0 (cvt.rzi.sat, as the GPU converts it)."""
-    register = e if isinstance(e, ex.RowVar) else e.lhs if isinstance(e, ex.Bin) and isinstance(e.lhs, ex.RowVar) \
-        else None
-    if register is None:
+    per_row = ex.row_limit(e)
+    if per_row is None:
         return m.value(w, e)
+    register, op, rest = per_row
     values = np.nan_to_num(w.rows[register.name][:, :1].astype(np.float64), nan=0.0)
     rows = np.clip(np.trunc(values), -2 ** 31, 2 ** 31 - 1).astype(np.int64)
-    if register is e:
+    if rest is None:
         return rows
-    rest = m.value(w, e.rhs)
-    return rows + rest if e.op == "+" else rows - rest
+    return rows + m.value(w, rest) if op == "+" else rows - m.value(w, rest)
 
 
 SEMANTICS = {ops.RowDecl: row_decl, ops.RowAssign: row_assign}

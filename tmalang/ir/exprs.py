@@ -175,6 +175,16 @@ class Call:
         return f"{self.func}({', '.join(map(str, self.args))})"
 
 
+def row_limit(limit) -> tuple[RowVar, str, object] | None:
+    """A mask limit that differs per row, as (register, op, rest): `^r` is (r, "+", None), `^r + n`
+    and `^r - n` are (r, op, n); None for an integer limit (the same for every row)."""
+    if isinstance(limit, RowVar):
+        return limit, "+", None
+    if isinstance(limit, Bin) and limit.op in "+-" and isinstance(limit.lhs, RowVar):
+        return limit.lhs, limit.op, limit.rhs
+    return None
+
+
 Expr = Const | Var | Param | Elem | Sreg | BufferRef | AccRef | TmemRef | RowVar | Call | Bin | Neg | Cast
 
 

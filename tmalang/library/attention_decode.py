@@ -25,7 +25,7 @@ import math
 
 from ..contract.errors import LAUNCH_OPTION, LaunchError
 from .attention_kernels import check_head_dim_and_dtype, kernel, key_block
-from .attention_varlen import _check_pages, _identity, _paged_starts
+from .attention_varlen import _as_i32, _check_pages, _identity, _paged_starts
 from .operands import _is_torch
 
 ROWS = 64          # one wgmma row block: a K/V head's query rows
@@ -56,8 +56,8 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, *, block_table=None, ca
     rows = _rows(q, hkv)                                  # [B, HKV, G·SQ, D]
     off = _row_limits(q, h // hkv, sq, causal)
     o, lse = _empty(q, (b * splits, hkv, ROWS, d)), _empty(q, (b * splits, hkv, ROWS))
-    args = [rows, *(x.reshape(-1, hkv, d) for x in (k_cache, v_cache)), pages, _i32(starts),
-            _i32(cache_seqlens), off, chunk, scale, lse, o]
+    args = [rows, *(x.reshape(-1, hkv, d) for x in (k_cache, v_cache)), pages, _as_i32(starts),
+            _as_i32(cache_seqlens), off, chunk, scale, lse, o]
     compiled = kernel("decode", d, page or 1)
     compiled(*args) if _is_torch(q) else compiled.interpret(*args)
     out, total = _combine(o, lse, b, splits, hkv, h // hkv, sq)
@@ -149,16 +149,6 @@ def _arange(q, b: int, t: int):
     import numpy as np
 
     return np.arange(b) * t
-
-
-def _i32(x):
-    if _is_torch(x):
-        import torch
-
-        return x.to(torch.int32).contiguous()
-    import numpy as np
-
-    return np.ascontiguousarray(x, np.int32)
 
 
 def _empty(like, shape):

@@ -163,18 +163,24 @@ def _target_width(info: KernelInfo, target: ast.Ref, scope) -> int:
 
 def _row_vector_width(info: KernelInfo, target: ast.Ref, scope) -> int:
     """An smem target of fragment row math holds one value per accumulator row: [R] or [1, R]."""
-    tile = tile_ref(info, target, scope)
-    rows = 64 * scope.role.tile_warpgroups
-    if [n for n in tile.matrix if n != 1] != [rows] or tile.swizzle != "none":
-        raise error("E536", f"row math writes one value per accumulator row into smem: '{target.text()}' is "
-                    f"{tile.matrix} swizzle {tile.swizzle}, not an unswizzled [{rows}] or [1, {rows}]", target.span,
-                    "a tile from an accumulator is an epilogue: read the accumulator in the value")
-    if tile.dtype.name not in ("f32", "f16", "bf16"):
-        raise error("E080", f"row math writes f32, f16 or bf16 tiles; '{target.text()}' is {tile.dtype.name}",
-                    target.span)
+    _row_vector(info, target, scope, "row math writes one value per accumulator row into smem",
+                "a tile from an accumulator is an epilogue: read the accumulator in the value")
     if scope.producing and target.name == scope.slot:
         scope.loaded.add(target.field)
     return ROW
+
+
+def _row_vector(info: KernelInfo, ref: ast.Ref, scope, what: str, hint: str | None = None) -> None:
+    """An unswizzled f32/f16/bf16 [R] or [1, R] smem tile of the role's R accumulator rows: what
+    row math writes one value per row into, and what a row register reads one value per row from."""
+    tile = tile_ref(info, ref, scope)
+    rows = 64 * scope.role.tile_warpgroups
+    if [n for n in tile.matrix if n != 1] != [rows] or tile.swizzle != "none":
+        raise error("E536", f"{what}: '{ref.text()}' is {tile.matrix} swizzle {tile.swizzle}, not an unswizzled "
+                    f"[{rows}] or [1, {rows}]", ref.span, *([hint] if hint else []))
+    if tile.dtype.name not in ("f32", "f16", "bf16"):
+        raise error("E080", f"row math reads and writes f32, f16 or bf16 tiles; '{ref.text()}' is {tile.dtype.name}",
+                    ref.span)
 
 
 def shape_of(info: KernelInfo, e, scope, per_row: bool = False) -> int:
@@ -231,15 +237,9 @@ def _row_accumulator(scope, ref: ast.Ref):
 
 
 def _row_vector_source(info: KernelInfo, ref: ast.Ref, scope) -> int:
-    """An smem row vector read into a row register: one value per accumulator row, an unswizzled
-    [R] or [1, R] tile of the role's R rows (a window bound per query row, loaded with TMA)."""
-    tile = tile_ref(info, ref, scope)
-    rows = 64 * scope.role.tile_warpgroups
-    if [n for n in tile.matrix if n != 1] != [rows] or tile.swizzle != "none":
-        raise error("E536", f"a row register reads one value per accumulator row from smem: '{ref.text()}' is "
-                    f"{tile.matrix} swizzle {tile.swizzle}, not an unswizzled [{rows}] or [1, {rows}]", ref.span)
-    if tile.dtype.name not in ("f32", "f16", "bf16"):
-        raise error("E080", f"row math reads f32, f16 or bf16 tiles; '{ref.text()}' is {tile.dtype.name}", ref.span)
+    """An smem row vector read into a row register: one value per accumulator row (a window bound
+    per query row, loaded with TMA)."""
+    _row_vector(info, ref, scope, "a row register reads one value per accumulator row from smem")
     return ROW
 
 
