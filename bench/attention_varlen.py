@@ -54,8 +54,11 @@ def document_mask(cu: torch.Tensor, rows: int, causal: bool):
 
 
 def nested(x: torch.Tensor, cu: torch.Tensor) -> torch.Tensor:
-    """[TQ, H, D] as a jagged nested tensor [B, H, j, D], as SDPA takes one."""
-    return torch.nested.nested_tensor_from_jagged(x, offsets=cu.long()).transpose(1, 2)
+    """[TQ, H, D] as a jagged nested tensor [B, H, j, D], as SDPA takes one. The length bounds
+    are given, as a serving loop knows them: else SDPA reads them from the device in every call,
+    which a CUDA graph cannot capture."""
+    return torch.nested.nested_tensor_from_jagged(x, offsets=cu.long(), min_seqlen=min(LENGTHS),
+                                                  max_seqlen=max(LENGTHS)).transpose(1, 2)
 
 
 def sdpa_jagged(backend, cu, causal):
@@ -85,7 +88,7 @@ def paged_cache(k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, page: int):
     block table [B, max pages] naming each sequence's."""
     lengths = cu.diff().tolist()
     used = [-(-n // page) for n in lengths]
-    order = torch.randperm(sum(used), device="cuda", dtype=torch.int64).to(torch.int32)
+    order = torch.randperm(sum(used), dtype=torch.int64).to(torch.int32).cuda()
     table = torch.full((len(used), max(used)), -1, device="cuda", dtype=torch.int32)
     caches = [torch.zeros(sum(used), page, *k.shape[1:], device="cuda", dtype=k.dtype) for _ in range(2)]
     taken, start = 0, 0
@@ -102,8 +105,8 @@ def paged_cache(k: torch.Tensor, v: torch.Tensor, cu: torch.Tensor, page: int):
 def row(heads: int, kv_heads: int, d: int, page: int, causal: bool, samples: int) -> dict:
     cu = torch.tensor([0, *torch.tensor(LENGTHS).cumsum(0).tolist()], device="cuda", dtype=torch.int32)
     total = int(cu[-1])
-    sets = [(torch.randn(total, heads, d, device="cuda", dtype=torch.bfloat16),
-             *(torch.randn(total, kv_heads, d, device="cuda", dtype=torch.bfloat16) for _ in range(2)))
+    # drawn on the host: a peer's failed graph capture can leave the CUDA generator unusable
+    sets = [tuple(torch.randn(total, n, d, dtype=torch.bfloat16).cuda() for n in (heads, kv_heads, kv_heads))
             for _ in range(2)]
     mask = document_mask(cu, total, causal)   # built once, as a model builds it once for its layers
 

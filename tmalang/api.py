@@ -92,6 +92,13 @@ class Kernel:
             self._profiled = Launcher(timed.manifest, ptxas.assemble(timed.ptx, timed.manifest.arch)[0])
         return self._profiled.profile(args, dims, stream, ctas)
 
+    def resident_ctas(self, device: int = 0) -> int:
+        """CTAs of this kernel that can be resident on GPU `device` at once: the CTAs a `grid
+        persistent` launch starts, and what sizes a split of work into rounds (loads the kernel)."""
+        if self._launcher is None:
+            self._launcher = Launcher(self.manifest, self.cubin)
+        return self._launcher.resident(device)
+
     def synchronize(self, stream=None) -> None:
         """Wait until this kernel's launches on `stream` (default: the stream of its latest launch)
         are done. A launch with device arrays returns at once; if its kernel hung, this is where its

@@ -140,3 +140,38 @@ def test_the_gpu_matches_float64(sq, d, page):
     torch.cuda.synchronize()
     assert relative_error(o.float().cpu().numpy(), want_o) < 1e-2
     np.testing.assert_allclose(lse.cpu().numpy(), want_lse, rtol=0, atol=1e-3)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("page", [0, 64], ids=["contiguous", "p64"])
+def test_a_decode_step_replays_in_a_cuda_graph(page):
+    """A serving loop captures one decode step in a CUDA graph, then replays it as the sequences
+    grow: the lengths tensor is updated in place between replays, and every replay must agree
+    with float64 at the new lengths (nothing about the lengths may be baked in at capture)."""
+    torch = pytest.importorskip("torch")
+    q, k, v = operands(3, 2, 8, 2, 128, 1024, 7 + page)
+    steps = [[100, 1000, 3], [101, 1001, 4], [640, 1024, 65]]
+    k_cache, v_cache, table = paged(k, v, [1024] * 3, page, 7) if page else (k, v, None)
+
+    def device(x):
+        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16)).cuda().view(torch.bfloat16)
+    dq, dk, dv = device(q), device(k_cache), device(v_cache)
+    dtable = None if table is None else torch.from_numpy(table).cuda()
+    lengths = torch.tensor(steps[0], dtype=torch.int32, device="cuda")
+
+    def step():
+        return tmalang.attention_decode(dq, dk, dv, lengths, block_table=dtable, causal=True, check=False)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()                                  # compile and warm up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = step()
+    for now in steps:
+        lengths.copy_(torch.tensor(now, dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        want_o, _ = reference(q, k, v, now, True)
+        assert relative_error(out.float().cpu().numpy(), want_o) < 1e-2, now

@@ -13,23 +13,26 @@ query heads share a K/V head, and the kernel takes a K/V head's G·SQ query rows
 block, so G·SQ <= 64. bf16, head dims 64 and 128. torch tensors (CUDA) run on the GPU, NumPy
 arrays on the interpreter; forward only. With `return_lse`, also the LSE [B, H, SQ] f32.
 
-The chunks: `chunk` keys each (a multiple of 128, or of 64 for pages that 128 does not divide),
-chosen so that about two CTAs per multiprocessor have work at the cache's length bound (T, or the
-table's pages · P), which needs no copy to the host; the combine is a few torch (or NumPy) ops on
-the chunks' partial outputs. `check` checks cache_seqlens (and the table) on the host first.
+The chunks: `chunk` keys each (a multiple of the key block), chosen from the cache's length bound
+(T, or the table's pages · P) so that the CTAs' rounds over the multiprocessors are few and full
+(_chunk), which needs no copy to the host; the combine is four torch kernels (or NumPy ops) on the
+chunks' partial outputs. The call holds nothing on the host that a CUDA graph could not capture
+(`check=False`); its constant operands are built once per device. `check` checks cache_seqlens
+(and the table) on the host first.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 from ..contract.errors import LAUNCH_OPTION, LaunchError
 from .attention_kernels import check_head_dim_and_dtype, kernel, key_block
-from .attention_varlen import _as_i32, _check_pages, _identity, _paged_starts
+from .attention_varlen import _as_i32, _check_pages
 from .operands import _is_torch
 
 ROWS = 64          # one wgmma row block: a K/V head's query rows
-CTAS_PER_SM = 2    # chunks aim at this many CTAs per multiprocessor
+OVERHEAD_BLOCKS = 2   # a chunk's fixed cost (pipeline fill, its O and LSE out), in key blocks
 
 
 def attention_decode(q, k_cache, v_cache, cache_seqlens, *, block_table=None, causal: bool = False,
@@ -44,62 +47,63 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, *, block_table=None, ca
         if paged:
             _check_pages(block_table, _offsets(cache_seqlens), page, k_cache.shape[0])
     block = key_block("decode", d, page or 1)
-    chunk = chunk or _chunk(q, b * hkv, bound, block)
+    compiled = kernel("decode", d, page or 1)
+    chunk = chunk or _chunk(q, compiled, b * hkv, bound, block)
     if chunk % block:
         raise LaunchError(LAUNCH_OPTION, f"attention_decode: chunk {chunk} is not a multiple of the key block {block}")
     splits = -(-bound // chunk)
     scale = 1 / math.sqrt(d) if scale is None else float(scale)
-    if paged:
-        starts, pages = _paged_starts(_offsets(cache_seqlens), block_table, page)
-    else:
-        starts, pages = _arange(q, b, k_cache.shape[1]), _identity(q, b * k_cache.shape[1])
+    starts, pages = _key_space(q, k_cache, block_table)
     rows = _rows(q, hkv)                                  # [B, HKV, G·SQ, D]
-    off = _row_limits(q, h // hkv, sq, causal)
+    off = _constant(q, ("off", h // hkv, sq, causal), lambda: _row_limits(q, h // hkv, sq, causal))
     o, lse = _empty(q, (b * splits, hkv, ROWS, d)), _empty(q, (b * splits, hkv, ROWS))
-    args = [rows, *(x.reshape(-1, hkv, d) for x in (k_cache, v_cache)), pages, _as_i32(starts),
+    args = [rows, *(x.reshape(-1, hkv, d) for x in (k_cache, v_cache)), pages, starts,
             _as_i32(cache_seqlens), off, chunk, scale, lse, o]
-    compiled = kernel("decode", d, page or 1)
     compiled(*args) if _is_torch(q) else compiled.interpret(*args)
-    out, total = _combine(o, lse, b, splits, hkv, h // hkv, sq)
-    out = out.to(q.dtype) if _is_torch(out) else out.astype(q.dtype)
+    out, total = _combine(o, lse, (b, splits, hkv, h // hkv, sq), q.dtype, return_lse)
     return (out, total) if return_lse else out
 
 
-def _chunk(q, heads: int, bound: int, block: int) -> int:
-    """Keys a chunk: enough chunks that about CTAS_PER_SM CTAs per multiprocessor have work."""
-    if _is_torch(q):
+def _chunk(q, compiled, heads: int, bound: int, block: int) -> int:
+    """Keys a chunk. The CTAs run in rounds of as many as fit on the GPU at once: a split into S
+    chunks costs about ceil(heads · S / resident) rounds of (its blocks + a chunk's fixed cost).
+    The S of least cost (the fewest chunks among equals: less to combine)."""
+    resident = compiled.resident_ctas(q.device.index or 0) if _is_torch(q) else 4   # interpreter: a few
+    return _chunk_for(heads, -(-bound // block), resident) * block
+
+
+@functools.cache
+def _chunk_for(heads: int, blocks: int, resident: int) -> int:
+    """Key blocks a chunk, for _chunk."""
+    def cost(splits: int) -> int:
+        return -(-heads * splits // resident) * (-(-blocks // splits) + OVERHEAD_BLOCKS)
+    splits = min(range(1, min(blocks, resident) + 1), key=cost)
+    return -(-blocks // splits)
+
+
+def _combine(o, lse, shape, dtype, with_lse: bool):
+    """O = Σ_s exp(lse_s - lse) O_s over the S chunks (a softmax of their LSEs weighs them), lse =
+    log Σ_s exp(lse_s); back to [B, SQ, H, D] in `dtype` and [B, H, SQ] (None unless `with_lse`).
+    A chunk past a sequence's end has lse_s = -inf and O_s = 0. Four kernels on torch tensors."""
+    b, splits, hkv, group, sq = shape
+    o = o.reshape(b, splits, hkv, ROWS, -1)[:, :, :, :group * sq]
+    lse = lse.reshape(b, splits, hkv, ROWS)[:, :, :, :group * sq]
+    if _is_torch(o):
         import torch
 
-        processors = torch.cuda.get_device_properties(q.device).multi_processor_count
-    else:
-        processors = 4     # the interpreter: a few chunks, to exercise the combine
-    splits = max(1, min(-(-bound // block), -(-CTAS_PER_SM * processors // heads)))
-    return -(-bound // (splits * block)) * block
-
-
-def _combine(o, lse, b: int, splits: int, hkv: int, group: int, sq: int):
-    """O = Σ_s exp(lse_s - lse) O_s over the chunks, lse = log Σ_s exp(lse_s); back to [B, SQ, H, D]
-    and [B, H, SQ]. A chunk past a sequence's end has lse_s = -inf and O_s = 0."""
-    rows = group * sq
-    o = o.reshape(b, splits, hkv, ROWS, -1)[:, :, :, :rows]
-    lse = lse.reshape(b, splits, hkv, ROWS)[:, :, :, :rows]
-    if _is_torch(o):
-        top = lse.amax(1, keepdim=True)
-        weight = (lse - top).exp()
-        total = weight.sum(1)
-        out = (weight[..., None] * o).sum(1) / total[..., None]
-        lse_out = top[:, 0] + total.log()
+        out = (torch.softmax(lse, 1)[..., None] * o).sum(1) if splits > 1 else o[:, 0]
+        out = out.reshape(b, hkv, group, sq, -1).permute(0, 3, 1, 2, 4)
+        out = out.to(dtype, memory_format=torch.contiguous_format)
+        total = torch.logsumexp(lse, 1) if with_lse else None
     else:
         import numpy as np
 
         top = lse.max(1, keepdims=True)
         weight = np.exp(lse - top)
-        total = weight.sum(1)
-        out = (weight[..., None] * o).sum(1) / total[..., None]
-        lse_out = top[:, 0] + np.log(total)
-    out = out.reshape(b, hkv, group, sq, -1)
-    out = out.permute(0, 3, 1, 2, 4) if _is_torch(out) else out.transpose(0, 3, 1, 2, 4)
-    return out.reshape(b, sq, hkv * group, -1), lse_out.reshape(b, hkv * group, sq)
+        out = (weight[..., None] * o).sum(1) / weight.sum(1)[..., None]
+        out = out.reshape(b, hkv, group, sq, -1).transpose(0, 3, 1, 2, 4).astype(dtype)
+        total = top[:, 0] + np.log(weight.sum(1))
+    return out.reshape(b, sq, hkv * group, -1), None if total is None else total.reshape(b, hkv * group, sq)
 
 
 def _rows(q, hkv: int):
@@ -116,16 +120,20 @@ def _rows(q, hkv: int):
 
 def _row_limits(q, group: int, sq: int, causal: bool):
     """Each of the 64 rows' offset to its sequence's end: (causal) row i·SQ + s sees keys below
-    len - SQ + s + 1; else 0."""
+    len - SQ + s + 1; else 0. Built where q lives (torch: on its device, with no copy from the
+    host, so a call can be captured in a CUDA graph)."""
+    if _is_torch(q):
+        import torch
+
+        off = torch.zeros(ROWS, device=q.device, dtype=torch.float32)
+        if causal:
+            off[:group * sq] = (torch.arange(sq, device=q.device, dtype=torch.float32) - sq + 1).repeat(group)
+        return off
     import numpy as np
 
     off = np.zeros(ROWS, np.float32)
     if causal:
         off[:group * sq] = np.tile(np.arange(sq) - sq + 1, group)
-    if _is_torch(q):
-        import torch
-
-        return torch.from_numpy(off).to(q.device)
     return off
 
 
@@ -140,15 +148,50 @@ def _offsets(lengths):
     return np.concatenate([[0], np.cumsum(lengths)])
 
 
-def _arange(q, b: int, t: int):
-    """Sequence b's keys start at b·T of a contiguous cache [B, T, HKV, D] seen as [B·T, HKV, D]."""
+def _key_space(q, k_cache, block_table):
+    """(starts, pages) i32: sequence b's keys are b·W·P .. of a packed key space whose key v is row
+    pages[v / P] · P + v % P of the cache seen as rows. A contiguous cache [B, T, ...] is W·P = T
+    with pages of one row, the identity; a paged one is W = the table's width, pages = the table
+    itself (its unused entries are never read: a key past a sequence's end is not loaded)."""
+    b, width = (block_table.shape if block_table is not None else (k_cache.shape[0], k_cache.shape[1]))
+    span = width * (k_cache.shape[1] if block_table is not None else 1)
+    starts = _constant(q, ("starts", b, span), lambda: _arange(q, b, span))
+    if block_table is not None:
+        return starts, block_table.reshape(-1)
+    return starts, _constant(q, ("identity", b * span), lambda: _arange(q, b * span, 1))
+
+
+def _arange(q, n: int, step: int):
+    """0, step, 2·step, ... (n of them), i32, where q lives."""
     if _is_torch(q):
         import torch
 
-        return torch.arange(b, device=q.device) * t
+        return torch.arange(n, device=q.device, dtype=torch.int32) * step
     import numpy as np
 
-    return np.arange(b) * t
+    return (np.arange(n) * step).astype(np.int32)
+
+
+_CONSTANTS: dict = {}
+KEPT = 32     # constants kept at most (the oldest go first): a model has a few decode shapes
+
+
+def _constant(like, key, build):
+    """build(), kept per device for torch tensors: a call's constant operands cost no kernel after
+    the first. Not kept from a CUDA graph's capture (its tensor is filled only on replay)."""
+    if not _is_torch(like):
+        return build()
+    import torch
+
+    key = (like.device, *key)
+    if key in _CONSTANTS:
+        return _CONSTANTS[key]
+    value = build()
+    if not torch.cuda.is_current_stream_capturing():
+        if len(_CONSTANTS) >= KEPT:
+            del _CONSTANTS[next(iter(_CONSTANTS))]
+        _CONSTANTS[key] = value
+    return value
 
 
 def _empty(like, shape):

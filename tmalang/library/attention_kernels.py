@@ -15,6 +15,9 @@ from .operands import _is_torch
 
 LAYOUTS = ("bhsd", "bshd")
 HEAD_DIMS = (64, 128)
+# decode's key block and the key blocks of K (and of V) in flight: one CTA fills a multiprocessor's
+# shared memory, so its ST·KB rows of each are all that keep the memory busy (bench/attention_decode.py)
+DECODE = {"KB": 128, "ST": 2}
 
 
 def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
@@ -25,9 +28,12 @@ def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
         return "attention_sm90.tma", {64: "flash_attention", 128: "flash_attention_hd128"}[head_dim], {}
     if role == "prep":
         return "attention_bwd_sm90.tma", "attention_bwd_prep", {"D": head_dim}
-    if role in ("varlen", "decode"):
-        return f"attention_{role}_sm90.tma", f"attention_{role}", {"D": head_dim, "KB": key_block(role, head_dim, page),
-                                                                   "P": page}
+    if role == "varlen":
+        return "attention_varlen_sm90.tma", "attention_varlen", {"D": head_dim, "KB": key_block(role, head_dim, page),
+                                                                 "P": page}
+    if role == "decode":
+        return "attention_decode_sm90.tma", "attention_decode", {"D": head_dim, "KB": key_block(role, head_dim, page),
+                                                                 "P": page, "ST": DECODE["ST"]}
     return "attention_bwd_sm90.tma", "attention_bwd", {"D": head_dim, "DQS": 2 if head_dim == 64 else 1}
 
 
@@ -39,9 +45,9 @@ def _source(name: str) -> Path:
 
 def key_block(role: str, head_dim: int, page: int) -> int:
     """The varlen or decode kernel's key block: the varlen forward's 128 at head dim 64 and 112 at
-    128 (its registers: two score accumulators), decode's 128 (one); a paged cache needs one that
-    divides the page, 64 where the other does not."""
-    block = 128 if role == "decode" or head_dim == 64 else 112
+    128 (its registers: two score accumulators), decode's DECODE["KB"]; a paged cache needs one
+    that divides the page, 64 where the other does not."""
+    block = DECODE["KB"] if role == "decode" else 128 if head_dim == 64 else 112
     return block if page == 1 or page % block == 0 else 64
 
 

@@ -137,6 +137,11 @@ class Launcher:
         if tag is not None:
             watchdog.launched(device, tag, stream)
 
+    def resident(self, device: int) -> int:
+        """CTAs of this kernel that fit on `device` at once (occupancy times multiprocessors)."""
+        loaded = self._load(device)
+        return loaded.capacity if loaded.capacity is not None else _capacity(self.manifest, loaded.function, device)
+
     def _counter(self, device: int, stream: int) -> int:
         key = (device, stream)
         if key not in self._counters:
