@@ -2,6 +2,7 @@
 scaled_dot_product_attention with the FLASH (FlashAttention-2) and CUDNN backends, same run.
 bf16, (B, H, S, D) with S = T, causal and not, and grouped-query shapes.
 
+tmalang_deterministic is `deterministic=True`: the same, then dQ again from attention_bwd_dq.
 Ours is what a training step pays: the prep kernel (delta = rowsum(dO ∘ O) and dQ's f32
 accumulator zeroed, one pass), the backward kernel, and dQ rounded to bf16 (torch); the peers' is `torch.autograd.grad` through the forward
 graph, recorded once outside the timing. FLOPs are 10·B·H·S·T·D (five GEMMs; halved when
@@ -42,9 +43,10 @@ BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTEN
 class Ours:
     """Forward (examples/attention_sm90.tma) once, then the backward per call."""
 
-    def __init__(self, kernels, q, k, v, causal: bool):
+    def __init__(self, kernels, q, k, v, causal: bool, deterministic: bool = False):
         b, h, s, d = q.shape
-        forward, self.prep, self.kernel = kernels
+        forward, self.prep, self.kernel, self.dq_kernel = kernels
+        self.deterministic = deterministic
         self.causal, self.scale = int(causal), 1 / d ** 0.5
         self.q, self.k, self.v = (x.flatten(0, 1) for x in (q, k, v))
         self.o = torch.empty_like(self.q)
@@ -60,6 +62,10 @@ class Ours:
         self.prep(self.o, do, self.delta, self.dq32)
         self.kernel(self.q, self.k, self.v, do, self.lse, self.delta, self.scale, self.causal,
                     self.dq32, self.dk, self.dv)
+        if self.deterministic:       # dQ again, query-major, in one order (attention_bwd_dq)
+            dq = torch.empty_like(self.q)
+            self.dq_kernel(self.q, self.k, self.v, do, self.lse, self.delta, self.scale, self.causal, dq)
+            return dq, self.dk, self.dv
         return self.dq32.to(torch.bfloat16), self.dk, self.dv
 
 
@@ -112,7 +118,8 @@ def check(kernels, shape, kv_heads, causal) -> dict:
     want = reference(q, k, v, do, causal, heads)
     want = (want[0], *(x.unflatten(1, (-1, group)).sum(2) if len(heads) == h else x for x in want[1:]))
     out = {}
-    contenders = {"tmalang": lambda: Ours(kernels[shape[3]], q, k, v, causal)(do)}
+    contenders = {"tmalang": lambda: Ours(kernels[shape[3]], q, k, v, causal)(do),
+                  "tmalang_deterministic": lambda: Ours(kernels[shape[3]], q, k, v, causal, True)(do)}
     contenders |= {name: (lambda b=b: Peer(b, q, k, v, causal)(do)) for name, b in BACKENDS.items()}
     for name, run in contenders.items():
         try:
@@ -137,7 +144,8 @@ def contender(calls, grads):
 def row(kernels, shape, kv_heads, causal, samples) -> dict:
     b, h, s, d = shape
     sets = [inputs(shape, kv_heads, seed) for seed in (2, 3)]
-    runs = {"tmalang": [Ours(kernels[d], *x[:3], causal) for x in sets]}
+    runs = {"tmalang": [Ours(kernels[d], *x[:3], causal) for x in sets],
+            "tmalang_deterministic": [Ours(kernels[d], *x[:3], causal, True) for x in sets]}
     runs |= {name: [Peer(backend, *x[:3], causal) for x in sets] for name, backend in BACKENDS.items()}
     contenders = {name: contender(r, [x[3] for x in sets]) for name, r in runs.items()}
     flops = 10 * b * h * s * s * d / (2 if causal else 1)
@@ -145,6 +153,7 @@ def row(kernels, shape, kv_heads, causal, samples) -> dict:
     for name, times in three_ways(contenders, samples, max(3, int(2e12 // flops))).items():
         result[name] = {**times, "tflops": rates(flops, times)}
     versus(result, list(BACKENDS))
+    versus(result, list(BACKENDS), ours="tmalang_deterministic")
     print(report_line(f"{shape} kv_heads={kv_heads} causal={causal}", result), flush=True)
     return result
 
@@ -154,17 +163,20 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--samples", type=int, default=10)
     parser.add_argument("--check-only", action="store_true")
+    parser.add_argument("--shapes", type=int, nargs="*", help="indices into SHAPES (default: all)")
     args = parser.parse_args()
-    kernels = {d: tuple(kernel(role, d) for role in ("forward", "prep", "backward")) for d in HEAD_DIMS}
+    kernels = {d: tuple(kernel(role, d) for role in ("forward", "prep", "backward", "dq")) for d in HEAD_DIMS}
+    shapes = SHAPES if args.shapes is None else [SHAPES[i] for i in args.shapes]
     checks = [check(kernels, shape, kv, causal) for shape, kv in CHECKS for causal in (False, True)]
     rows = [] if args.check_only else [row(kernels, shape, kv, causal, args.samples)
-                                       for shape, kv in SHAPES for causal in (False, True)]
+                                       for shape, kv in shapes for causal in (False, True)]
     report = {
         "benchmark": "attention backward, bf16, head dims 64 and 128 (examples/attention_bwd_sm90.tma), vs the "
                      "backward of SDPA's FLASH and CUDNN backends",
         "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(), "torch": torch.__version__,
         "method": f"{METHOD}; {args.samples} rounds; FLOPs 10·B·H·S²·D, halved when causal; ours includes "
-                  "the prep kernel (delta = rowsum(dO∘O), dQ's f32 accumulator zeroed) and rounding dQ to bf16",
+                  "the prep kernel (delta = rowsum(dO∘O), dQ's f32 accumulator zeroed) and rounding dQ to bf16; "
+                  "tmalang_deterministic adds attention_bwd_dq (dQ query-major in one order) instead of the rounding",
         "checks": checks, "results": rows,
     }
     if args.out:

@@ -203,3 +203,63 @@ def test_h100_prep_matches_float64_and_zeroes_dq(d, s):
     want = (o.double() * do.double()).sum(-1)
     assert torch.allclose(delta.double(), want, rtol=1e-5, atol=1e-4)
     assert not dq.any()
+
+
+# ---- the deterministic dQ: attention_bwd_dq -------------------------------------------------------
+
+def interpreted_dq(d: int, q, k, v, do, causal: int, seed: int, explore: int = 1, ctas: int | None = None):
+    """attention_bwd_dq on the interpreter from float64's O (rounded to bf16) and LSE: dQ (bf16)."""
+    o, lse, *_ = reference(q, k, v, do, bool(causal))
+    bh, s, _ = q.shape
+    lse_in, delta = padded(bh, s), padded(bh, s)
+    lse_in[...] = lse
+    delta[...] = (do.astype(np.float64) * o.astype(BF16).astype(np.float64)).sum(-1)
+    dq = np.full(q.shape, np.nan, BF16)
+    compiled("dq", d).interpret(q, k, v, do, lse_in, delta, np.float32(1 / np.sqrt(d)), np.int32(causal), dq,
+                                seed=seed, explore=explore, **({"ctas": ctas} if ctas else {}))
+    return dq
+
+
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("bh,bhkv,s,t,causal", [
+    (2, 2, 77, 150, 0), (2, 1, 130, 130, 1), (4, 1, 5, 70, 1), (4, 2, 150, 77, 1),
+], ids=["mha", "gqa2_causal", "gqa4_causal", "gqa2_causal_s_gt_t"])
+def test_deterministic_dq_interpreted_matches_float64(d, bh, bhkv, s, t, causal):
+    q, k, v, do = inputs(bh, bhkv, s, t, d, s + t + d)
+    dq = interpreted_dq(d, q, k, v, do, causal, seed=s)
+    _, _, want, _, _ = reference(q, k, v, do, bool(causal))
+    assert np.isfinite(np.asarray(dq, np.float64)).all()
+    assert relative_error(dq, want) < 1e-2
+
+
+def test_deterministic_dq_is_the_same_bits_in_every_schedule():
+    """Each query block's dQ is one CTA's sum in key order: any order of the CTAs, warps and
+    rings gives the same bits (the reduce-add backward agrees only to rounding)."""
+    q, k, v, do = inputs(2, 1, 140, 260, 64, 3)
+    runs = [interpreted_dq(64, q, k, v, do, 1, seed=seed, explore=3, ctas=ctas) for seed, ctas in ((1, 3), (2, 2))]
+    assert np.array_equal(runs[0].view(np.int16), runs[1].view(np.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [64, 128], ids=["hd64", "hd128"])
+def test_h100_deterministic_gradients_repeat_bitwise_and_are_as_accurate(d, causal):
+    """tmalang.attention_backward on torch tensors, deterministic=True at GQA 4, S 1000 and 4099:
+    two runs give the same bits of dQ, dK and dV; they and the reduce-add run are as accurate
+    against float64 as FLASH's."""
+    torch = pytest.importorskip("torch")
+    for bh, bhkv, s in ((4, 1, 1000), (8, 2, 4099)):
+        q, k, v, do = inputs(bh, bhkv, s, s, d, 7 * s + d)
+        o, lse, *want = reference(q, k, v, do, causal)
+        q4, k4, v4, do4 = (torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16)[None] for x in (q, k, v, do))
+        o4 = torch.from_numpy(o.astype(BF16).view(np.int16)).cuda().view(torch.bfloat16)[None]
+        lse4 = torch.from_numpy(lse.astype(np.float32)).cuda()[None]
+        runs = [tmalang.attention_backward(q4, k4, v4, o4, lse4, do4, causal=causal, deterministic=deterministic)
+                for deterministic in (True, True, False)]
+        torch.cuda.synchronize()
+        flash = flash_gradients(q, k, v, do, int(causal))
+        for name, first, second, loose, peer, expected in zip(("dq", "dk", "dv"), *runs, flash, want):
+            assert torch.equal(first.view(torch.int16), second.view(torch.int16)), name
+            for got in (first, loose):
+                error = relative_error(got[0].float().cpu().numpy(), expected)
+                assert error <= 1.02 * relative_error(peer, expected) + 1e-4, name

@@ -72,6 +72,10 @@ def test_numpy_forward_and_backward_match_float64(layout, b, h, hk, s, t, d, cau
     for got, arg, want in zip(grads, (q, k, v), want_grads):
         assert got.shape == arg.shape and got.dtype == arg.dtype
         assert relative_error(got, want) < 1e-2
+    dq, dk, dv = tmalang.attention_backward(q, k, v, o, lse, do, causal=causal, layout=layout, deterministic=True)
+    assert dq.shape == q.shape and dq.dtype == q.dtype and relative_error(dq, want_grads[0]) < 1e-2
+    assert np.array_equal(dk.view(np.int16), grads[1].view(np.int16))      # one kernel's either way
+    assert np.array_equal(dv.view(np.int16), grads[2].view(np.int16))
 
 
 @pytest.mark.parametrize("change,message", [
@@ -125,6 +129,24 @@ def test_autograd_matches_float64_as_closely_as_sdpa(layout, hk, s, d, causal):
         mine = relative_error(got.detach().float().cpu().numpy(), expected)
         other = relative_error(theirs.detach().float().cpu().numpy(), expected)
         assert mine <= 1.02 * other + 1e-4, (mine, other)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_deterministic_autograd_repeats_bitwise(layout):
+    """tmalang.attention(deterministic=True): two backward passes give the same bits (GQA 4,
+    causal, S 3000), as accurate as without."""
+    torch = _torch()
+    q, k, v, do = (torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16)
+                   for x in operands(2, 8, 2, 3000, 3000, 128, layout, 9))
+    q, k, v = (x.requires_grad_() for x in (q, k, v))
+    runs = []
+    for deterministic in (True, True, False):
+        o = tmalang.attention(q, k, v, causal=True, layout=layout, deterministic=deterministic)
+        runs.append(torch.autograd.grad(o, (q, k, v), do))
+    for first, second, loose in zip(*runs):
+        assert torch.equal(first.view(torch.int16), second.view(torch.int16))
+        assert ((first.float() - loose.float()).norm() / loose.float().norm()).item() < 1e-2
 
 
 @pytest.mark.gpu

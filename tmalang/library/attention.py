@@ -29,21 +29,22 @@ from __future__ import annotations
 
 import math
 
-from .attention_kernels import backward, check, forward, heads_first, in_layout, padded_rows
+from .attention_kernels import backward, check, forward, heads_first, in_layout, interpret, padded_rows
 from .operands import _is_torch
 
 
 # ---- the public calls -------------------------------------------------------------------------------
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, layout: str = "bhsd",
-              return_lse: bool = False):
-    """softmax(scale · Q·Kᵀ) · V in the caller's layout; with `return_lse`, also the LSE [B, H, S]."""
+              return_lse: bool = False, deterministic: bool = False):
+    """softmax(scale · Q·Kᵀ) · V in the caller's layout; with `return_lse`, also the LSE [B, H, S].
+    deterministic: the backward's dQ is the same bits in every run (attention_backward's)."""
     b, h, hk, s, t, d = check(q, k, v, layout)
     scale = 1 / math.sqrt(d) if scale is None else float(scale)
     if _is_torch(q):
         from .attention_autograd import Attention
 
-        o, lse = Attention.apply(q, k, v, bool(causal), scale, layout)
+        o, lse = Attention.apply(q, k, v, bool(causal), scale, layout, bool(deterministic))
         lse = lse.detach()      # no gradient; detached here, not marked in the Function (torch.compile)
     else:
         o3, lse3 = forward(*(heads_first(x, layout) for x in (q, k, v)), bool(causal), scale)
@@ -52,12 +53,17 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, layo
 
 
 def attention_backward(q, k, v, o, lse, do, *, causal: bool = False, scale: float | None = None,
-                       layout: str = "bhsd"):
-    """(dQ, dK, dV) in the caller's layout, from the forward's O and LSE ([B, H, S]) and dO."""
+                       layout: str = "bhsd", deterministic: bool = False):
+    """(dQ, dK, dV) in the caller's layout, from the forward's O and LSE ([B, H, S]) and dO.
+    deterministic: dQ summed over the key blocks in one fixed order per query block, so that it
+    is the same bits in every run (dK and dV always are); slower (attention_kernels.backward)."""
     b, h, hk, s, t, d = check(q, k, v, layout)
     scale = 1 / math.sqrt(d) if scale is None else float(scale)
     lse3 = padded_rows(q, b * h, s)
     lse3[...] = lse.reshape(b * h, s)
     q3, k3, v3, o3, do3 = (heads_first(x, layout) for x in (q, k, v, o, do))
-    grads = backward(q3, k3, v3, o3, lse3, do3, bool(causal), scale)
+    launch = interpret
+    if _is_torch(q):      # the kernels as torch operators: CUDA tensors on the GPU
+        from .attention_autograd import launch
+    grads = backward(q3, k3, v3, o3, lse3, do3, bool(causal), scale, launch, bool(deterministic))
     return tuple(in_layout(g, b, layout) for g in grads)

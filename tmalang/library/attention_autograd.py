@@ -23,6 +23,8 @@ _SCHEMAS = {
     "prep": "(Tensor o, Tensor do, Tensor(a!) delta, Tensor(b!) dq) -> ()",
     "backward": "(Tensor q, Tensor k, Tensor v, Tensor do, Tensor lse, Tensor delta, float scale, int causal, "
                 "Tensor(a!) dq, Tensor(b!) dk, Tensor(c!) dv) -> ()",
+    "dq": "(Tensor q, Tensor k, Tensor v, Tensor do, Tensor lse, Tensor delta, float scale, int causal, "
+          "Tensor(a!) dq) -> ()",
 }
 _library = torch.library.Library("tmalang", "FRAGMENT")
 
@@ -51,12 +53,13 @@ class Attention(torch.autograd.Function):
     """(O, LSE) = attention(Q, K, V); LSE's gradient is ignored."""
 
     @staticmethod
-    def forward(ctx, q, k, v, causal: bool, scale: float, layout: str):
+    def forward(ctx, q, k, v, causal: bool, scale: float, layout: str, deterministic: bool = False):
         batch, heads = q.shape[0], q.shape[1 if layout == "bhsd" else 2]
         q3, k3, v3 = (kernels.heads_first(x, layout) for x in (q, k, v))
         o3, lse = kernels.forward(q3, k3, v3, causal, scale, launch)
         ctx.save_for_backward(q3, k3, v3, o3, lse)
         ctx.causal, ctx.scale, ctx.layout, ctx.batch = causal, scale, layout, batch
+        ctx.deterministic = deterministic
         # LSE is not marked non-differentiable: AOT autograd (torch.compile) refuses a Function
         # output without a gradient; attention() detaches it and backward ignores its gradient
         lse = lse.unflatten(0, (batch, heads))
@@ -66,5 +69,5 @@ class Attention(torch.autograd.Function):
     def backward(ctx, do, _lse_grad):
         q3, k3, v3, o3, lse = ctx.saved_tensors
         do3 = kernels.heads_first(do, ctx.layout)
-        grads = kernels.backward(q3, k3, v3, o3, lse, do3, ctx.causal, ctx.scale, launch)
-        return (*(kernels.in_layout(g, ctx.batch, ctx.layout) for g in grads), None, None, None)
+        grads = kernels.backward(q3, k3, v3, o3, lse, do3, ctx.causal, ctx.scale, launch, ctx.deterministic)
+        return (*(kernels.in_layout(g, ctx.batch, ctx.layout) for g in grads), None, None, None, None)

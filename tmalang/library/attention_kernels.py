@@ -34,6 +34,8 @@ def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
     if role == "decode":
         return "attention_decode_sm90.tma", "attention_decode", {"D": head_dim, "KB": key_block(role, head_dim, page),
                                                                  "P": page, "ST": DECODE["ST"]}
+    if role == "dq":      # the deterministic dQ: two query-tile slots fit beside head dim 64's tiles
+        return "attention_bwd_sm90.tma", "attention_bwd_dq", {"D": head_dim, "KB": 64, "QS": 2 if head_dim == 64 else 1}
     return "attention_bwd_sm90.tma", "attention_bwd", {"D": head_dim, "DQS": 2 if head_dim == 64 else 1}
 
 
@@ -159,8 +161,11 @@ def forward(q3, k3, v3, causal: bool, scale: float, launch=interpret):
     return o, lse
 
 
-def backward(q3, k3, v3, o3, lse, do3, causal: bool, scale: float, launch=interpret):
-    """(dQ, dK, dV) of [B·H, S, D] operands, the forward's O and LSE, and dO (`launch`: as forward's)."""
+def backward(q3, k3, v3, o3, lse, do3, causal: bool, scale: float, launch=interpret, deterministic: bool = False):
+    """(dQ, dK, dV) of [B·H, S, D] operands, the forward's O and LSE, and dO (`launch`: as forward's).
+    deterministic: dQ from attention_bwd_dq, each query block's sum in one fixed order (bitwise
+    the same in every run), not from the backward's reduce-adds, whose order varies; the backward
+    still adds its parts into a scratch dq (the language has no compile-time branch to drop them)."""
     import numpy as np
 
     d = q3.shape[-1]
@@ -174,4 +179,8 @@ def backward(q3, k3, v3, o3, lse, do3, causal: bool, scale: float, launch=interp
     dk, dv = _empty_like(k3), _empty_like(v3)
     launch("prep", d, [o3, do3, delta, dq])       # delta, and dq zeroed
     launch("backward", d, [q3, k3, v3, do3, lse, delta, float(scale), int(causal), dq, dk, dv])
+    if deterministic:
+        dq = _empty_like(q3)
+        launch("dq", d, [q3, k3, v3, do3, lse, delta, float(scale), int(causal), dq])
+        return dq, dk, dv
     return dq.to(q3.dtype) if _is_torch(dq) else dq.astype(q3.dtype), dk, dv
