@@ -185,13 +185,17 @@ def timed_row(runs: dict, result: dict, flops: float, rounds: int, label: str, r
     """Time every contender of `runs` three ways (batches of about 2 TFLOP unless `batch`), add the
     times and the work per second (`rate`: TFLOP/s of `flops`, or TB/s where the work is bytes) to
     `result`, ours ("tmalang", where it ran) against each peer and the best, and print the row's
-    line. Returns `result`."""
+    line. Other contenders named tmalang_* (another of our kernels) are compared with ours but are
+    not peers. Returns `result`."""
     batch = batch or max(3, int(2e12 // flops))
     for name, times in three_ways(runs, rounds, batch).items():
         result[name].update(times, **{rate: rates(flops, times)})
-    peers = [name for name in runs if name != "tmalang"]
+    peers = [name for name in runs if not name.startswith("tmalang")]
     if "tmalang" in runs and peers:
         versus(result, peers)
+    for name in runs:
+        if name.startswith("tmalang_") and "tmalang" in runs:
+            result[f"tmalang_vs_{name}"] = ratios(result["tmalang"], result[name])
     print(report_line(label, result), flush=True)
     return result
 

@@ -19,7 +19,7 @@ from ..ir import exprs as ex
 from ..ir import ops
 from ..targets import tma, wgmma
 from ..targets.dtypes import DTYPES
-from . import panel_codegen
+from . import fp8_fragments, panel_codegen
 from .conversions import f32_to_i32
 from .tile_math import STORAGE
 
@@ -122,28 +122,38 @@ def _wgmma(g, o: ops.Wgmma) -> None:
 
 
 def _wgmma_register_a(g, o: ops.Wgmma) -> None:
-    """acc += dtype(p) · bᵀ with A from registers. An accumulator's fragment is wgmma's A
-    fragment: elements 8k .. 8k+7 of p are the A elements a0..a7 of K step k (columns
-    16k .. 16k+15), and A register j packs a(2j) (low half) and a(2j+1)."""
+    """acc += dtype(p) · bᵀ with A from registers. A 16-bit operand: an accumulator's fragment is
+    wgmma's A fragment: elements 8k .. 8k+7 of p are the A elements a0..a7 of K step k (columns
+    16k .. 16k+15), and A register j packs a(2j) (low half) and a(2j+1). An fp8 one is regrouped
+    across each quad (fp8_fragments.py)."""
     regs, source = g.accumulators[o.acc], g.accumulators[o.a.operand.name]
     tile_b, desc_b = _operand(g, o.b, None, o.kn)
-    template, constraints = wgmma.inline_asm(64, 2 * len(regs), 16, o.a.dtype, tile_b.dtype, "f32",
-                                             a_from_registers=True, trans_b=o.kn)
+    template, constraints = wgmma.inline_asm(64, 2 * len(regs), wgmma.instruction_k(o.a.dtype), o.a.dtype,
+                                             tile_b.dtype, "f32", a_from_registers=True, trans_b=o.kn)
     result_type = g.registers(F32, len(regs))
-    pair_type = ir.VectorType(STORAGE[o.a.dtype], 2)
     for k in range(tile_b.k_steps):
-        a = []
-        for j in range(4):
-            pair = ir.Constant(pair_type, ir.Undefined)
-            for half in range(2):
-                value = g.b.fptrunc(g.b.load(source[8 * k + 2 * j + half]), STORAGE[o.a.dtype])
-                pair = g.b.insert_element(pair, value, I32(half))
-            a.append(g.b.bitcast(pair, I32))
+        if o.a.dtype in fp8_fragments.CONVERT:
+            a = fp8_fragments.a_registers(g, o.a.dtype, source, k)
+        else:
+            a = _a_registers_16bit(g, o.a.dtype, source, k)
         db = g.b.add(desc_b, I64(tile_b.k_step_offset(k) >> 4))
         values = [g.b.load(r) for r in regs]
         result = g.asm(template, constraints, [*a, db, I32(1), *values], ret=result_type)
         for i, reg in enumerate(regs):
             g.b.store(g.b.extract_value(result, i), reg)
+
+
+def _a_registers_16bit(g, dtype: str, source: list, k: int) -> list[ir.Value]:
+    """K step k's four A registers: elements 8k .. 8k+7 of the fragment, converted, in pairs."""
+    pair_type = ir.VectorType(STORAGE[dtype], 2)
+    a = []
+    for j in range(4):
+        pair = ir.Constant(pair_type, ir.Undefined)
+        for half in range(2):
+            pair = g.b.insert_element(pair, g.b.fptrunc(g.b.load(source[8 * k + 2 * j + half]), STORAGE[dtype]),
+                                      I32(half))
+        a.append(g.b.bitcast(pair, I32))
+    return a
 
 
 def _acc_store(g, o: ops.AccStore) -> None:

@@ -27,7 +27,11 @@ import numpy as np
 
 # The NaN a conversion writes, by the destination's NumPy name (ml_dtypes names bf16 "bfloat16"),
 # as an unsigned integer of its width.
-CANONICAL_NAN = {"float16": np.uint16(0x7FFF), "bfloat16": np.uint16(0x7FFF), "float32": np.uint32(0x7FFFFFFF)}
+CANONICAL_NAN = {"float16": np.uint16(0x7FFF), "bfloat16": np.uint16(0x7FFF), "float32": np.uint32(0x7FFFFFFF),
+                 "float8_e4m3fn": np.uint8(0x7F), "float8_e5m2": np.uint8(0x7F)}
+
+
+SATURATED = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}   # fp8: the largest finite values
 
 
 def convert(values, dtype) -> np.ndarray:
@@ -39,6 +43,9 @@ def convert(values, dtype) -> np.ndarray:
         values = values.astype(np.float32)   # cvt.rn.f32.s32; integers reach f16/bf16 through f32
     if values.dtype == dtype:
         return values.copy()
+    if dtype.name in SATURATED:     # cvt.rn.satfinite: a finite value past the range is the largest
+        with np.errstate(invalid="ignore"):
+            values = np.clip(values.astype(np.float32), -SATURATED[dtype.name], SATURATED[dtype.name])
     return _float_to_float(values, dtype)
 
 

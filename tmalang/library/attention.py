@@ -16,7 +16,8 @@ ml_dtypes) run on the reference interpreter, the forward and `attention_backward
 - **Heads.** K and V have HKV heads with H % HKV == 0 (grouped-query attention; HKV = 1 is
   multi-query); query head h reads K/V head h // (H // HKV), as torch's `enable_gqa` does.
 - **What runs.** bf16, head dims 64 and 128, any lengths S and T. causal is top-left aligned
-  (query r sees keys 0..r), as torch's `is_causal`. scale defaults to 1/sqrt(D).
+  (query r sees keys 0..r), as torch's `is_causal`. scale defaults to 1/sqrt(D). float8_e4m3fn
+  q, k, v at head dim 128 run the fp8 forward (attention_fp8.py; no backward).
 - **LSE.** The forward's log-sum-exp per query row (natural log), [B, H, S] in f32; returned with
   `return_lse=True`, without a gradient.
 - **Backward.** `attention_bwd_prep` writes delta = rowsum(dO ∘ O) and zeroes an f32 dQ; the
@@ -29,18 +30,29 @@ from __future__ import annotations
 
 import math
 
-from .attention_kernels import backward, check, forward, heads_first, in_layout, interpret, padded_rows
+from ..contract.errors import LAUNCH_OPTION, LaunchError
+from .attention_fp8 import attention_fp8
+from .attention_kernels import FP8, _dtype, backward, check, forward, heads_first, in_layout, interpret, padded_rows
 from .operands import _is_torch
 
 
 # ---- the public calls -------------------------------------------------------------------------------
 
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, layout: str = "bhsd",
-              return_lse: bool = False, deterministic: bool = False):
+              return_lse: bool = False, deterministic: bool = False, q_descale=None, k_descale=None,
+              v_descale=None):
     """softmax(scale · Q·Kᵀ) · V in the caller's layout; with `return_lse`, also the LSE [B, H, S].
-    deterministic: the backward's dQ is the same bits in every run (attention_backward's)."""
+    deterministic: the backward's dQ is the same bits in every run (attention_backward's).
+    float8_e4m3fn q, k, v run the fp8 forward (attention_fp8.py), dequantised by the descales
+    (one number, or [B, HKV] per K/V head); O is then bf16."""
     b, h, hk, s, t, d = check(q, k, v, layout)
     scale = 1 / math.sqrt(d) if scale is None else float(scale)
+    if _dtype(q) == FP8:
+        o, lse = attention_fp8(q, k, v, (b, h, hk, s, t, d), bool(causal), scale, layout,
+                               (q_descale, k_descale, v_descale))
+        return (o, lse) if return_lse else o
+    if any(x is not None for x in (q_descale, k_descale, v_descale)):
+        raise LaunchError(LAUNCH_OPTION, "attention: q/k/v_descale apply to float8_e4m3fn operands only")
     if _is_torch(q):
         from .attention_autograd import Attention
 

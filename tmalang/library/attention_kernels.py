@@ -15,6 +15,7 @@ from .operands import _is_torch
 
 LAYOUTS = ("bhsd", "bshd")
 HEAD_DIMS = (64, 128)
+FP8, FP8_HEAD_DIMS = "float8_e4m3fn", (128,)     # examples/attention_fp8_sm90.tma
 # decode's key block and the key blocks of K (and of V) in flight: one CTA fills a multiprocessor's
 # shared memory, so its ST·KB rows of each are all that keep the memory busy (bench/attention_decode.py)
 DECODE = {"KB": 128, "ST": 2}
@@ -34,6 +35,8 @@ def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
     if role == "decode":
         return "attention_decode_sm90.tma", "attention_decode", {"D": head_dim, "KB": key_block(role, head_dim, page),
                                                                  "P": page, "ST": DECODE["ST"]}
+    if role == "fp8":
+        return "attention_fp8_sm90.tma", "attention_fp8", {}
     if role == "dq":      # the deterministic dQ: two query-tile slots fit beside head dim 64's tiles
         return "attention_bwd_sm90.tma", "attention_bwd_dq", {"D": head_dim, "KB": 64, "QS": 2 if head_dim == 64 else 1}
     return "attention_bwd_sm90.tma", "attention_bwd", {"D": head_dim, "DQS": 2 if head_dim == 64 else 1}
@@ -83,19 +86,24 @@ def check(q, k, v, layout: str) -> tuple[int, int, int, int, int, int]:
                           f"q {shapes[0]}, k {shapes[1]}, v {shapes[2]} ({layout})")
     if h % hk:
         raise LaunchError(LAUNCH_OPTION, f"attention: {hk} K/V heads do not divide {h} query heads")
-    check_head_dim_and_dtype("attention", d, (q, k, v))
+    if _dtype(q) == FP8:
+        check_head_dim_and_dtype("attention", d, (q, k, v), FP8, FP8_HEAD_DIMS)
+    else:
+        check_head_dim_and_dtype("attention", d, (q, k, v))
     if min(s, t) < 1 or b < 1:
         raise LaunchError(LAUNCH_OPTION, f"attention: empty sequence or batch: q {shapes[0]}, k {shapes[1]}")
     return b, h, hk, s, t, d
 
 
-def check_head_dim_and_dtype(call: str, d: int, tensors) -> None:
-    """What every attention kernel takes: head dim 64 or 128, bf16 operands (LaunchError)."""
-    if d not in HEAD_DIMS:
-        raise LaunchError(LAUNCH_OPTION, f"{call}: head dim {d} (the kernels take {', '.join(map(str, HEAD_DIMS))})")
+def check_head_dim_and_dtype(call: str, d: int, tensors, dtype: str = "bfloat16", head_dims=HEAD_DIMS) -> None:
+    """What an attention kernel takes: by default head dim 64 or 128, bf16 operands (LaunchError)."""
     dtypes = {_dtype(x) for x in tensors}
-    if dtypes != {"bfloat16"}:
-        raise LaunchError(LAUNCH_OPTION, f"{call}: the operands must be bf16; got {sorted(dtypes)}")
+    if dtypes != {dtype}:
+        raise LaunchError(LAUNCH_OPTION, f"{call}: the operands must all be {dtype}; got {sorted(dtypes)}")
+    if d not in head_dims:
+        kind = "fp8 kernel takes" if dtype == FP8 else "kernels take"
+        raise LaunchError(LAUNCH_OPTION, f"{call}: head dim {d} (the {kind} head dim "
+                          f"{' or '.join(map(str, head_dims))})")
 
 
 def _bhsd(shape: tuple, layout: str) -> tuple:

@@ -151,21 +151,26 @@ def _check_mn_major(ref: ast.Ref, tile: Box, operand: str, word: str) -> None:
                     ref.span)
 
 
+REGISTER_A_DTYPES = {"bf16": 16, "f16": 16, "f8e4m3": 32, "f8e5m2": 32}   # the cast -> K of one wgmma
+
+
 def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, list[int]]:
-    """`bf16(p)` / `f16(p)` as the A operand: accumulator p of this role, converted in registers.
-    Its fragment layout is wgmma's A-register layout, so each 16 columns feed one K step."""
-    if call.func not in ("bf16", "f16") or len(call.args) != 1 or not isinstance(call.args[0], ast.Ref):
+    """`bf16(p)` / `f16(p)` / `f8e4m3(p)` / `f8e5m2(p)` as the A operand: accumulator p of this
+    role, converted in registers. A 16-bit fragment is wgmma's A fragment as it lies (16 columns
+    per K step); an fp8 one is regrouped across each quad of threads (32 columns per K step)."""
+    if call.func not in REGISTER_A_DTYPES or len(call.args) != 1 or not isinstance(call.args[0], ast.Ref):
         raise error("E088", f"'{call.func}(...)' cannot be an mma operand", call.span,
-                    "A from registers is bf16(p) or f16(p), p an accumulator of this role")
+                    "A from registers is bf16(p), f16(p), f8e4m3(p) or f8e5m2(p), p an accumulator of this role")
     p = lookup(scope, call.args[0])
     if p.parts > 1:
         raise error("E553", f"accumulator '{p.name}' is split by columns over {p.parts} warpgroups; a register A "
                     "operand is a warpgroup's own rows", call.span)
     if p.name == acc.name:
         raise error("E088", f"mma reads and writes accumulator '{acc.name}'", call.span)
-    if p.shape[1] % 16:
-        raise error("E088", f"accumulator '{p.name}' has {p.shape[1]} columns; as an mma operand they are "
-                    "K, a multiple of 16", call.span)
+    k_step = REGISTER_A_DTYPES[call.func]
+    if p.shape[1] % k_step:
+        raise error("E088", f"accumulator '{p.name}' has {p.shape[1]} columns; as a {call.func} mma operand they "
+                    f"are K, a multiple of {k_step}", call.span)
     return call.func, p.shape
 
 
