@@ -92,7 +92,13 @@ def row(b, sq, h, hkv, d, t, page, samples) -> dict:
 
 def main() -> None:
     args = arguments()
-    rows = [row(*case, args.samples) for case in CASES]
+    rows = []
+    for case in CASES:
+        rows.append(row(*case, args.samples))
+        report(args, rows)       # after every row: a run cut short keeps what it measured
+
+
+def report(args, rows: list) -> None:
     write_report(args.out,
                  "decoding attention, bf16 (examples/attention_decode_sm90.tma): 1 and 8 new rows against "
                  "caches of 4096..131072 keys, GQA 32/8, vs SDPA FLASH, CUDNN, EFFICIENT and compiled flex",

@@ -139,7 +139,14 @@ def row(heads: int, kv_heads: int, d: int, page: int, causal: bool, samples: int
 
 def main() -> None:
     args = arguments()
-    rows = [row(h, hk, d, page, causal, args.samples) for h, hk, d, page in CASES for causal in (False, True)]
+    rows = []
+    for h, hk, d, page in CASES:
+        for causal in (False, True):
+            rows.append(row(h, hk, d, page, causal, args.samples))
+            report(args, rows)       # after every row: a run cut short keeps what it measured
+
+
+def report(args, rows: list) -> None:
     write_report(args.out,
                  "varlen attention forward, bf16 (examples/attention_varlen_sm90.tma), 16 sequences of "
                  "1..8192 rows packed, vs compiled flex_attention (document mask) and SDPA FLASH/CUDNN on "

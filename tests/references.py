@@ -19,12 +19,13 @@ def padded(rng, shape, fill=None, xp=np):
 
 
 def padded_copy(a: np.ndarray) -> np.ndarray:
-    """A copy with the same (16-byte aligned, maybe padded) row stride as the 2-D array `a`."""
-    if a.ndim != 2 or a.flags.c_contiguous:
+    """A copy with the same (16-byte aligned, maybe padded) row stride as `a`, a view of rows
+    padded in the innermost dimension (2-D or more: lse [BH, S], fp8 attention's vt [BHKV, D, T])."""
+    if a.ndim < 2 or a.flags.c_contiguous:
         return a.copy()
-    base = np.empty((a.shape[0], a.strides[0] // a.itemsize), dtype=a.dtype)
-    base[:, : a.shape[1]] = a
-    return base[:, : a.shape[1]]
+    base = np.empty((*a.shape[:-1], a.strides[-2] // a.itemsize), dtype=a.dtype)
+    base[..., : a.shape[-1]] = a
+    return base[..., : a.shape[-1]]
 
 
 def copy_case(rng, shape):
