@@ -233,6 +233,44 @@ def attention_bwd_case(rng, shape):
     return [q, k, v, do, lse, delta, np.float32(1 / 8), np.int32(causal), dq, dk, dv], expected
 
 
+def attention_varlen_bwd_case(rng, shape):
+    """examples/attention_varlen_bwd_sm90.tma's dK/dV kernel: a packed batch of two sequences, S
+    query rows and T keys split about 2:1, two query heads over one K/V head, head dim 64, causal
+    (bottom-right) when S + T is odd and every row has a key; LSE and delta from float64. dV is
+    checked here; dQ, dK in tests/e2e/test_attention_varlen_bwd_sm90.py."""
+    import ml_dtypes
+
+    from tmalang.library.attention_varlen_bwd import _first_blocks, key_windows
+
+    s, t = shape
+    lens_q, lens_k = [s - s // 3, s // 3], [max(1, t - t // 3), max(1, t // 3)]
+    causal = (s + t) % 2 == 1 and all(k >= q for q, k in zip(lens_q, lens_k))
+    cu_q, cu_k = (np.concatenate([[0], np.cumsum(n)]).astype(np.int32) for n in (lens_q, lens_k))
+    bf16 = ml_dtypes.bfloat16
+    q, do = (rng.standard_normal((s, 2, 64)).astype(bf16) for _ in range(2))
+    k, v = (rng.standard_normal((int(cu_k[-1]), 1, 64)).astype(bf16) for _ in range(2))
+    lse, delta = (np.full((2, -(-s // 4) * 4), np.nan, np.float32)[:, :s] for _ in range(2))
+    dv = np.zeros((int(cu_k[-1]), 1, 64))
+    for b in range(2):
+        rows, keys = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        logits = np.einsum("rhd,kd->hrk", q[rows].astype(np.float64), k[keys, 0].astype(np.float64)) / 8
+        n, m = logits.shape[1:]
+        if causal:
+            logits = np.where(np.arange(m)[None, None, :] > np.arange(n)[None, :, None] + (m - n), -np.inf, logits)
+        top = logits.max(axis=2, keepdims=True)
+        total = np.exp(logits - top).sum(axis=2, keepdims=True)
+        p = np.exp(logits - top) / total
+        o = np.einsum("hrk,kd->rhd", p, v[keys, 0].astype(np.float64)).astype(bf16)
+        lse[:, rows] = (top + np.log(total))[..., 0]
+        delta[:, rows] = (do[rows].astype(np.float64) * o.astype(np.float64)).sum(-1).T
+        dv[keys, 0] = np.einsum("hrk,rhd->kd", p, do[rows].astype(np.float64))
+    qlo, qhi = key_windows(cu_q, cu_k, int(cu_k[-1]), causal)
+    base = _first_blocks(qlo, int(cu_k[-1]))
+    dk_out, dv_out = (np.full((int(cu_k[-1]), 1, 64), np.nan, bf16) for _ in range(2))
+    return [q, k, v, do, lse, delta, qlo, qhi, (qlo - base).astype(np.float32), (qhi - base).astype(np.float32),
+            np.float32(1 / 8), dk_out, dv_out], dv
+
+
 def attention_fp8_case(rng, shape):
     """examples/attention_fp8_sm90.tma: two query heads over one K/V head in e4m3, S queries and T
     keys (shape = (S, T)), V given transposed, causal when S + T is odd; O against float64
@@ -396,13 +434,14 @@ CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case,
          "blocksum_prefetch": blocksum_case,
          "gemm": gemm_case, "gemm_fp8": gemm_fp8_case, "gemm_bias_relu": gemm_bias_relu_case, "gemm_chain": gemm_chain_case,
          "attention": attention_case, "flash_attention": flash_attention_case, "attention_bwd": attention_bwd_case,
-         "attention_varlen": attention_varlen_case, "attention_decode": attention_decode_case, "attention_fp8": attention_fp8_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
+         "attention_varlen": attention_varlen_case, "attention_decode": attention_decode_case, "attention_fp8": attention_fp8_case,
+         "attention_varlen_bwd_dkdv": attention_varlen_bwd_case, "gemm_pair": gemm_case, "gemm_multicast": gemm_case, "gemm_cluster2x2": gemm_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
          "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case,
          "conv2d": conv2d_case, "conv2d_s2": lambda rng, shape: conv2d_case(rng, shape, stride=2),
          "gemm_splitk": gemm_splitk_case, "gemm_streamk": gemm_streamk_case, "gemm_pingpong": gemm_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_cluster2x2": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
-        "flash_attention": 1e-2, "attention_bwd": 1e-2, "attention_varlen": 1e-2, "attention_decode": 1e-2, "attention_fp8": 3e-2,
+        "flash_attention": 1e-2, "attention_bwd": 1e-2, "attention_varlen": 1e-2, "attention_decode": 1e-2, "attention_fp8": 3e-2, "attention_varlen_bwd_dkdv": 1e-2,
         "moe_gemm": 1e-2, "conv2d": 1e-2, "conv2d_s2": 1e-2, "reduce_rows": 1e-5, "gemm_splitk": 1e-5,
         "gemm_streamk": 1e-5, "gemm_pingpong": 1e-2}   # relative Frobenius error against float64; others are exact
 

@@ -33,13 +33,15 @@ if TYPE_CHECKING:   # what the lazy names are, for type checkers and readers
     from .library.attention import attention, attention_backward
     from .library.attention_decode import attention_decode
     from .library.attention_varlen import attention_varlen
+    from .library.attention_varlen_bwd import attention_varlen_backward
     from .library.gemm import gemm, gemm_config
     from .contract.trace import Trace
     from .tuning import Autotuner, autotune
 
 _LAZY = {"compile": "api", "compile_file": "api", "Kernel": "api", "gemm": "library.gemm",
          "gemm_config": "library.gemm", "attention": "library.attention", "attention_backward": "library.attention",
-         "attention_varlen": "library.attention_varlen", "attention_decode": "library.attention_decode", "Autotuner": "tuning", "autotune": "tuning", "Trace": "contract.trace"}
+         "attention_varlen": "library.attention_varlen",
+         "attention_varlen_backward": "library.attention_varlen_bwd", "attention_decode": "library.attention_decode", "Autotuner": "tuning", "autotune": "tuning", "Trace": "contract.trace"}
 
 
 def __getattr__(name: str):
@@ -91,5 +93,5 @@ def _runtime_folder(name: str, holds: str, module: str = __file__) -> str:
     return str(packaged if (packaged / holds).is_file() else _Path(module).resolve().parents[1] / "runtime" / name)
 
 
-__all__ = ["get_include", "get_cmake_dir", "get_cuda_include", "Trace", "compile", "compile_file", "autotune", "Autotuner", "gemm", "gemm_config", "attention", "attention_backward", "attention_varlen", "attention_decode", "Kernel",
+__all__ = ["get_include", "get_cmake_dir", "get_cuda_include", "Trace", "compile", "compile_file", "autotune", "Autotuner", "gemm", "gemm_config", "attention", "attention_backward", "attention_varlen", "attention_varlen_backward", "attention_decode", "Kernel",
            "TmalangError", "__version__"]

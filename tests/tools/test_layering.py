@@ -100,7 +100,8 @@ LAZY = {("tmalang", "cli", "main"): {("tmalang", "cli", "compile"), ("tmalang", 
         # the stages after `ir` load the backend (and LLVM): a kernel compiled to interpret never does
         ("tmalang", "compiler"): {("tmalang", "backend", "stages")},
         # torch only where a torch tensor arrives: the autograd function imports torch at its top
-        ("tmalang", "library", "attention"): {("tmalang", "library", "attention_autograd")}}
+        ("tmalang", "library", "attention"): {("tmalang", "library", "attention_autograd")},
+        ("tmalang", "library", "attention_varlen"): {("tmalang", "library", "attention_autograd")}}
 
 
 def test_no_function_level_imports_of_tmalang():

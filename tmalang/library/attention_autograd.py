@@ -3,7 +3,8 @@ launches of library/attention_kernels.py.
 
 forward keeps Q, K, V in the kernels' [B·H, S, D] form (a view of a contiguous [B, H, S, D]
 tensor), O and the LSE for the backward; backward runs the prep and backward kernels and returns
-dQ, dK, dV in the caller's layout. Every launch is a torch custom operator, so the function runs
+dQ, dK, dV in the caller's layout. AttentionVarlen does the same for packed batches
+(attention_varlen.py, attention_varlen_bwd.py; its kernels launched directly, in eager mode). Every launch is a torch custom operator, so the function runs
 under torch.compile and in CUDA graphs. torch is imported here only.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from . import attention_kernels as kernels
+from . import attention_varlen, attention_varlen_bwd
 
 
 # One operator per role with a fixed name and schema, defined when this module is imported:
@@ -71,3 +73,21 @@ class Attention(torch.autograd.Function):
         do3 = kernels.heads_first(do, ctx.layout)
         grads = kernels.backward(q3, k3, v3, o3, lse, do3, ctx.causal, ctx.scale, launch, ctx.deterministic)
         return (*(kernels.in_layout(g, ctx.batch, ctx.layout) for g in grads), None, None, None, None)
+
+
+class AttentionVarlen(torch.autograd.Function):
+    """(O, LSE) = attention_varlen(Q, K, V) over a packed batch with contiguous keys; the backward
+    runs attention_varlen_bwd.py's kernels. LSE's gradient is ignored."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k, causal: bool, scale: float):
+        o, lse = attention_varlen.forward(q, k, v, cu_q, cu_k, causal, scale)
+        ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
+        ctx.causal, ctx.scale = causal, scale
+        return o, lse
+
+    @staticmethod
+    def backward(ctx, do, _lse_grad):
+        q, k, v, o, lse, cu_q, cu_k = ctx.saved_tensors
+        grads = attention_varlen_bwd.backward(q, k, v, o, lse, do.contiguous(), cu_q, cu_k, ctx.causal, ctx.scale)
+        return (*grads, None, None, None, None)

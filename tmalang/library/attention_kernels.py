@@ -35,6 +35,11 @@ def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
     if role == "decode":
         return "attention_decode_sm90.tma", "attention_decode", {"D": head_dim, "KB": key_block(role, head_dim, page),
                                                                  "P": page, "ST": DECODE["ST"]}
+    if role == "varlen_dkdv":
+        return "attention_varlen_bwd_sm90.tma", "attention_varlen_bwd_dkdv", {"D": head_dim}
+    if role == "varlen_dq":
+        return "attention_varlen_bwd_sm90.tma", "attention_varlen_bwd_dq", {"D": head_dim, "KB": 64,
+                                                                           "QS": 2 if head_dim == 64 else 1}
     if role == "fp8":
         return "attention_fp8_sm90.tma", "attention_fp8", {}
     if role == "dq":      # the deterministic dQ: two query-tile slots fit beside head dim 64's tiles

@@ -1,5 +1,5 @@
 """`tmalang.attention_varlen`: attention over a packed batch of sequences of any lengths, on the
-sm_90a kernel of examples/attention_varlen_sm90.tma (forward only).
+sm_90a kernel of examples/attention_varlen_sm90.tma.
 
     o = tmalang.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, causal=True)
     o, lse = tmalang.attention_varlen(q, k, v, cu_q, cu_k, return_lse=True)
@@ -11,8 +11,10 @@ cumulative lengths, sequence b's rows cu_q[b] .. cu_q[b+1]-1. With `causal`, a s
 query row sees all its keys and each earlier row one key fewer (bottom-right aligned, as
 FlashAttention's varlen causal is), so every query row needs at least one key: len_k >= len_q,
 and len_k >= 1 always. torch tensors (CUDA) run on the GPU, NumPy arrays on the interpreter. The
-LSE is [H, TQ] f32, natural log. There is no backward yet: a call on tensors that require a
-gradient, with grad mode on, is refused.
+LSE is [H, TQ] f32, natural log. On torch tensors that require a gradient the call is an autograd
+function whose backward is examples/attention_varlen_bwd_sm90.tma (attention_varlen_bwd.py;
+contiguous keys: a paged cache is for inference); `tmalang.attention_varlen_backward` is that
+backward by itself.
 
 A paged cache: k and v [pages, P, HKV, D] with `block_table` [B, max pages] int32, sequence b's
 keys the first len_k rows of its pages block_table[b, 0], [b, 1], ... (len_k from cu_seqlens_k),
@@ -54,16 +56,39 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = Fals
         if page:
             _check_pages(block_table, cu_seqlens_k, page, k.shape[0])
     scale = 1 / math.sqrt(d) if scale is None else float(scale)
-    starts, pages = (_paged_starts(cu_seqlens_k, block_table, page) if page else
-                     (cu_seqlens_k[:-1], _identity(cu_seqlens_k, k.shape[0])))
+    if _needs_gradient(q, k, v):      # the autograd function (attention_varlen_bwd.py for its backward)
+        if page:
+            raise LaunchError(LAUNCH_OPTION, "attention_varlen: the backward takes contiguous keys; a paged cache "
+                              "is for inference: call it under torch.no_grad()")
+        from .attention_autograd import AttentionVarlen
+
+        o, lse = AttentionVarlen.apply(q, k, v, cu_seqlens_q, cu_seqlens_k, bool(causal), scale)
+        lse = lse.detach()
+    else:
+        o, lse = forward(q, k, v, cu_seqlens_q, cu_seqlens_k, bool(causal), scale, block_table, page)
+    return (o, lse) if return_lse else o
+
+
+def forward(q, k, v, cu_q, cu_k, causal: bool, scale: float, block_table=None, page: int = 0):
+    """(O, LSE [H, TQ]) on checked operands: the kernel's launch."""
+    tq, h, d = q.shape
+    starts, pages = (_paged_starts(cu_k, block_table, page) if page else (cu_k[:-1], _identity(cu_k, k.shape[0])))
     if page:      # the cache's pages as rows: [pages · P, HKV, D] (a view of a contiguous cache)
         k, v = (x.reshape(-1, *x.shape[2:]) for x in (k, v))
-    klo, khi = windows(cu_seqlens_q, cu_seqlens_k, tq, causal, starts)
+    klo, khi = windows(cu_q, cu_k, tq, causal, starts)
     o, lse = _empty_like(q), padded_rows(q, h, tq)     # lse [H, TQ] with 16-byte aligned rows (TMA)
     args = [q, k, v, pages, klo, khi, _as_f32(klo), _as_f32(khi), scale, lse, o]
     compiled = kernel("varlen", d, page or 1)
     compiled(*args) if _is_torch(q) else compiled.interpret(*args)
-    return (o, lse) if return_lse else o
+    return o, lse
+
+
+def _needs_gradient(*tensors) -> bool:
+    if not _is_torch(tensors[0]) or not any(x.requires_grad for x in tensors):
+        return False
+    import torch
+
+    return torch.is_grad_enabled()
 
 
 def windows(cu_q, cu_k, rows: int, causal: bool, starts=None):
@@ -152,12 +177,6 @@ def _check_operands(q, k, v, block_table) -> tuple[int, int, int, int]:
     if paged and (len(block_table.shape) != 2 or "int32" not in str(block_table.dtype)):
         raise LaunchError(LAUNCH_OPTION, f"attention_varlen: block_table is [B, pages] int32; got "
                           f"{tuple(block_table.shape)} {block_table.dtype}")
-    if _is_torch(q) and any(x.requires_grad for x in (q, k, v)):
-        import torch
-
-        if torch.is_grad_enabled():
-            raise LaunchError(LAUNCH_OPTION, "attention_varlen has no backward yet: call it under torch.no_grad() "
-                              "or on tensors that do not require a gradient")
     return tq, h, d, page
 
 
