@@ -303,7 +303,7 @@ def attention_varlen_case(rng, shape):
     tests/e2e/test_attention_varlen_sm90.py)."""
     import ml_dtypes
 
-    from tmalang.library.attention_varlen import windows
+    from tmalang.library.attention_varlen_kernels import windows
 
     s, t = shape
     lens_q, lens_k = [s - s // 3, s // 3], [max(1, t - t // 3), max(1, t // 3)]

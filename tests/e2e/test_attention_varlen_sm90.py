@@ -21,7 +21,7 @@ import tmalang
 from tmalang.backend import ptxas
 from tmalang.contract.errors import LaunchError
 from tmalang.library.attention_kernels import kernel
-from tmalang.library.attention_varlen import windows
+from tmalang.library.attention_varlen_kernels import windows
 
 BF16 = ml_dtypes.bfloat16
 

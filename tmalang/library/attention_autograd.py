@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from . import attention_kernels as kernels
-from . import attention_varlen, attention_varlen_bwd
+from . import attention_varlen_bwd, attention_varlen_kernels
 
 
 # One operator per role with a fixed name and schema, defined when this module is imported:
@@ -81,7 +81,7 @@ class AttentionVarlen(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, cu_q, cu_k, causal: bool, scale: float):
-        o, lse = attention_varlen.forward(q, k, v, cu_q, cu_k, causal, scale)
+        o, lse = attention_varlen_kernels.forward(q, k, v, cu_q, cu_k, causal, scale)
         ctx.save_for_backward(q, k, v, o, lse, cu_q, cu_k)
         ctx.causal, ctx.scale = causal, scale
         return o, lse

@@ -28,7 +28,7 @@ import math
 
 from ..contract.errors import LAUNCH_OPTION, LaunchError
 from .attention_kernels import check_head_dim_and_dtype, kernel, key_block
-from .attention_varlen import _as_i32, _check_pages
+from .attention_varlen_kernels import _as_i32, _check_pages
 from .operands import _is_torch
 
 ROWS = 64          # one wgmma row block: a K/V head's query rows

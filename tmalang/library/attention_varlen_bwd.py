@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from .attention_kernels import _empty_like, kernel, padded_rows
-from .attention_varlen import _as_f32, _as_i32, _check_offsets, _check_operands, windows
+from .attention_varlen_kernels import _as_f32, _as_i32, _check_offsets, _check_operands, windows
 from .operands import _is_torch
 
 KEY_TILE, QUERY_BLOCK = 128, 64      # the dK/dV kernel's key tile and query blocks
