@@ -104,7 +104,8 @@ def check_head_dim_and_dtype(call: str, d: int, tensors, dtype: str = "bfloat16"
     """What an attention kernel takes: by default head dim 64 or 128, bf16 operands (LaunchError)."""
     dtypes = {_dtype(x) for x in tensors}
     if dtypes != {dtype}:
-        raise LaunchError(LAUNCH_OPTION, f"{call}: the operands must all be {dtype}; got {sorted(dtypes)}")
+        name = "bf16" if dtype == "bfloat16" else dtype
+        raise LaunchError(LAUNCH_OPTION, f"{call}: the operands must all be {name}; got {sorted(dtypes)}")
     if d not in head_dims:
         kind = "fp8 kernel takes" if dtype == FP8 else "kernels take"
         raise LaunchError(LAUNCH_OPTION, f"{call}: head dim {d} (the {kind} head dim "
