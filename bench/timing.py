@@ -114,7 +114,7 @@ def timed_graph_replays(contenders: dict, rounds: int, batch: int) -> dict[str, 
                 raise
             torch.cuda.synchronize()
             print(f"  {name}: not capturable in a CUDA graph ({type(error).__name__}: "
-                  f"{str(error).splitlines()[0]})", flush=True)
+                  f"{(str(error).splitlines() or [''])[0]})", flush=True)
     for graph in graphs.values():
         graph.replay()
     torch.cuda.synchronize()

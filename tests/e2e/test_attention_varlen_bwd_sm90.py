@@ -155,3 +155,19 @@ def test_autograd_on_the_gpu_matches_float64(hkv, d, causal):
         got = got.float().cpu().numpy()
         assert np.isfinite(got).all(), label
         assert relative_error(got, want) < 1e-2, (label, relative_error(got, want))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_keys_past_the_last_sequence_get_zero_gradients(causal):
+    """k and v may hold more rows than cu_seqlens_k's last offset (the forward reads only the
+    offsets' keys): those keys belong to no sequence, no row sees them, and their dK and dV are 0;
+    the rest are the gradients of the batch without them."""
+    lens_q, lens_k = [70, 30], [90, 40]
+    q, k, v, do, cu_q, cu_k = operands(lens_q, lens_k, 2, 1, 64, 5)
+    extra = np.random.default_rng(1).standard_normal((150, 1, 64)).astype(BF16)
+    k_all, v_all = np.concatenate([k, extra]), np.concatenate([v, -extra])
+    o, lse = tmalang.attention_varlen(q, k_all, v_all, cu_q, cu_k, causal=causal, return_lse=True)
+    dq, dk, dv = tmalang.attention_varlen_backward(q, k_all, v_all, o, lse, do, cu_q, cu_k, causal=causal)
+    assert not np.asarray(dk[130:], np.float64).any() and not np.asarray(dv[130:], np.float64).any()
+    for got, want in zip((dq, dk[:130], dv[:130]), reference(q, k, v, do, cu_q, cu_k, causal)):
+        assert relative_error(got, want) < 1e-2

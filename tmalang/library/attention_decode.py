@@ -158,7 +158,7 @@ def _key_space(q, k_cache, block_table):
     starts = _constant(q, ("starts", b, span), lambda: _arange(q, b, span))
     if block_table is not None:
         return starts, block_table.reshape(-1)
-    return starts, _constant(q, ("identity", b * span), lambda: _arange(q, b * span, 1))
+    return starts, _identity(q, b * span)
 
 
 def _arange(q, n: int, step: int):
@@ -173,12 +173,14 @@ def _arange(q, n: int, step: int):
 
 
 _CONSTANTS: dict = {}
-KEPT = 32     # constants kept at most (the oldest go first): a model has a few decode shapes
+_IDENTITY: dict = {}      # device -> the aranges made so far, each kept: a captured graph may read any
 
 
 def _constant(like, key, build):
     """build(), kept per device for torch tensors: a call's constant operands cost no kernel after
-    the first. Not kept from a CUDA graph's capture (its tensor is filled only on replay)."""
+    the first. Not kept from a CUDA graph's capture (its tensor is filled only on replay), and
+    never dropped (a graph captured after the first call reads the kept tensor): they are small,
+    one per decode shape; the long identity table is shared (_identity)."""
     if not _is_torch(like):
         return build()
     import torch
@@ -188,10 +190,23 @@ def _constant(like, key, build):
         return _CONSTANTS[key]
     value = build()
     if not torch.cuda.is_current_stream_capturing():
-        if len(_CONSTANTS) >= KEPT:
-            del _CONSTANTS[next(iter(_CONSTANTS))]
         _CONSTANTS[key] = value
     return value
+
+
+def _identity(q, rows: int):
+    """0 .. rows-1 (i32) where q lives: a view of the longest such table made on its device (grown
+    as needed; the shorter ones stay alive for the graphs that may read them)."""
+    if not _is_torch(q):
+        return _arange(q, rows, 1)
+    import torch
+
+    tables = _IDENTITY.setdefault(q.device, [])
+    if not tables or tables[-1].shape[0] < rows:
+        if torch.cuda.is_current_stream_capturing():
+            return _arange(q, rows, 1)
+        tables.append(_arange(q, max(rows, 2 * tables[-1].shape[0] if tables else rows), 1))
+    return tables[-1][:rows]
 
 
 def _empty(like, shape):

@@ -65,14 +65,16 @@ def _per_kv_head(q, descale, b: int, hk: int, name: str):
     if _is_torch(q):
         import torch
 
-        value = torch.as_tensor(1.0 if descale is None else descale, dtype=torch.float32).to(q.device)
+        value = torch.as_tensor(1.0 if descale is None else descale, dtype=torch.float32)
     else:
         value = np.asarray(1.0 if descale is None else descale, np.float32)
     if tuple(value.shape) not in ((), (1,), (b, hk)):
         raise LaunchError(LAUNCH_OPTION, f"attention: {name}_descale is one number or [B, HKV] = [{b}, {hk}] "
                           f"(per K/V head); got shape {tuple(value.shape)}")
-    if on_host and not bool((value > 0).all()):
+    if on_host and not bool((value > 0).all()):          # before any copy to the GPU: no sync
         raise LaunchError(LAUNCH_OPTION, f"attention: {name}_descale must be positive")
+    if _is_torch(q):
+        value = value.to(q.device)
     if tuple(value.shape) == (b, hk):
         return value
     value = value.reshape(1, 1)

@@ -54,27 +54,28 @@ def backward(q, k, v, o, lse, do, cu_q, cu_k, causal: bool, scale: float):
 def key_windows(cu_q, cu_k, keys: int, causal: bool):
     """(lo, hi) i32 [TK]: key v of sequence b is seen by the packed query rows lo[v] .. hi[v]-1:
     all of its sequence's, or (causal, bottom-right) those at or after local row j - (len_k - len_q)
-    for its local index j."""
+    for its local index j. A key past the last sequence (cu_k[-1] <= v < TK) is seen by none:
+    lo = hi = TQ, which keeps the windows moving forward along the keys."""
     if _is_torch(cu_q):
         import torch
 
         cu_q, cu_k = cu_q.to(torch.int64), cu_k.to(torch.int64)
-        lengths = cu_k[1:] - cu_k[:-1]
-        seq = torch.repeat_interleave(torch.arange(lengths.shape[0], device=cu_k.device), lengths, output_size=keys)
         v = torch.arange(keys, device=cu_k.device)
-        maximum = torch.maximum
+        seq = (torch.searchsorted(cu_k, v, right=True) - 1).clamp(0, cu_k.shape[0] - 2)
+        where, maximum = torch.where, torch.maximum
     else:
         import numpy as np
 
         cu_q, cu_k = np.asarray(cu_q, np.int64), np.asarray(cu_k, np.int64)
-        seq = np.repeat(np.arange(len(cu_k) - 1), np.diff(cu_k))
         v = np.arange(keys)
-        maximum = np.maximum
+        seq = np.clip(np.searchsorted(cu_k, v, side="right") - 1, 0, len(cu_k) - 2)
+        where, maximum = np.where, np.maximum
     lo, hi = cu_q[seq], cu_q[seq + 1]
     if causal:
         skip = (v - cu_k[seq]) - ((cu_k[seq + 1] - cu_k[seq]) - (hi - lo))     # j - (len_k - len_q)
         lo = lo + maximum(skip, skip * 0)
-    return _as_i32(lo), _as_i32(hi)
+    outside = v >= cu_k[-1]
+    return _as_i32(where(outside, cu_q[-1], lo)), _as_i32(where(outside, cu_q[-1], hi))
 
 
 def _first_blocks(qlo, keys: int):
