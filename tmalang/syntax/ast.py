@@ -292,12 +292,35 @@ class WaitGroup(Node):
     pending: int
 
 
+@dataclass
+class StaticIf(Node):
+    """`if A op B { ... } else { ... }` of statements or of kernel items: a choice made at compile
+    time (§2a). syntax/constants.py keeps the chosen branch's contents in its place; nothing after
+    it sees the node."""
+
+    lhs: Expr
+    op: str                      # == != < <= > >=
+    rhs: Expr
+    body: list
+    orelse: list = field(default_factory=list)
+
+
 def statements(body: list) -> list:
-    """Every statement of a block and of the blocks nested in it, outer first."""
+    """Every statement of a block and of the blocks nested in it, outer first (both branches of a
+    compile-time `if`, before constants choose one)."""
     out = []
     for stmt in body:
         out.append(stmt)
         out += statements(getattr(stmt, "body", None) or [])
+        out += statements(getattr(stmt, "orelse", None) or [])
+    return out
+
+
+def items(kernel_items: list) -> list:
+    """A kernel's items with both branches of each compile-time `if` among them, in order."""
+    out = []
+    for item in kernel_items:
+        out += items(item.body) + items(item.orelse) if isinstance(item, StaticIf) else [item]
     return out
 
 

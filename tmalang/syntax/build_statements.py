@@ -21,6 +21,17 @@ class StatementBuilder(NodeBuilder):
     def block(self, meta, stmts):
         return stmts
 
+    def if_stmt(self, meta, children):
+        lhs, op, rhs, body, orelse = children
+        return ast.StaticIf(self._span(meta), lhs, op, rhs, body, orelse or [])
+
+    def if_items(self, meta, children):
+        lhs, op, rhs, body, orelse = children
+        return ast.StaticIf(self._span(meta), lhs, op, rhs, body, orelse or [])
+
+    def items(self, meta, children):
+        return [c for c in children if c is not None]
+
     def for_tiles(self, meta, children):
         *names, tensor, box, split, stream, group, dynamic, by_warpgroup, index, body = children
         index = str(index) if index is not None else None

@@ -119,7 +119,7 @@ def _declared_names(k: ast.Kernel):
     locals of role bodies (loop indices, slots, accumulators, row registers)."""
     for p in k.params:
         yield p.name, p.span, "a parameter"
-    for item in k.items:
+    for item in ast.items(k.items):
         if hasattr(item, "name"):
             yield item.name, item.span, "a declaration"
         for stmt in ast.statements(getattr(item, "body", None) or []):
@@ -150,7 +150,7 @@ class _Substitute:
         for p in self.k.params:
             p.dtype = self.dtype_ref(p.dtype)
             p.shape = None if p.shape is None else [self.dim(d) for d in p.shape]
-        self.k.items = [self.node(item) for item in self.k.items]
+        self.k.items = self.node(self.k.items)
 
     def use(self, span: Span, name: str, want: str = INTEGER) -> int | str:
         """The value of constant `name` at a use that takes `want` (an integer, a size, a dtype):
@@ -192,7 +192,10 @@ class _Substitute:
         if isinstance(value, ast.ConstUse):
             return self.const_use(value)
         if isinstance(value, list):
-            return [self.node(v) for v in value]
+            out = []
+            for v in value:      # a compile-time `if` gives way to its chosen branch's contents
+                out += self.node(self.chosen(v)) if isinstance(v, ast.StaticIf) else [self.node(v)]
+            return out
         if isinstance(value, tuple):
             return tuple(self.node(v) for v in value)
         if isinstance(value, ast.Ref):
@@ -208,6 +211,16 @@ class _Substitute:
             elif f.name != "span" and f.compare:
                 setattr(value, f.name, self.node(child))
         return value
+
+    def chosen(self, choice: ast.StaticIf) -> list:
+        """The branch a compile-time `if` takes: both sides literals and constants (E544)."""
+        sides = [self.exprs(x) for x in (choice.lhs, choice.rhs)]
+        for ref in (r for side in sides for r in ast.refs(side)):
+            raise error("E544", f"'{ref.text()}' is not a compile-time constant of kernel '{self.k.name}': `if` "
+                        "chooses at compile time", ref.span, "compare literals and the kernel's constants (§2a); "
+                        "what depends on a dim or a scalar is a loop extent, an index or a mask instead")
+        lhs, rhs = (self.evaluate(side) for side in sides)
+        return choice.body if _COMPARE[choice.op](lhs, rhs) else choice.orelse
 
     def dtypes(self, node) -> None:
         """The dtype positions of one declaration or statement that hold a name; the params' are
@@ -290,6 +303,8 @@ class _Substitute:
         return e
 
 
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
+            ">=": operator.ge}
 _OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul, "&": operator.and_,
         "/": operator.floordiv, "%": operator.mod}
 

@@ -26,7 +26,7 @@ from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation
 KEYWORDS = {
     "declaration": ("kernel", "grid", "cluster", "cta_group", "box", "bulk", "im2col", "pipeline",
                     "smem", "mbarrier", "tmem", "role", "accumulator", "row", "assume"),
-    "control": ("for", "in", "as", "produce", "consume", "elect", "turn"),
+    "control": ("for", "in", "as", "if", "else", "produce", "consume", "elect", "turn"),
     "statement": ("mma", "load", "store", "reduce", "prefetch", "expect_tx", "arrive", "wait",
                   "fence", "sync", "commit_group", "wait_group"),
     "modifier": ("swizzle", "oob", "strides", "l2", "pair", "cache", "interleave", "lower", "upper",
