@@ -2,7 +2,8 @@
 scaled_dot_product_attention with the FLASH (FlashAttention-2) and CUDNN backends, same run.
 bf16, (B, H, S, D) with S = T, causal and not, and grouped-query shapes.
 
-tmalang_deterministic is `deterministic=True`: the same, then dQ again from attention_bwd_dq.
+tmalang_deterministic is `deterministic=True`: the prep and the backward without their dQ parts
+(ZERO = 0, WITH_DQ = 0), then dQ from attention_bwd_dq.
 Ours is what a training step pays: the prep kernel (delta = rowsum(dO ∘ O) and dQ's f32
 accumulator zeroed, one pass), the backward kernel, and dQ rounded to bf16 (torch); the peers' is `torch.autograd.grad` through the forward
 graph, recorded once outside the timing. FLOPs are 10·B·H·S·T·D (five GEMMs; halved when
@@ -45,7 +46,7 @@ class Ours:
 
     def __init__(self, kernels, q, k, v, causal: bool, deterministic: bool = False):
         b, h, s, d = q.shape
-        forward, self.prep, self.kernel, self.dq_kernel = kernels
+        forward, self.prep, self.kernel, self.dq_kernel, self.delta_kernel, self.dkdv_kernel = kernels
         self.deterministic = deterministic
         self.causal, self.scale = int(causal), 1 / d ** 0.5
         self.q, self.k, self.v = (x.flatten(0, 1) for x in (q, k, v))
@@ -59,13 +60,16 @@ class Ours:
 
     def __call__(self, do):
         do = do.flatten(0, 1)
-        self.prep(self.o, do, self.delta, self.dq32)
-        self.kernel(self.q, self.k, self.v, do, self.lse, self.delta, self.scale, self.causal,
-                    self.dq32, self.dk, self.dv)
-        if self.deterministic:       # dQ again, query-major, in one order (attention_bwd_dq)
+        if self.deterministic:       # delta, dK and dV without dQ, then dQ query-major in one order
+            self.delta_kernel(self.o, do, self.delta, self.dq32)
+            self.dkdv_kernel(self.q, self.k, self.v, do, self.lse, self.delta, self.scale, self.causal,
+                             self.dq32, self.dk, self.dv)
             dq = torch.empty_like(self.q)
             self.dq_kernel(self.q, self.k, self.v, do, self.lse, self.delta, self.scale, self.causal, dq)
             return dq, self.dk, self.dv
+        self.prep(self.o, do, self.delta, self.dq32)
+        self.kernel(self.q, self.k, self.v, do, self.lse, self.delta, self.scale, self.causal,
+                    self.dq32, self.dk, self.dv)
         return self.dq32.to(torch.bfloat16), self.dk, self.dv
 
 
@@ -165,7 +169,8 @@ def main() -> None:
     parser.add_argument("--check-only", action="store_true")
     parser.add_argument("--shapes", type=int, nargs="*", help="indices into SHAPES (default: all)")
     args = parser.parse_args()
-    kernels = {d: tuple(kernel(role, d) for role in ("forward", "prep", "backward", "dq")) for d in HEAD_DIMS}
+    kernels = {d: tuple(kernel(role, d) for role in ("forward", "prep", "backward", "dq", "delta", "dkdv"))
+               for d in HEAD_DIMS}
     shapes = SHAPES if args.shapes is None else [SHAPES[i] for i in args.shapes]
     checks = [check(kernels, shape, kv, causal) for shape, kv in CHECKS for causal in (False, True)]
     rows = [] if args.check_only else [row(kernels, shape, kv, causal, args.samples)
@@ -176,7 +181,8 @@ def main() -> None:
         "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(), "torch": torch.__version__,
         "method": f"{METHOD}; {args.samples} rounds; FLOPs 10·B·H·S²·D, halved when causal; ours includes "
                   "the prep kernel (delta = rowsum(dO∘O), dQ's f32 accumulator zeroed) and rounding dQ to bf16; "
-                  "tmalang_deterministic adds attention_bwd_dq (dQ query-major in one order) instead of the rounding",
+                  "tmalang_deterministic: prep and backward without dQ (ZERO = 0, WITH_DQ = 0), then attention_bwd_dq "
+                  "(dQ query-major in one order)",
         "checks": checks, "results": rows,
     }
     if args.out:

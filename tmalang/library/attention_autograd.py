@@ -28,6 +28,8 @@ _SCHEMAS = {
     "dq": "(Tensor q, Tensor k, Tensor v, Tensor do, Tensor lse, Tensor delta, float scale, int causal, "
           "Tensor(a!) dq) -> ()",
 }
+_SCHEMAS["delta"] = _SCHEMAS["prep"]          # the deterministic backward's prep and dK/dV kernel
+_SCHEMAS["dkdv"] = _SCHEMAS["backward"]
 _library = torch.library.Library("tmalang", "FRAGMENT")
 
 

@@ -27,8 +27,8 @@ def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
     in two slots beside head dim 64's tiles, in one beside 128's (smem)."""
     if role == "forward":
         return "attention_sm90.tma", {64: "flash_attention", 128: "flash_attention_hd128"}[head_dim], {}
-    if role == "prep":
-        return "attention_bwd_sm90.tma", "attention_bwd_prep", {"D": head_dim}
+    if role in ("prep", "delta"):      # delta: without zeroing dq (the deterministic backward)
+        return "attention_bwd_sm90.tma", "attention_bwd_prep", {"D": head_dim, "ZERO": int(role == "prep")}
     if role == "varlen":
         return "attention_varlen_sm90.tma", "attention_varlen", {"D": head_dim, "KB": key_block(role, head_dim, page),
                                                                  "P": page}
@@ -44,7 +44,9 @@ def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
         return "attention_fp8_sm90.tma", "attention_fp8", {}
     if role == "dq":      # the deterministic dQ: two query-tile slots fit beside head dim 64's tiles
         return "attention_bwd_sm90.tma", "attention_bwd_dq", {"D": head_dim, "KB": 64, "QS": 2 if head_dim == 64 else 1}
-    return "attention_bwd_sm90.tma", "attention_bwd", {"D": head_dim, "DQS": 2 if head_dim == 64 else 1}
+    # dkdv: dK and dV alone (the deterministic backward's dQ is attention_bwd_dq's)
+    return "attention_bwd_sm90.tma", "attention_bwd", {"D": head_dim, "DQS": 2 if head_dim == 64 else 1,
+                                                       "WITH_DQ": int(role == "backward")}
 
 
 def _source(name: str) -> Path:
@@ -178,8 +180,8 @@ def forward(q3, k3, v3, causal: bool, scale: float, launch=interpret):
 def backward(q3, k3, v3, o3, lse, do3, causal: bool, scale: float, launch=interpret, deterministic: bool = False):
     """(dQ, dK, dV) of [B·H, S, D] operands, the forward's O and LSE, and dO (`launch`: as forward's).
     deterministic: dQ from attention_bwd_dq, each query block's sum in one fixed order (bitwise
-    the same in every run), not from the backward's reduce-adds, whose order varies; the backward
-    still adds its parts into a scratch dq (the language has no compile-time branch to drop them)."""
+    the same in every run), not from the backward's reduce-adds, whose order varies; the prep and
+    the backward then run without their dQ parts (WITH_DQ = 0, ZERO = 0: a compile-time `if`)."""
     import numpy as np
 
     d = q3.shape[-1]
@@ -191,10 +193,12 @@ def backward(q3, k3, v3, o3, lse, do3, causal: bool, scale: float, launch=interp
     else:
         dq = np.empty(q3.shape, np.float32)
     dk, dv = _empty_like(k3), _empty_like(v3)
-    launch("prep", d, [o3, do3, delta, dq])       # delta, and dq zeroed
-    launch("backward", d, [q3, k3, v3, do3, lse, delta, float(scale), int(causal), dq, dk, dv])
-    if deterministic:
+    if deterministic:     # dq32 is an argument the two kernels do not touch
+        launch("delta", d, [o3, do3, delta, dq])
+        launch("dkdv", d, [q3, k3, v3, do3, lse, delta, float(scale), int(causal), dq, dk, dv])
         dq = _empty_like(q3)
         launch("dq", d, [q3, k3, v3, do3, lse, delta, float(scale), int(causal), dq])
         return dq, dk, dv
+    launch("prep", d, [o3, do3, delta, dq])       # delta, and dq zeroed
+    launch("backward", d, [q3, k3, v3, do3, lse, delta, float(scale), int(causal), dq, dk, dv])
     return dq.to(q3.dtype) if _is_torch(dq) else dq.astype(q3.dtype), dk, dv
