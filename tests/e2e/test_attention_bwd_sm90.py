@@ -263,3 +263,25 @@ def test_h100_deterministic_gradients_repeat_bitwise_and_are_as_accurate(d, caus
             for got in (first, loose):
                 error = relative_error(got[0].float().cpu().numpy(), expected)
                 assert error <= 1.02 * relative_error(peer, expected) + 1e-4, name
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_without_dq_the_backward_leaves_dq_alone_and_gives_the_same_dk_dv(d):
+    """attention_bwd<WITH_DQ = 0> (the deterministic backward's dK/dV): dq is not written, and dK,
+    dV are the bits the full kernel writes; attention_bwd_prep<ZERO = 0> writes delta alone."""
+    q, k, v, do = inputs(2, 1, 77, 150, d, 11)
+    full = interpreted(compiled("backward", d), q, k, v, do, 1, seed=1)
+    o, lse, *_ = reference(q, k, v, do, True)
+    lse_in, delta = padded(2, 77), padded(2, 77)
+    lse_in[...] = lse
+    delta[...] = (do.astype(np.float64) * o.astype(BF16).astype(np.float64)).sum(-1)
+    dq = np.full((2, 77, d), np.nan, np.float32)
+    dk, dv = np.full((1, 150, d), np.nan, BF16), np.full((1, 150, d), np.nan, BF16)
+    compiled("dkdv", d).interpret(q, k, v, do, lse_in, delta, np.float32(1 / np.sqrt(d)), np.int32(1), dq, dk, dv, seed=2)
+    assert np.isnan(dq).all()
+    assert np.array_equal(dk.view(np.int16), full[1].view(np.int16)) and np.array_equal(dv.view(np.int16), full[2].view(np.int16))
+    untouched = np.full((2, 77, d), 7.0, np.float32)
+    fresh = padded(2, 77)
+    compiled("delta", d).interpret(o.astype(BF16), do, fresh, untouched)
+    assert (untouched == 7.0).all()
+    np.testing.assert_allclose(fresh, (o.astype(BF16).astype(np.float64) * do.astype(np.float64)).sum(-1), rtol=1e-5, atol=1e-5)
