@@ -32,7 +32,8 @@ from timing import METHOD, arguments, first_runs, timed_row, write_report  # noq
 # (batch, new rows, query heads, K/V heads, head dim, cache length, page: 0 contiguous)
 CASES = [(8, 1, 32, 8, 128, 4096, 0), (8, 8, 32, 8, 128, 4096, 0), (8, 1, 32, 8, 128, 16384, 0),
          (4, 1, 32, 8, 128, 65536, 0), (1, 1, 32, 8, 128, 131072, 0), (1, 8, 32, 8, 128, 131072, 0),
-         (8, 1, 32, 8, 64, 16384, 0), (8, 1, 32, 8, 128, 16384, 128), (1, 8, 32, 8, 128, 131072, 256)]
+         (8, 1, 32, 8, 64, 16384, 0), (8, 1, 32, 8, 128, 16384, 128), (1, 8, 32, 8, 128, 131072, 256),
+         (8, 1, 32, 8, 128, 16384, 16)]
 
 torch._dynamo.config.recompile_limit = 64
 flex = torch.compile(flex_attention, dynamic=False)

@@ -36,7 +36,8 @@ from timing import METHOD, arguments, first_runs, timed_row, write_report  # noq
 
 LENGTHS = [1, 17, 100, 257, 500, 1000, 1500, 2048, 3000, 4099, 5000, 6000, 7000, 7777, 8000, 8192]
 CASES = [(16, 16, 128, 0), (16, 16, 64, 0), (32, 8, 128, 0),   # (query heads, K/V heads, head dim, page)
-         (16, 16, 128, 64), (16, 16, 64, 128), (32, 8, 128, 256)]   # paged: tmalang reads a paged cache
+         (16, 16, 128, 64), (16, 16, 64, 128), (32, 8, 128, 256),   # paged: tmalang reads a paged cache
+         (16, 16, 128, 16)]                                         # 16-row pages: 16-key blocks
 
 torch._dynamo.config.recompile_limit = 64
 flex = torch.compile(flex_attention, dynamic=False)

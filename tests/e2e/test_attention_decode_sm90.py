@@ -69,7 +69,7 @@ def relative_error(got, want) -> float:
     return float(np.linalg.norm(np.asarray(got, np.float64) - want) / np.linalg.norm(want))
 
 
-@pytest.mark.parametrize("d,page", [(64, 1), (128, 1), (128, 64), (64, 256)])
+@pytest.mark.parametrize("d,page", [(64, 1), (128, 1), (128, 64), (64, 256), (128, 16), (64, 32)])
 def test_ptxas_assembles_it_without_spills(d, page):
     stats = ptxas.assemble(kernel("decode", d, page).ptx, "sm_90a")[1]
     assert stats.spill_stores == 0 and stats.spill_loads == 0, stats
@@ -78,11 +78,13 @@ def test_ptxas_assembles_it_without_spills(d, page):
 CASES = [(2, 1, 8, 1, 128, 700, [700, 33], False, 0, 256),      # MQA, one row, a short sequence
          (3, 4, 8, 2, 64, 1000, [999, 5, 300], True, 0, 128),     # GQA 4 x 4 rows, chunks past the end
          (2, 8, 8, 8, 128, 300, [300, 129], True, 64, 128),       # MHA, 8 rows, pages of 64
-         (2, 2, 16, 2, 64, 600, [1, 600], False, 256, 256)]       # GQA 8, one key, pages of 256
+         (2, 2, 16, 2, 64, 600, [1, 600], False, 256, 256),       # GQA 8, one key, pages of 256
+         (2, 1, 8, 2, 128, 200, [200, 37], True, 16, 64),         # GQA 4, pages of 16
+         (2, 2, 8, 1, 64, 160, [150, 3], False, 32, None)]        # MQA, pages of 32, the call's chunks
 
 
 @pytest.mark.parametrize("b,sq,h,hkv,d,t,lengths,causal,page,chunk", CASES,
-                         ids=["mqa-1row", "gqa4-causal", "mha-8rows-p64", "gqa8-p256"])
+                         ids=["mqa-1row", "gqa4-causal", "mha-8rows-p64", "gqa8-p256", "gqa4-p16", "mqa-p32"])
 def test_the_interpreter_matches_float64(b, sq, h, hkv, d, t, lengths, causal, page, chunk):
     q, k, v = operands(b, sq, h, hkv, d, t, t + d)
     want_o, want_lse = reference(q, k, v, lengths, causal)
@@ -111,17 +113,17 @@ def test_calls_the_kernel_does_not_run_are_refused(change, message):
                                  chunk=call["chunk"])
 
 
-def test_pages_of_32_rows_are_refused():
-    q, k, v = operands(2, 1, 8, 2, 64, 64, 1)
-    k_cache, v_cache, table = paged(k, v, [40, 64], 32, 1)
-    with pytest.raises(LaunchError, match="64·n rows"):
+def test_pages_of_24_rows_are_refused():
+    q, k, v = operands(2, 1, 8, 2, 64, 72, 1)
+    k_cache, v_cache, table = paged(k, v, [40, 72], 24, 1)
+    with pytest.raises(LaunchError, match="16·n rows"):
         tmalang.attention_decode(q, k_cache, v_cache, np.array([40, 64], np.int32), block_table=table)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("sq", [1, 8])
 @pytest.mark.parametrize("d", [64, 128])
-@pytest.mark.parametrize("page", [0, 128], ids=["contiguous", "p128"])
+@pytest.mark.parametrize("page", [0, 128, 16], ids=["contiguous", "p128", "p16"])
 def test_the_gpu_matches_float64(sq, d, page):
     """8 query heads over 1 K/V head (GQA 8), lengths 4096, 32768, 77 and 5000, causal."""
     torch = pytest.importorskip("torch")

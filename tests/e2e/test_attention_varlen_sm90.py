@@ -1,7 +1,7 @@
 """examples/attention_varlen_sm90.tma and tmalang.attention_varlen: attention over a packed batch
 of sequences of any lengths (FlashAttention's varlen layout), causal (bottom-right aligned) or
-not, grouped-query heads, head dims 64 and 128, keys contiguous or in a paged cache (pages of 64,
-128 and 256 rows, in shuffled order, with unused pages and table entries).
+not, grouped-query heads, head dims 64 and 128, keys contiguous or in a paged cache (pages of 16,
+32, 48, 64, 128 and 256 rows, in shuffled order, with unused pages and table entries).
 
 Against a float64 reference computed sequence by sequence: on the interpreter over schedules and
 CTA counts at small odd lengths (one-row sequences, tiles that straddle sequences, sequences
@@ -62,9 +62,9 @@ def relative_error(got, want) -> float:
     return float(np.linalg.norm(np.asarray(got, np.float64) - want) / np.linalg.norm(want))
 
 
-@pytest.mark.parametrize("d", [64, 128])
-def test_ptxas_assembles_it_without_spills(d):
-    stats = ptxas.assemble(kernel("varlen", d).ptx, "sm_90a")[1]
+@pytest.mark.parametrize("d,page", [(64, 1), (128, 1), (128, 16), (64, 32), (128, 48)])
+def test_ptxas_assembles_it_without_spills(d, page):
+    stats = ptxas.assemble(kernel("varlen", d, page).ptx, "sm_90a")[1]
     assert stats.spill_stores == 0 and stats.spill_loads == 0, stats
 
 
@@ -121,8 +121,10 @@ def paged_cache(k, v, cu_k, page: int, seed: int):
 
 
 @pytest.mark.parametrize("d,page,causal,hkv", [(64, 128, True, 2), (128, 64, False, 1), (64, 64, False, 4),
-                                               (128, 256, True, 4)], ids=["hd64-p128-causal", "hd128-p64",
-                                                                          "hd64-p64", "hd128-p256-causal"])
+                                               (128, 256, True, 4), (64, 16, True, 2), (128, 32, False, 1),
+                                               (128, 48, True, 2)],
+                         ids=["hd64-p128-causal", "hd128-p64", "hd64-p64", "hd128-p256-causal", "hd64-p16-causal",
+                              "hd128-p32", "hd128-p48-causal"])
 def test_a_paged_cache_matches_float64_on_the_interpreter(d, page, causal, hkv):
     q, k, v, cu_q, cu_k = operands([3, 90, 130], [3, 200, 140], 4, hkv, d, page + d)
     k_cache, v_cache, table = paged_cache(k, v, cu_k, page, d)
@@ -136,8 +138,8 @@ def test_a_paged_cache_matches_float64_on_the_interpreter(d, page, causal, hkv):
 def test_pages_the_kernel_cannot_read_are_refused():
     q, k, v, cu_q, cu_k = operands([6, 5], [70, 9], 2, 1, 64, 1)
     k_cache, v_cache, table = paged_cache(k, v, cu_k, 64, 1)
-    with pytest.raises(LaunchError, match="multiple of 64 rows"):
-        tmalang.attention_varlen(q, k_cache[:, :32], v_cache[:, :32], cu_q, cu_k, block_table=table)
+    with pytest.raises(LaunchError, match="multiple of 16 rows"):
+        tmalang.attention_varlen(q, k_cache[:, :24], v_cache[:, :24], cu_q, cu_k, block_table=table)
     bad = table.copy()
     bad[0, 1] = k_cache.shape[0]
     with pytest.raises(LaunchError, match="sequence 0 has 70 keys, 2 pages"):
@@ -170,8 +172,8 @@ def test_operands_that_do_not_fit_are_refused():
 @pytest.mark.gpu
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("hkv,page", [(8, 0), (2, 0), (1, 0), (2, 64), (2, 256)],
-                         ids=["mha", "gqa4", "gqa8", "gqa4-p64", "gqa4-p256"])
+@pytest.mark.parametrize("hkv,page", [(8, 0), (2, 0), (1, 0), (2, 64), (2, 256), (2, 16), (1, 32)],
+                         ids=["mha", "gqa4", "gqa8", "gqa4-p64", "gqa4-p256", "gqa4-p16", "gqa8-p32"])
 def test_the_gpu_matches_float64(d, causal, hkv, page):
     """Lengths 1, 77, 1000, 4099 and 5 in one batch, the keys contiguous or paged (page 0:
     contiguous; else a shuffled cache of `page`-row pages)."""

@@ -6,7 +6,7 @@ take in parallel, then a combine step).
     o = tmalang.attention_decode(q, k_cache, v_cache, cache_seqlens, block_table=table, causal=True)
 
 The operands of FlashAttention's `flash_attn_with_kvcache`: q [B, SQ, H, D], the cache [B, T, HKV,
-D] (or paged, [pages, P, HKV, D] with `block_table` [B, max pages] int32, P a multiple of 64), and
+D] (or paged, [pages, P, HKV, D] with `block_table` [B, max pages] int32, P a multiple of 16), and
 `cache_seqlens` [B] int32, the keys of each sequence (the new rows' included). `causal`: new row sq
 of SQ sees the keys below len - SQ + sq + 1 (bottom-right aligned); without it every key. H / HKV
 query heads share a K/V head, and the kernel takes a K/V head's G·SQ query rows in one 64-row
@@ -27,7 +27,7 @@ import functools
 import math
 
 from ..contract.errors import LAUNCH_OPTION, LaunchError
-from .attention_kernels import check_head_dim_and_dtype, kernel, key_block
+from .attention_kernels import PAGE_ROWS, check_head_dim_and_dtype, kernel, key_block
 from .attention_varlen_kernels import _as_i32, _check_pages
 from .operands import _is_torch
 
@@ -236,9 +236,9 @@ def _check_operands(q, k, v, lengths, block_table):
     if tuple(lengths.shape) != (b,) or "int32" not in str(lengths.dtype):
         raise LaunchError(LAUNCH_OPTION, f"attention_decode: cache_seqlens is [{b}] int32; got "
                           f"{tuple(lengths.shape)} {lengths.dtype}")
-    if paged and (page % 64 or len(block_table.shape) != 2 or block_table.shape[0] != b
+    if paged and (page % PAGE_ROWS or len(block_table.shape) != 2 or block_table.shape[0] != b
                   or "int32" not in str(block_table.dtype)):
-        raise LaunchError(LAUNCH_OPTION, f"attention_decode: a paged cache has pages of 64·n rows (got {page}) and "
+        raise LaunchError(LAUNCH_OPTION, f"attention_decode: a paged cache has pages of {PAGE_ROWS}·n rows (got {page}) and "
                           f"block_table [{b}, pages] int32 (got {tuple(block_table.shape)} {block_table.dtype})")
     if _is_torch(q) and any(x.requires_grad for x in (q, k, v)):
         import torch

@@ -16,6 +16,7 @@ from .operands import _is_torch
 LAYOUTS = ("bhsd", "bshd")
 HEAD_DIMS = (64, 128)
 FP8, FP8_HEAD_DIMS = "float8_e4m3fn", (128,)     # examples/attention_fp8_sm90.tma
+PAGE_ROWS = 16   # a paged cache's pages hold a multiple of this many rows (a wgmma K step, 8-row swizzle atoms)
 # decode's key block and the key blocks of K (and of V) in flight: one CTA fills a multiprocessor's
 # shared memory, so its ST·KB rows of each are all that keep the memory busy (bench/attention_decode.py)
 DECODE = {"KB": 128, "ST": 2}
@@ -29,12 +30,10 @@ def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
         return "attention_sm90.tma", {64: "flash_attention", 128: "flash_attention_hd128"}[head_dim], {}
     if role in ("prep", "delta"):      # delta: without zeroing dq (the deterministic backward)
         return "attention_bwd_sm90.tma", "attention_bwd_prep", {"D": head_dim, "ZERO": int(role == "prep")}
-    if role == "varlen":
-        return "attention_varlen_sm90.tma", "attention_varlen", {"D": head_dim, "KB": key_block(role, head_dim, page),
-                                                                 "P": page}
-    if role == "decode":
-        return "attention_decode_sm90.tma", "attention_decode", {"D": head_dim, "KB": key_block(role, head_dim, page),
-                                                                 "P": page, "ST": DECODE["ST"]}
+    if role in ("varlen", "decode"):
+        block = key_block(role, head_dim, page)
+        return f"attention_{role}_sm90.tma", f"attention_{role}", {"D": head_dim, "KB": block, "P": page,
+                                                                   "ST": stages(role, head_dim, block)}
     if role == "varlen_dkdv":
         return "attention_varlen_bwd_sm90.tma", "attention_varlen_bwd_dkdv", {"D": head_dim}
     if role == "varlen_dq":
@@ -58,9 +57,19 @@ def _source(name: str) -> Path:
 def key_block(role: str, head_dim: int, page: int) -> int:
     """The varlen or decode kernel's key block: the varlen forward's 128 at head dim 64 and 112 at
     128 (its registers: two score accumulators), decode's DECODE["KB"]; a paged cache needs one
-    that divides the page, 64 where the other does not."""
+    that divides the page (one TMA box a block, from one page): the first of that, 64, 32 and 16
+    that does (pages are multiples of 16 rows: PAGE_ROWS)."""
     block = DECODE["KB"] if role == "decode" else 128 if head_dim == 64 else 112
-    return block if page == 1 or page % block == 0 else 64
+    return next(b for b in (block, 64, 32, PAGE_ROWS) if page == 1 or page % b == 0)
+
+
+def stages(role: str, head_dim: int, block: int) -> int:
+    """Key blocks of K (and of V) in flight: 2 of the full-size block, and as many more as keep
+    the same rows in flight when a small page makes the block smaller (16-row pages: 8 in the
+    varlen kernel, 16 in decode's)."""
+    full = DECODE["KB"] if role == "decode" else 128 if head_dim == 64 else 112
+    base = DECODE["ST"] if role == "decode" else 2
+    return max(base, base * (full // block)) if block < 64 else base
 
 
 @functools.cache

@@ -18,10 +18,11 @@ backward by itself.
 
 A paged cache: k and v [pages, P, HKV, D] with `block_table` [B, max pages] int32, sequence b's
 keys the first len_k rows of its pages block_table[b, 0], [b, 1], ... (len_k from cu_seqlens_k),
-as FlashAttention's paged varlen call takes them. P is a multiple of 64 (64, 128, 256, ...): the
+as FlashAttention's paged varlen call takes them. P is a multiple of 16 (16, 32, 48, 64, ...): the
 kernel reads each key block from one page with one TMA box. Hopper has no gather4, so the per-page
-design is the one that keeps a block one copy; pages of 16 or 32 rows would need a copy per page
-into parts of a block, which the language cannot yet say.
+design is the one that keeps a block one copy: pages smaller than the kernel's key block make the
+block a page (16 or 32 keys) with more of them in flight, which costs the softmax more steps per
+key; loads of several pages into bands of one block, which would not, the language cannot yet say.
 
 The kernel reads each query row's window of packed keys, [wlo, whi), which this module works out
 from the offsets: as i32 for the kernel's element reads (the key blocks a 128-row tile walks) and

@@ -7,11 +7,10 @@ No torch import here.
 from __future__ import annotations
 
 from ..contract.errors import LAUNCH_OPTION, LaunchError
-from .attention_kernels import check_head_dim_and_dtype, _empty_like, kernel, padded_rows
+from .attention_kernels import PAGE_ROWS, check_head_dim_and_dtype, _empty_like, kernel, padded_rows
 from .operands import _is_torch
 
 MAX_KEYS = 1 << 24   # the windows are f32 in the kernel's row vectors: exact integers below 2^24
-PAGE_MULTIPLE = 64   # a key block (64, 112 or 128 keys) lies in one page: pages of 64·n rows
 
 
 def forward(q, k, v, cu_q, cu_k, causal: bool, scale: float, block_table=None, page: int = 0):
@@ -108,9 +107,9 @@ def _check_operands(q, k, v, block_table) -> tuple[int, int, int, int]:
     keys = rows[0] * page if paged else rows[0]
     if not 1 <= keys < MAX_KEYS or tq < 1:
         raise LaunchError(LAUNCH_OPTION, f"attention_varlen: {tq} query rows and {keys} keys (1 .. 2^24 - 1 keys)")
-    if paged and page % PAGE_MULTIPLE:
+    if paged and page % PAGE_ROWS:
         raise LaunchError(LAUNCH_OPTION, f"attention_varlen: pages of {page} rows; the kernel reads each key block "
-                          f"from one page with one TMA box, so a page is a multiple of {PAGE_MULTIPLE} rows")
+                          f"from one page with one TMA box, so a page is a multiple of {PAGE_ROWS} rows")
     if paged and (len(block_table.shape) != 2 or "int32" not in str(block_table.dtype)):
         raise LaunchError(LAUNCH_OPTION, f"attention_varlen: block_table is [B, pages] int32; got "
                           f"{tuple(block_table.shape)} {block_table.dtype}")
