@@ -23,9 +23,9 @@ E4M3 = ml_dtypes.float8_e4m3fn
 LOG2E = 1.4426950408889634
 
 
-def operands(b, h, hk, s, t, seed, layout="bhsd"):
+def operands(b, h, hk, s, t, seed, layout="bhsd", d=128):
     rng = np.random.default_rng(seed)
-    shape = (lambda n, heads: (b, heads, n, 128)) if layout == "bhsd" else (lambda n, heads: (b, n, heads, 128))
+    shape = (lambda n, heads: (b, heads, n, d)) if layout == "bhsd" else (lambda n, heads: (b, n, heads, d))
     q = (rng.standard_normal(shape(s, h)) * 2).astype(E4M3)
     k, v = ((rng.standard_normal(shape(t, hk)) * 2).astype(E4M3) for _ in range(2))
     return q, k, v
@@ -85,31 +85,33 @@ def descales(b, hk, seed):
     return tuple(rng.uniform(0.5, 2.0, (b, hk)).astype(np.float32) for _ in range(3))
 
 
-def test_ptxas_assembles_it_without_spills():
-    kernel = tmalang.compile_file(ROOT / "examples" / "attention_fp8_sm90.tma")
-    assert "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3" in kernel.ptx
+@pytest.mark.parametrize("d", [64, 128])
+def test_ptxas_assembles_it_without_spills(d):
+    kernel = tmalang.compile_file(ROOT / "examples" / "attention_fp8_sm90.tma", constants={"D": d})
+    assert f"wgmma.mma_async.sync.aligned.m64n{d}k32.f32.e4m3.e4m3" in kernel.ptx
     _, stats = ptxas.assemble(kernel.ptx, "sm_90a")
     assert stats.spill_stores == 0 and stats.spill_loads == 0, stats
 
 
-@pytest.mark.parametrize("b,h,hk,s,t,causal,layout", [
-    (1, 2, 1, 77, 150, False, "bhsd"), (2, 2, 2, 130, 130, True, "bshd"), (1, 4, 1, 200, 70, True, "bhsd"),
-], ids=["gqa2", "mha-causal-bshd", "gqa4-causal-s_gt_t"])
-def test_the_interpreter_matches_the_emulation_and_float64(b, h, hk, s, t, causal, layout):
-    q, k, v = operands(b, h, hk, s, t, s + t, layout)
+@pytest.mark.parametrize("b,h,hk,s,t,causal,layout,d", [
+    (1, 2, 1, 77, 150, False, "bhsd", 128), (2, 2, 2, 130, 130, True, "bshd", 128),
+    (1, 4, 1, 200, 70, True, "bhsd", 128), (1, 4, 2, 150, 90, True, "bshd", 64), (2, 2, 1, 33, 300, False, "bhsd", 64),
+], ids=["gqa2", "mha-causal-bshd", "gqa4-causal-s_gt_t", "hd64-gqa2-causal-bshd", "hd64-gqa2"])
+def test_the_interpreter_matches_the_emulation_and_float64(b, h, hk, s, t, causal, layout, d):
+    q, k, v = operands(b, h, hk, s, t, s + t, layout, d)
     qd, kd, vd = descales(b, hk, s)
     o, lse = tmalang.attention(q, k, v, causal=causal, layout=layout, return_lse=True,
                                q_descale=qd, k_descale=kd, v_descale=vd)
     assert o.dtype == ml_dtypes.bfloat16 and o.shape == q.shape and lse.shape == (b, h, s)
-    want_o, want_lse = emulated(q, k, v, 1 / np.sqrt(128), qd, kd, vd, causal, layout)
+    want_o, want_lse = emulated(q, k, v, 1 / np.sqrt(d), qd, kd, vd, causal, layout)
     assert relative_error(o, want_o) < 5e-3
     np.testing.assert_allclose(lse, want_lse, rtol=0, atol=1e-4)
-    assert relative_error(o, exact(q, k, v, 1 / np.sqrt(128), qd, kd, vd, causal, layout)) < 1.5e-2
+    assert relative_error(o, exact(q, k, v, 1 / np.sqrt(d), qd, kd, vd, causal, layout)) < 1.5e-2
 
 
 @pytest.mark.parametrize("change,message", [
     (lambda q, k, v: (q, k, v.astype(ml_dtypes.bfloat16)), "float8_e4m3fn"),
-    (lambda q, k, v: (q[..., :64], k[..., :64], v[..., :64]), "head dim 128"),
+    (lambda q, k, v: (q[..., :32], k[..., :32], v[..., :32]), "head dim 64 or 128"),
 ])
 def test_calls_the_fp8_kernel_does_not_run_are_refused(change, message):
     q, k, v = change(*operands(1, 2, 1, 10, 10, 1))
@@ -119,11 +121,12 @@ def test_calls_the_fp8_kernel_does_not_run_are_refused(change, message):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("hk,s", [(8, 1000), (2, 4099), (1, 77)], ids=["mha", "gqa4", "mqa-short"])
-def test_the_gpu_matches_the_emulation(hk, s, causal):
+@pytest.mark.parametrize("hk,s,d", [(8, 1000, 128), (2, 4099, 128), (1, 77, 128), (2, 1000, 64)],
+                         ids=["mha", "gqa4", "mqa-short", "hd64-gqa4"])
+def test_the_gpu_matches_the_emulation(hk, s, d, causal):
     torch = pytest.importorskip("torch")
     b, h = 1, 8
-    q, k, v = operands(b, h, hk, s, s, s + hk)
+    q, k, v = operands(b, h, hk, s, s, s + hk, d=d)
     qd, kd, vd = descales(b, hk, s)
 
     def device(x):
@@ -133,6 +136,6 @@ def test_the_gpu_matches_the_emulation(hk, s, causal):
                                v_descale=torch.from_numpy(vd).cuda())
     torch.cuda.synchronize()
     assert o.dtype == torch.bfloat16
-    want_o, want_lse = emulated(q, k, v, 1 / np.sqrt(128), qd, kd, vd, causal)
+    want_o, want_lse = emulated(q, k, v, 1 / np.sqrt(d), qd, kd, vd, causal)
     assert relative_error(o.float().cpu().numpy(), want_o) < 1e-2     # fp8 wgmma's short accumulator (§15)
     np.testing.assert_allclose(lse.cpu().numpy(), want_lse, rtol=3e-3, atol=1e-3)

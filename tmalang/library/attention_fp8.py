@@ -2,10 +2,10 @@
 
     o = tmalang.attention(q8, k8, v8, causal=True, q_descale=qd, k_descale=kd, v_descale=vd)
 
-q, k and v are float8_e4m3fn ([B, H, S, 128] or "bshd"), each the real tensor divided by its
+q, k and v are float8_e4m3fn ([B, H, S, D] or "bshd", D 64 or 128), each the real tensor divided by its
 descale; the descales are per K/V head, [B, HKV] f32 as FlashAttention-3 takes them (a query
 head uses its K/V head's q_descale), or one number for the whole tensor (None: 1). O is bf16
-in the caller's layout. The kernel reads V transposed ([B·HKV, 128, T]: fp8 wgmma reads K-major
+in the caller's layout. The kernel reads V transposed ([B·HKV, D, T]: fp8 wgmma reads K-major
 operands only), which this call writes once (one pass over V), and takes the scales as rows of
 128 equal values per query head, which it reads as row registers. No torch import here.
 """
@@ -25,7 +25,7 @@ ALIGN = 16         # bytes: vt's rows (T fp8 values) start 16-byte aligned, as T
 
 def attention_fp8(q, k, v, shape, causal: bool, scale: float, layout: str, descales):
     """(O, LSE [B, H, S]) of fp8 operands; `shape` is check()'s (B, H, HKV, S, T, D)."""
-    b, h, hk, s, t, _ = shape
+    b, h, hk, s, t, d = shape
     if _is_torch(q) and any(x.requires_grad for x in (q, k, v)):
         import torch
 
@@ -39,9 +39,9 @@ def attention_fp8(q, k, v, shape, causal: bool, scale: float, layout: str, desca
     lse = padded_rows(q3, b * h, s)
     args = [q3, k3, vt, qk, vs, int(causal), lse, o3]
     if _is_torch(q):
-        operator("fp8", 128)(*args)
+        operator("fp8", d)(*args)
     else:
-        kernel("fp8", 128).interpret(*args)
+        kernel("fp8", d).interpret(*args)
     return in_layout(o3, b, layout), lse.reshape(b, h, s)
 
 
@@ -82,7 +82,7 @@ def _per_kv_head(q, descale, b: int, hk: int, name: str):
 
 
 def _transposed(v3):
-    """v3 [B·HKV, T, 128] as vt [B·HKV, 128, T]: a view into rows padded to 16 bytes (one copy)."""
+    """v3 [B·HKV, T, D] as vt [B·HKV, D, T]: a view into rows padded to 16 bytes (one copy)."""
     rows, t, d = v3.shape
     padded = -(-t // ALIGN) * ALIGN
     if _is_torch(v3):

@@ -15,7 +15,7 @@ from .operands import _is_torch
 
 LAYOUTS = ("bhsd", "bshd")
 HEAD_DIMS = (64, 128)
-FP8, FP8_HEAD_DIMS = "float8_e4m3fn", (128,)     # examples/attention_fp8_sm90.tma
+FP8, FP8_HEAD_DIMS = "float8_e4m3fn", (64, 128)     # examples/attention_fp8_sm90.tma
 PAGE_ROWS = 16   # a paged cache's pages hold a multiple of this many rows (a wgmma K step, 8-row swizzle atoms)
 # decode's key block and the key blocks of K (and of V) in flight: one CTA fills a multiprocessor's
 # shared memory, so its ST·KB rows of each are all that keep the memory busy (bench/attention_decode.py)
@@ -40,7 +40,7 @@ def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
         return "attention_varlen_bwd_sm90.tma", "attention_varlen_bwd_dq", {"D": head_dim, "KB": 64,
                                                                            "QS": 2 if head_dim == 64 else 1}
     if role == "fp8":
-        return "attention_fp8_sm90.tma", "attention_fp8", {}
+        return "attention_fp8_sm90.tma", "attention_fp8", {"D": head_dim}
     if role == "dq":      # the deterministic dQ: two query-tile slots fit beside head dim 64's tiles
         return "attention_bwd_sm90.tma", "attention_bwd_dq", {"D": head_dim, "KB": 64, "QS": 2 if head_dim == 64 else 1}
     # dkdv: dK and dV alone (the deterministic backward's dQ is attention_bwd_dq's)
