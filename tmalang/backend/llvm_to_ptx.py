@@ -29,7 +29,8 @@ def _target_machine(arch: Target):
     return target.create_target_machine(cpu=arch.name, features=arch.ptx_feature, opt=3)
 
 
-def finish_kernel_text(text: str, kernel: str, tensor_maps: list[str], threads: int, maxnreg: int) -> str:
+def finish_kernel_text(text: str, kernel: str, tensor_maps: list[str], threads: int, maxnreg: int,
+                       occupancy: int = 1) -> str:
     """Give the kernel its parameter attributes and launch bounds."""
     pattern = re.compile(rf'^define ptx_kernel void @"{re.escape(kernel)}"\(.*\)', re.MULTILINE)
     match = pattern.search(text)
@@ -38,7 +39,7 @@ def finish_kernel_text(text: str, kernel: str, tensor_maps: list[str], threads: 
     for name in tensor_maps:
         define = define.replace(f'ptr %"tm.{name}"', f'ptr byval([128 x i8]) align 64 "nvvm.grid_constant" %"tm.{name}"')
     text = text[: match.start()] + define + " #0" + text[match.end():]
-    bounds = f'"nvvm.maxntid"="{threads}" "nvvm.minctasm"="1"'
+    bounds = f'"nvvm.maxntid"="{threads}" "nvvm.minctasm"="{occupancy}"'
     if maxnreg:
         bounds += f' "nvvm.maxnreg"="{maxnreg}"'
     return text + f"\nattributes #0 = {{ {bounds} }}\n"

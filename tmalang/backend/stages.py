@@ -30,7 +30,7 @@ def llvm_ir(kernel: ops.KernelOp, manifest: Manifest, waits: list, events: list)
     budgeted = any(r.regs for r in ops.roles(kernel))
     return llvm_to_ptx.finish_kernel_text(
         str(module), kernel.symbol, [p.box for p in params if isinstance(p, TensorMapParam)],
-        kernel.threads, entry_registers(kernel.threads) if budgeted else 0,
+        kernel.threads, entry_registers(kernel.threads, kernel.occupancy) if budgeted else 0, kernel.occupancy,
     )
 
 

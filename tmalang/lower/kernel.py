@@ -49,7 +49,7 @@ def lower_kernel(info: KernelInfo) -> ops.KernelOp:
             body.append(ops.RoleOp(name, first, last, role.regs or 0, lowerer.block(role.decl.body),
                                    group=role.name if role.by_warpgroup else "", span=role.decl.span))
     return ops.KernelOp(info.node.name, info.grid, info.cluster, info.cta_group, 0, 0, body,
-                        cluster_cols=info.cluster_cols, span=info.node.span)
+                        cluster_cols=info.cluster_cols, occupancy=info.occupancy, span=info.node.span)
 
 
 def _warpgroup_roles(role) -> list[tuple[str, int, int]]:

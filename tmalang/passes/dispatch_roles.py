@@ -32,8 +32,9 @@ PTXAS_MAX_REGISTERS = 255
 WGMMA_EXTRA_REGISTERS = 26
 
 
-def entry_registers(threads: int) -> int:
-    return min(248, REGISTER_FILE // threads // 8 * 8)
+def entry_registers(threads: int, occupancy: int = 1) -> int:
+    """Launch registers a thread of a kernel with budgets: the file shared by `occupancy` CTAs."""
+    return min(248, REGISTER_FILE // (threads * occupancy) // 8 * 8)
 
 
 def launch_registers(kernel: ops.KernelOp) -> int:
@@ -43,8 +44,8 @@ def launch_registers(kernel: ops.KernelOp) -> int:
     them, so the busiest quarter holds ceil(warps / 4) warps (ptxas allocates in steps of 8: 17
     warps leave 96 registers, not 65536 / 544)."""
     if any(r.regs for r in ops.roles(kernel)):
-        return entry_registers(kernel.threads)
-    warps_per_quarter = -(-kernel.threads // 32 // 4)
+        return entry_registers(kernel.threads, kernel.occupancy)
+    warps_per_quarter = -(-kernel.threads // 32 // 4) * kernel.occupancy
     return min(PTXAS_MAX_REGISTERS, REGISTER_FILE // 4 // warps_per_quarter // 32 // 8 * 8)
 
 
@@ -65,7 +66,7 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
         _check_wgmma_registers(kernel, role)
     if not budgeted:
         return
-    entry = entry_registers(kernel.threads)
+    entry = entry_registers(kernel.threads, kernel.occupancy)
     budgets = _warpgroup_budgets(roles, warps)
     demand = sum(128 * (budgets.get(wg) or entry) for wg in range(warps // 4))
     for first, last, regs in reversed(_runs(budgets, entry)):
@@ -78,8 +79,9 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
         kernel.body.insert(min(at, len(kernel.body)), block)
     if demand > entry * kernel.threads:
         loudest = max(roles, key=lambda r: r.regs)
+        shared = f", the file shared by `occupancy {kernel.occupancy}` CTAs" if kernel.occupancy > 1 else ""
         raise error("E045", f"register budgets need {demand} registers but the CTA owns "
-                    f"{entry * kernel.threads} ({kernel.threads} threads x {entry} at launch)", loudest.span,
+                    f"{entry * kernel.threads} ({kernel.threads} threads x {entry} at launch{shared})", loudest.span,
                     "setmaxnreg.inc would wait forever; lower a budget or use fewer warps")
 
 

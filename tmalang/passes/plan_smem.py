@@ -49,6 +49,12 @@ def _settle(kernel: ops.KernelOp, target: Target, buffers: list, offset: int) ->
         largest = max(buffers, key=lambda b: b.bytes * b.stages)
         raise error("E032", f"shared memory plan needs {kernel.smem_bytes} bytes; a CTA may use {target.smem_per_cta}",
                     largest.span, *smem_map(kernel))
+    per_sm = kernel.occupancy * (kernel.smem_bytes + target.smem_reserved_per_cta)
+    if kernel.occupancy > 1 and per_sm > target.smem_per_sm:
+        largest = max(buffers, key=lambda b: b.bytes * b.stages)
+        raise error("E602", f"occupancy {kernel.occupancy} needs {per_sm} bytes of shared memory a multiprocessor "
+                    f"({kernel.occupancy} x ({kernel.smem_bytes} + {target.smem_reserved_per_cta} the system keeps a "
+                    f"CTA)); it holds {target.smem_per_sm}", largest.span, *smem_map(kernel))
 
 
 def smem_map(kernel: ops.KernelOp) -> list[str]:

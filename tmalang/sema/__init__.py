@@ -20,7 +20,7 @@ def _box_decl(info: KernelInfo, x) -> None:
 
 
 _DECLS = {
-    ast.GridDecl: d.check_grid, ast.ClusterDecl: d.check_cluster, ast.BoxDecl: _box_decl, ast.PipelineDecl: d.check_pipeline,
+    ast.GridDecl: d.check_grid, ast.OccupancyDecl: d.check_occupancy, ast.ClusterDecl: d.check_cluster, ast.BoxDecl: _box_decl, ast.PipelineDecl: d.check_pipeline,
     ast.SmemDecl: d.check_smem, ast.MbarrierDecl: d.check_mbarrier, ast.TmemDecl: d.check_tmem,
     ast.CtaGroupDecl: pairs.check_cta_group, ast.PrefetchDecl: prefetch.check_decl,
     ast.AssumeDecl: assumptions.check_decl,

@@ -170,6 +170,8 @@ class KernelInfo:
     cluster_decl: ast.ClusterDecl | None = None
     multicast_boxes: dict = field(default_factory=dict)   # box name -> loaded with multicast
     multicast_sets: dict = field(default_factory=dict)    # box name -> the CTA set (targets/cluster.py)
+    occupancy: int = 1                 # CTAs of the kernel a multiprocessor holds at once (§3)
+    occupancy_decl: ast.OccupancyDecl | None = None
     cta_group: int = 1                 # 2: one tcgen05.mma works for a pair of CTAs (sema/pairs.py)
     cta_group_decl: ast.CtaGroupDecl | None = None
     symbols: dict[str, object] = field(default_factory=dict)
@@ -408,6 +410,16 @@ def check_grid(info: KernelInfo, d: ast.GridDecl) -> None:
         raise error("E050", f"unknown grid kind '{d.kind.name}'", d.kind.span,
                     f"expected one of: {', '.join(GRID_KINDS)}")
     info.grid = d.kind.name
+
+
+def check_occupancy(info: KernelInfo, d: ast.OccupancyDecl) -> None:
+    """`occupancy N`: 1 to the multiprocessor's CTA limit (E601)."""
+    if info.occupancy_decl is not None:
+        raise error("E057", "occupancy is already declared", d.span,
+                    f"first declared at {info.occupancy_decl.span.location()}")
+    if not 1 <= d.ctas <= info.target.ctas_per_sm:
+        raise error("E601", f"occupancy {d.ctas}: a multiprocessor holds 1 to {info.target.ctas_per_sm} CTAs", d.span)
+    info.occupancy, info.occupancy_decl = d.ctas, d
 
 
 def check_cluster(info: KernelInfo, d: ast.ClusterDecl) -> None:

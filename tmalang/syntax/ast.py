@@ -362,6 +362,14 @@ class ClusterDecl(Node):
 
 
 @dataclass
+class OccupancyDecl(Node):
+    """`occupancy N`: N CTAs of the kernel share a multiprocessor (launch registers and shared
+    memory sized for N)."""
+
+    ctas: int
+
+
+@dataclass
 class CtaGroupDecl(Node):
     """`cta_group 2`: the CTAs of a cluster pair up; one tcgen05.mma works for both CTAs of a pair."""
 
@@ -462,7 +470,7 @@ class AssumeDecl(Node):
     text: str = ""
 
 
-Decl = GridDecl | ClusterDecl | BoxDecl | PipelineDecl | SmemDecl | MbarrierDecl | RoleDecl | PrefetchDecl | AssumeDecl
+Decl = GridDecl | OccupancyDecl | ClusterDecl | BoxDecl | PipelineDecl | SmemDecl | MbarrierDecl | RoleDecl | PrefetchDecl | AssumeDecl
 
 
 @dataclass

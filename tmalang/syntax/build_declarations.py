@@ -104,6 +104,9 @@ class DeclarationBuilder(NodeBuilder):
         rows, _, cols = str(children[0]).partition("x")
         return ast.ClusterDecl(self._span(meta), int(rows), int(cols))
 
+    def occupancy_decl(self, meta, children):
+        return ast.OccupancyDecl(self._span(meta), self._int(children[0]))
+
     def cta_group_decl(self, meta, children):
         return ast.CtaGroupDecl(self._span(meta), self._int(children[0]))
 

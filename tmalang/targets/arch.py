@@ -43,6 +43,9 @@ class Target:
     has_gather4: bool = False           # TMA .tile::gather4 / .tile::scatter4 (PTX ISA 8.6, sm_100a)
     has_im2col_w: bool = False          # TMA .im2col::w / .im2col::w::128 (PTX ISA 8.6, sm_100a)
     has_launch_control: bool = False    # clusterlaunchcontrol.try_cancel (PTX ISA 8.6, sm_100)
+    smem_per_sm: int = 228 * 1024       # bytes of shared memory a multiprocessor holds, all CTAs together
+    smem_reserved_per_cta: int = 1024   # of which the system keeps per resident CTA
+    ctas_per_sm: int = 32               # resident CTAs a multiprocessor holds at most
 
     @property
     def ptx_feature(self) -> str:

@@ -24,7 +24,7 @@ from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation
 # the grammar expects it (docs/language.md §1), but highlighting it everywhere is what a reader
 # expects of a keyword.
 KEYWORDS = {
-    "declaration": ("kernel", "grid", "cluster", "cta_group", "box", "bulk", "im2col", "pipeline",
+    "declaration": ("kernel", "grid", "occupancy", "cluster", "cta_group", "box", "bulk", "im2col", "pipeline",
                     "smem", "mbarrier", "tmem", "role", "accumulator", "row", "assume"),
     "control": ("for", "in", "as", "if", "else", "produce", "consume", "elect", "turn"),
     "statement": ("mma", "load", "store", "reduce", "prefetch", "expect_tx", "arrive", "wait",

@@ -21,6 +21,7 @@ class KernelOp(Op):
     smem_bytes: int                 # 0 until plan_smem
     body: list[Op]
     cluster_cols: int = 1           # of the cluster's CTAs, how many along the second tile index
+    occupancy: int = 1              # CTAs a multiprocessor holds at once: launch registers, smem (§3)
 
     def cluster_shape(self) -> tuple[int, int]:
         """(R, C): the cluster takes R x C tiles, R along the first tile index (targets/cluster.py)."""
