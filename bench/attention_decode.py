@@ -25,6 +25,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
 from torch.nn.attention.flex_attention import flex_attention  # noqa: E402
 
 import tmalang  # noqa: E402
+from tmalang.library.attention_kernels import DECODE  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
 from timing import METHOD, arguments, first_runs, timed_row, write_report  # noqa: E402
@@ -92,7 +93,11 @@ def row(b, sq, h, hkv, d, t, page, samples) -> dict:
 
 
 def main() -> None:
-    args = arguments()
+    args = arguments(extra=lambda p: p.add_argument(
+        "--config", default="", help="the decode kernel's constants, e.g. KB=64,OCC=2,AR=200 (attention_kernels.DECODE)"))
+    for item in filter(None, args.config.split(",")):
+        name, value = item.split("=")
+        DECODE[name] = int(value)
     rows = []
     for case in CASES:
         rows.append(row(*case, args.samples))
@@ -105,7 +110,7 @@ def report(args, rows: list) -> None:
                  "caches of 4096..131072 keys, GQA 32/8, vs SDPA FLASH, CUDNN, EFFICIENT and compiled flex",
                  f"{METHOD}; {args.samples} rounds; rate: the cache's K and V bytes per second; tmalang through "
                  "tmalang.attention_decode(check=False), chunks chosen by the call, the combine included; "
-                 "paged rows: tmalang reads shuffled pages, the peers the contiguous cache", rows)
+                 f"paged rows: tmalang reads shuffled pages, the peers the contiguous cache; decode kernel {DECODE}", rows)
 
 
 if __name__ == "__main__":

@@ -200,14 +200,17 @@ def timed_row(runs: dict, result: dict, flops: float, rounds: int, label: str, r
     return result
 
 
-def arguments(samples: int = 15):
-    """A benchmark's command line: --out (the JSON to write) and --samples (rounds per way)."""
+def arguments(samples: int = 15, extra=None):
+    """A benchmark's command line: --out (the JSON to write) and --samples (rounds per way);
+    `extra(parser)` adds a benchmark's own."""
     import argparse
     from pathlib import Path
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument("--samples", type=int, default=samples)
+    if extra:
+        extra(parser)
     return parser.parse_args()
 
 

@@ -19,7 +19,7 @@ FP8, FP8_HEAD_DIMS = "float8_e4m3fn", (64, 128)     # examples/attention_fp8_sm9
 PAGE_ROWS = 16   # a paged cache's pages hold a multiple of this many rows (a wgmma K step, 8-row swizzle atoms)
 # decode's key block and the key blocks of K (and of V) in flight: one CTA fills a multiprocessor's
 # shared memory, so its ST·KB rows of each are all that keep the memory busy (bench/attention_decode.py)
-DECODE = {"KB": 128, "ST": 2}
+DECODE = {"KB": 128, "ST": 2, "OCC": 1, "AR": 232}   # OCC: CTAs a multiprocessor, AR: the softmax's registers
 
 
 def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
@@ -32,8 +32,10 @@ def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
         return "attention_bwd_sm90.tma", "attention_bwd_prep", {"D": head_dim, "ZERO": int(role == "prep")}
     if role in ("varlen", "decode"):
         block = key_block(role, head_dim, page)
-        return f"attention_{role}_sm90.tma", f"attention_{role}", {"D": head_dim, "KB": block, "P": page,
-                                                                   "ST": stages(role, head_dim, block)}
+        constants = {"D": head_dim, "KB": block, "P": page, "ST": stages(role, head_dim, block)}
+        if role == "decode":
+            constants |= {"OCC": DECODE["OCC"], "AR": DECODE["AR"]}
+        return f"attention_{role}_sm90.tma", f"attention_{role}", constants
     if role == "varlen_dkdv":
         return "attention_varlen_bwd_sm90.tma", "attention_varlen_bwd_dkdv", {"D": head_dim}
     if role == "varlen_dq":
