@@ -185,3 +185,19 @@ def test_the_gpu_matches_numpy(case):
     kernel(device(x), torch.from_numpy(cu).cuda(), got)
     torch.cuda.synchronize()
     same(got.float().cpu().numpy(), expected(x, cu, out.shape))
+
+
+def test_loops_whose_extents_read_a_tensor_at_different_places_are_e056():
+    """Two roles walk one pipeline under steps loops whose extents read qhi at different indices
+    (a mutant the fuzzer found, of examples/attention_varlen_bwd_sm90.tma): their trip counts can
+    differ, which hangs. The loops' extents compare as written, element reads with their whole
+    index (before, `qhi[…]` stood for any index, and the kernel was accepted and deadlocked)."""
+    from tmalang.diagnostics import TmalangError
+
+    source = (ROOT / "examples" / "attention_varlen_bwd_sm90.tma").read_text()
+    consumer = """                    for i in steps((qhi[min(128 * j + 127, TK - 1)] + 63) / 64 - qlo[128 * j] / 64, 1) {
+                        consume queries as a {"""
+    assert consumer in source
+    with pytest.raises(TmalangError, match="E056"):
+        tmalang.compile(source.replace(consumer, consumer.replace("127, TK", "63, TK")), name="mutant.tma",
+                        kernel="attention_varlen_bwd_dkdv")

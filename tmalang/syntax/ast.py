@@ -40,6 +40,9 @@ def expr_text(e, grouped: bool = False) -> str:
     form for comparing two expressions as written."""
     if isinstance(e, Number):
         return str(e.value)
+    if isinstance(e, Ref) and e.block is not None:    # the whole index: `t[i]` and `t[i + 1]` differ
+        base = f"{e.name}.{e.field}" if e.field else e.name
+        return f"{base}[{', '.join(expr_text(c, grouped) for c in e.block)}]"
     if isinstance(e, Ref):
         return e.text()
     if isinstance(e, Neg):
