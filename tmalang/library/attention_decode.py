@@ -27,7 +27,7 @@ import functools
 import math
 
 from ..contract.errors import LAUNCH_OPTION, LaunchError
-from .attention_kernels import PAGE_ROWS, check_head_dim_and_dtype, kernel, key_block
+from .attention_kernels import PAGE_ROWS, arange_i32, check_head_dim_and_dtype, empty, kernel, key_block
 from .attention_varlen_kernels import _as_i32, _check_pages
 from .operands import _is_torch
 
@@ -56,7 +56,7 @@ def attention_decode(q, k_cache, v_cache, cache_seqlens, *, block_table=None, ca
     starts, pages = _key_space(q, k_cache, block_table)
     rows = _rows(q, hkv)                                  # [B, HKV, G·SQ, D]
     off = _constant(q, ("off", h // hkv, sq, causal), lambda: _row_limits(q, h // hkv, sq, causal))
-    o, lse = _empty(q, (b * splits, hkv, ROWS, d)), _empty(q, (b * splits, hkv, ROWS))
+    o, lse = empty(q, (b * splits, hkv, ROWS, d), "float32"), empty(q, (b * splits, hkv, ROWS), "float32")
     args = [rows, *(x.reshape(-1, hkv, d) for x in (k_cache, v_cache)), pages, starts,
             _as_i32(cache_seqlens), off, chunk, scale, lse, o]
     compiled(*args) if _is_torch(q) else compiled.interpret(*args)
@@ -155,21 +155,10 @@ def _key_space(q, k_cache, block_table):
     itself (its unused entries are never read: a key past a sequence's end is not loaded)."""
     b, width = (block_table.shape if block_table is not None else (k_cache.shape[0], k_cache.shape[1]))
     span = width * (k_cache.shape[1] if block_table is not None else 1)
-    starts = _constant(q, ("starts", b, span), lambda: _arange(q, b, span))
+    starts = _constant(q, ("starts", b, span), lambda: arange_i32(q, b, span))
     if block_table is not None:
         return starts, block_table.reshape(-1)
     return starts, _identity(q, b * span)
-
-
-def _arange(q, n: int, step: int):
-    """0, step, 2·step, ... (n of them), i32, where q lives."""
-    if _is_torch(q):
-        import torch
-
-        return torch.arange(n, device=q.device, dtype=torch.int32) * step
-    import numpy as np
-
-    return (np.arange(n) * step).astype(np.int32)
 
 
 _CONSTANTS: dict = {}
@@ -198,25 +187,15 @@ def _identity(q, rows: int):
     """0 .. rows-1 (i32) where q lives: a view of the longest such table made on its device (grown
     as needed; the shorter ones stay alive for the graphs that may read them)."""
     if not _is_torch(q):
-        return _arange(q, rows, 1)
+        return arange_i32(q, rows, 1)
     import torch
 
     tables = _IDENTITY.setdefault(q.device, [])
     if not tables or tables[-1].shape[0] < rows:
         if torch.cuda.is_current_stream_capturing():
-            return _arange(q, rows, 1)
-        tables.append(_arange(q, max(rows, 2 * tables[-1].shape[0] if tables else rows), 1))
+            return arange_i32(q, rows, 1)
+        tables.append(arange_i32(q, max(rows, 2 * tables[-1].shape[0] if tables else rows), 1))
     return tables[-1][:rows]
-
-
-def _empty(like, shape):
-    if _is_torch(like):
-        import torch
-
-        return torch.empty(shape, device=like.device, dtype=torch.float32)
-    import numpy as np
-
-    return np.empty(shape, np.float32)
 
 
 def _check_operands(q, k, v, lengths, block_table):

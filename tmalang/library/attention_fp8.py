@@ -12,11 +12,10 @@ operands only), which this call writes once (one pass over V), and takes the sca
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 
 from ..contract.errors import LAUNCH_OPTION, LaunchError
-from .attention_kernels import heads_first, in_layout, kernel, operator, padded_rows
+from .attention_kernels import empty, heads_first, in_layout, kernel, operator, padded_rows
 from .operands import _is_torch
 
 ROW = 128          # the kernel's query tile: a scale row holds one value per query row
@@ -35,7 +34,7 @@ def attention_fp8(q, k, v, shape, causal: bool, scale: float, layout: str, desca
     qk, vs = _scale_rows(q, (b, h, hk), scale, descales)
     q3, k3 = heads_first(q, layout), heads_first(k, layout)
     vt = _transposed(heads_first(v, layout))
-    o3 = _empty_bf16(q3)
+    o3 = empty(q3, q3.shape, "bfloat16")
     lse = padded_rows(q3, b * h, s)
     args = [q3, k3, vt, qk, vs, int(causal), lse, o3]
     if _is_torch(q):
@@ -94,12 +93,3 @@ def _transposed(v3):
     vt = np.empty((rows, d, padded), v3.dtype)[:, :, :t]
     vt[...] = v3.transpose(0, 2, 1)
     return vt
-
-
-def _empty_bf16(like):
-    """An empty bf16 array of like's shape, where like lives."""
-    if _is_torch(like):
-        import torch
-
-        return torch.empty(like.shape, device=like.device, dtype=torch.bfloat16)
-    return np.empty(like.shape, ml_dtypes.bfloat16)

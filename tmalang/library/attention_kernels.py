@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..api import compile as compile_source
 from ..contract.errors import LAUNCH_OPTION, LaunchError
-from .operands import _is_torch
+from .operands import INPUTS, _is_torch
 
 LAYOUTS = ("bhsd", "bshd")
 HEAD_DIMS = (64, 128)
@@ -117,8 +117,8 @@ def check_head_dim_and_dtype(call: str, d: int, tensors, dtype: str = "bfloat16"
     """What an attention kernel takes: by default head dim 64 or 128, bf16 operands (LaunchError)."""
     dtypes = {_dtype(x) for x in tensors}
     if dtypes != {dtype}:
-        name = "bf16" if dtype == "bfloat16" else dtype
-        raise LaunchError(LAUNCH_OPTION, f"{call}: the operands must all be {name}; got {sorted(dtypes)}")
+        raise LaunchError(LAUNCH_OPTION, f"{call}: the operands must all be {INPUTS.get(dtype, dtype)}; "
+                          f"got {sorted(dtypes)}")
     if d not in head_dims:
         kind = "fp8 kernel takes" if dtype == FP8 else "kernels take"
         raise LaunchError(LAUNCH_OPTION, f"{call}: head dim {d} (the {kind} head dim "
@@ -152,14 +152,31 @@ def in_layout(x, batch: int, layout: str):
 
 def padded_rows(like, rows: int, cols: int):
     """[rows, cols] f32 with 16-byte aligned rows (TMA): a view into rows padded to 4 elements."""
-    padded = -(-cols // 4) * 4
+    return empty(like, (rows, -(-cols // 4) * 4), "float32")[:, :cols]
+
+
+def empty(like, shape, dtype: str):
+    """An empty array of `shape` and dtype `dtype` ("float32", "bfloat16") where `like` lives: a
+    torch tensor on its device, or a NumPy array (ml_dtypes for bfloat16)."""
     if _is_torch(like):
         import torch
 
-        return torch.empty(rows, padded, device=like.device, dtype=torch.float32)[:, :cols]
+        return torch.empty(shape, device=like.device, dtype=getattr(torch, dtype))
+    import ml_dtypes
     import numpy as np
 
-    return np.empty((rows, padded), np.float32)[:, :cols]
+    return np.empty(shape, ml_dtypes.bfloat16 if dtype == "bfloat16" else np.dtype(dtype))
+
+
+def arange_i32(like, n: int, step: int = 1):
+    """0, step, 2·step, ... (n of them) as i32, where `like` lives."""
+    if _is_torch(like):
+        import torch
+
+        return torch.arange(n, device=like.device, dtype=torch.int32) * step
+    import numpy as np
+
+    return (np.arange(n) * step).astype(np.int32)
 
 
 def _empty_like(x):
@@ -193,16 +210,9 @@ def backward(q3, k3, v3, o3, lse, do3, causal: bool, scale: float, launch=interp
     deterministic: dQ from attention_bwd_dq, each query block's sum in one fixed order (bitwise
     the same in every run), not from the backward's reduce-adds, whose order varies; the prep and
     the backward then run without their dQ parts (WITH_DQ = 0, ZERO = 0: a compile-time `if`)."""
-    import numpy as np
-
     d = q3.shape[-1]
     delta = padded_rows(q3, q3.shape[0], q3.shape[1])
-    if _is_torch(q3):
-        import torch
-
-        dq = torch.empty(q3.shape, device=q3.device, dtype=torch.float32)
-    else:
-        dq = np.empty(q3.shape, np.float32)
+    dq = empty(q3, q3.shape, "float32")
     dk, dv = _empty_like(k3), _empty_like(v3)
     if deterministic:     # dq32 is an argument the two kernels do not touch
         launch("delta", d, [o3, do3, delta, dq])

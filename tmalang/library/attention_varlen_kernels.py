@@ -7,7 +7,7 @@ No torch import here.
 from __future__ import annotations
 
 from ..contract.errors import LAUNCH_OPTION, LaunchError
-from .attention_kernels import PAGE_ROWS, check_head_dim_and_dtype, _empty_like, kernel, padded_rows
+from .attention_kernels import PAGE_ROWS, arange_i32, check_head_dim_and_dtype, _empty_like, kernel, padded_rows
 from .operands import _is_torch
 
 MAX_KEYS = 1 << 24   # the windows are f32 in the kernel's row vectors: exact integers below 2^24
@@ -16,7 +16,10 @@ MAX_KEYS = 1 << 24   # the windows are f32 in the kernel's row vectors: exact in
 def forward(q, k, v, cu_q, cu_k, causal: bool, scale: float, block_table=None, page: int = 0):
     """(O, LSE [H, TQ]) on checked operands: the kernel's launch."""
     tq, h, d = q.shape
-    starts, pages = (_paged_starts(cu_k, block_table, page) if page else (cu_k[:-1], _identity(cu_k, k.shape[0])))
+    if page:
+        starts, pages = _paged_starts(cu_k, block_table, page)
+    else:                 # contiguous keys: pages of one row, the identity table
+        starts, pages = cu_k[:-1], arange_i32(cu_k, k.shape[0])
     if page:      # the cache's pages as rows: [pages · P, HKV, D] (a view of a contiguous cache)
         k, v = (x.reshape(-1, *x.shape[2:]) for x in (k, v))
     klo, khi = windows(cu_q, cu_k, tq, causal, starts)
@@ -76,17 +79,6 @@ def _paged_starts(cu_k, block_table, page: int):
     first = np.cumsum(used) - used
     pages = np.concatenate([table[b, :used[b]] for b in range(batch)] + [np.zeros(1, np.int32)])
     return first * page, pages
-
-
-def _identity(cu_k, rows: int):
-    """The page table of contiguous keys: pages of one row, key v at row v."""
-    if _is_torch(cu_k):
-        import torch
-
-        return torch.arange(rows, dtype=torch.int32, device=cu_k.device)
-    import numpy as np
-
-    return np.arange(rows, dtype=np.int32)
 
 
 def _check_operands(q, k, v, block_table) -> tuple[int, int, int, int]:
