@@ -45,13 +45,12 @@ def extend(kernel: ops.KernelOp, target: Target, nbytes: int, align: int) -> int
 def _settle(kernel: ops.KernelOp, target: Target, buffers: list, offset: int) -> None:
     max_align = max([b.align for b in buffers] + [8])
     kernel.smem_bytes = offset + max(0, max_align - BASE_ALIGN_GUARANTEED)
+    largest = max(buffers, key=lambda b: b.bytes * b.stages, default=None)   # where an overflow is reported
     if kernel.smem_bytes > target.smem_per_cta:
-        largest = max(buffers, key=lambda b: b.bytes * b.stages)
         raise error("E032", f"shared memory plan needs {kernel.smem_bytes} bytes; a CTA may use {target.smem_per_cta}",
                     largest.span, *smem_map(kernel))
     per_sm = kernel.occupancy * (kernel.smem_bytes + target.smem_reserved_per_cta)
     if kernel.occupancy > 1 and per_sm > target.smem_per_sm:
-        largest = max(buffers, key=lambda b: b.bytes * b.stages)
         raise error("E602", f"occupancy {kernel.occupancy} needs {per_sm} bytes of shared memory a multiprocessor "
                     f"({kernel.occupancy} x ({kernel.smem_bytes} + {target.smem_reserved_per_cta} the system keeps a "
                     f"CTA)); it holds {target.smem_per_sm}", largest.span, *smem_map(kernel))

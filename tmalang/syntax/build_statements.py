@@ -22,12 +22,11 @@ class StatementBuilder(NodeBuilder):
         return stmts
 
     def if_stmt(self, meta, children):
+        """A compile-time `if` of statements or (`if_items`) of kernel items: the same node."""
         lhs, op, rhs, body, orelse = children
         return ast.StaticIf(self._span(meta), lhs, op, rhs, body, orelse or [])
 
-    def if_items(self, meta, children):
-        lhs, op, rhs, body, orelse = children
-        return ast.StaticIf(self._span(meta), lhs, op, rhs, body, orelse or [])
+    if_items = if_stmt
 
     def items(self, meta, children):
         return [c for c in children if c is not None]
