@@ -158,11 +158,12 @@ class _Statements:
         if s.split is None:
             g, n = self.warpgroup
             return ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, s.group or 0,
-                                self.block(s.body), dynamic=s.dynamic, every=n, offset=g, span=s.span)
+                                self.block(s.body), dynamic=s.dynamic, every=n, offset=g, reverse=s.reverse,
+                                span=s.span)
         self.split = self.int_expr(s.split)
         body = self.block(s.body)
         loop = ops.ForTiles(list(s.vars[1:]), box.tensor.name, box.name, index, s.group or 0, body,
-                            self.split, s.vars[0], s.dynamic, span=s.span)
+                            self.split, s.vars[0], s.dynamic, reverse=s.reverse, span=s.span)
         self.split = ex.Const(1)
         return loop
 
@@ -173,7 +174,7 @@ class _Statements:
         self.stream = [f"{index}.step0", f"{index}.nsteps"]
         loop = ops.ForTiles(list(s.vars), box.tensor.name, box.name, index, s.group or 0, self.block(s.body),
                             extent=self.int_expr(cut.extent), chunk=cut.chunk, stream=list(self.stream),
-                            span=s.span)
+                            reverse=s.reverse, span=s.span)
         self.stream = []
         return loop
 

@@ -34,10 +34,15 @@ strides later and strides n times as far, so the n roles take the CTA's tiles in
 
 A persistent grid strides over the tiles by the grid size; a `tiles` grid runs one iteration per
 CTA. `%I` counts the iterations, as the loop's index did. Division and comparison are unsigned
-32-bit. A banded walk (`group` G, 2-D; G' = G / R rows of clusters per band) takes tile t to band
+32-bit. A banded walk (`group` G; G' = G / R rows of clusters per band) takes tile t to band
 t / (G' n1), whose first row is %I.band_row0 and which has %I.band_rows = min(n0 - band_row0, G')
 rows, walked column by column (%I.in_band = t mod G' n1), so that CTAs running together share
-operand tiles in L2.
+operand tiles in L2. In 3 or more dims, n1 stands for n1 * n2 * .. and the column splits
+row-major into the dims after the first.
+
+A reversed walk (`reverse`) binds `%I.forward` = %I.tiles - 1 - %I.tile first and decodes that
+in %I.tile's place (before the split: the parts run last to first too), so the CTAs, or the
+claims of a dynamic walk, take the forward order's last tiles first.
 
 The interpreter and the backend run these ops as they run any other. The arithmetic, and the
 order of the special-register reads, is what the backend emitted for `for_tiles` before this
@@ -82,6 +87,8 @@ def tile_space(kernel: ops.KernelOp, o: ops.ForTiles) -> tuple[list[ops.Op], lis
     name, var, val = _namers(o)
     prologue, counts, blocked, total = _tile_counts(kernel, o)
     tile, parts = var("tile"), []
+    if o.reverse:   # before the split: the parts run last to first too
+        parts, tile = [_forward(o, tile, val)], var("forward")
     if o.part:   # the part is the slowest index: tiles t of one part are t = part * per_part + ..
         prologue.append(val(name("per_part"), total))
         total = ex.Bin("*", var("per_part"), o.split)
@@ -108,9 +115,16 @@ def _lower_stream(kernel: ops.KernelOp, o: ops.ForTiles) -> list[ops.Op]:
     prologue, counts, _, total = _tile_counts(kernel, o)
     prologue.append(val(name("tiles"), total))
     head, start, stop = stream_walk.bounds(o, var("tiles"), val)
-    coords = [val(n, v) for n, v in _coords(o.index, list(o.vars), var("tile"), counts, o.group)]
+    forward = [_forward(o, var("tile"), val)] if o.reverse else []
+    tile = var("forward") if o.reverse else var("tile")
+    coords = forward + [val(n, v) for n, v in _coords(o.index, list(o.vars), tile, counts, o.group)]
     body = stream_walk.steps_of(o, var("tile"), val) + coords + o.body
     return prologue + head + [ops.ForStep(name("tile"), o.index, start, stop, ex.Const(1), body, span=o.span)]
+
+
+def _forward(o: ops.ForTiles, t: ex.Expr, val) -> ops.Val:
+    """`%I.forward`: linear tile t of a reversed walk as an index of the forward order, tiles - 1 - t."""
+    return val(f"{o.index}.forward", ex.Bin("-", ex.Bin("-", ex.Var(f"{o.index}.tiles"), ex.Const(1)), t))
 
 
 def _namers(o: ops.ForTiles):
@@ -153,15 +167,29 @@ def _place(ctaid: ex.Expr, d: int, rows: int, cluster: int) -> ex.Expr:
 
 def _coords(index: str, names: list[str], t: ex.Expr, counts: list[ex.Var], group: int) -> list[tuple]:
     """(name, value) pairs that bind `names` to the coordinates of linear tile t, in order:
-    row-major, or in bands of `group` rows (2-D), walked column by column."""
+    row-major, or in bands of `group` rows walked column by column (the dims after the first
+    make one column index, row-major)."""
     if group:
         first, rows, within = (ex.Var(f"{index}.{n}") for n in ("band_row0", "band_rows", "in_band"))
-        band = ex.Bin("*", ex.Const(group), counts[1])
+        columns = counts[1]
+        for count in counts[2:]:
+            columns = ex.Bin("*", columns, count)
+        band = ex.Bin("*", ex.Const(group), columns)
         return [(first.name, ex.Bin("*", ex.Bin("udiv", t, band), ex.Const(group))),
                 (rows.name, ex.Bin("umin", ex.Bin("-", counts[0], first), ex.Const(group))),
                 (within.name, ex.Bin("urem", t, band)),
                 (names[0], ex.add(first, ex.Bin("urem", within, rows))),
-                (names[1], ex.Bin("udiv", within, rows))]
+                *_columns(names[1:], ex.Bin("udiv", within, rows), counts[1:])]
+    return _row_major(names, t, counts)
+
+
+def _columns(names: list[str], column: ex.Expr, counts: list[ex.Expr]) -> list[tuple]:
+    """A band's column index as the coordinates of the dims after the first (2-D: itself)."""
+    return _row_major(names, column, counts) if len(names) > 1 else [(names[0], column)]
+
+
+def _row_major(names: list[str], t: ex.Expr, counts: list[ex.Expr]) -> list[tuple]:
+    """Bind `names` to linear index t of a row-major grid of `counts`."""
     pairs = []
     for d in reversed(range(len(counts))):   # innermost first: t mod n_last, then t / n_last mod ..
         pairs.append((names[d], ex.Bin("urem", t, counts[d])))

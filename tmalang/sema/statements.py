@@ -56,8 +56,9 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
     if parts is None and len(s.vars) != len(box.shape):
         raise error("E052", f"tiles of rank-{len(box.shape)} box '{box.name}' bind {len(box.shape)} "
                     f"indices, not {len(s.vars)}", s.span)
-    if s.group is not None and (s.group < 1 or len(box.shape) != 2):
-        raise error("E052", "grouped tile order needs a 2-D tile space and a group of at least 1 row", s.span)
+    if s.group is not None and (s.group < 1 or len(box.shape) < 2):
+        raise error("E052", "grouped tile order needs a tile space of two or more dims and a group of at least "
+                    "1 row", s.span)
     rows = info.cluster // info.cluster_cols
     if s.group and s.group % rows:
         size = (f"cluster size ({rows})" if info.cluster_cols == 1 else
@@ -67,11 +68,11 @@ def _for_tiles(info: KernelInfo, s: ast.ForTiles, scope: Scope) -> None:
     if info.cluster_cols > 1 and len(box.shape) < 2:
         raise error("E464", f"a {rows}x{info.cluster_cols} cluster takes a 2-D block of tiles, but this tile "
                     f"space is 1-D", s.span, "use `cluster N` (N x 1) for a 1-D tile space")
-    space = (tuple(tensor.shape), tuple(box.shape), s.group or 0, parts, streamed)
+    space = (tuple(tensor.shape), tuple(box.shape), s.group or 0, parts, streamed, s.reverse)
     dynamic.check_loop(info, s, scope.role.name)
     if info.tile_space is None:
         info.tile_space = space + (s,)
-    elif info.tile_space[:5] != space:
+    elif info.tile_space[:6] != space:
         first = info.tile_space[-1]
         raise error("E053", f"this loop walks tiles {_space(space)} but an earlier loop walks tiles "
                     f"{_space(info.tile_space)}", s.span,
@@ -105,9 +106,9 @@ def _for_steps(info: KernelInfo, s: ast.ForSteps, scope: Scope) -> None:
 
 
 def _space(space) -> str:
-    shape, box, group, parts, streamed = space[:5]
+    shape, box, group, parts, streamed, reverse = space[:6]
     order = ((f" split {parts}" if parts is not None else "") + (" stream" if streamed else "")
-             + (f" grouped {group}" if group else ""))
+             + (f" grouped {group}" if group else "") + (" reversed" if reverse else ""))
     return f"of [{', '.join(map(str, shape))}] by [{', '.join(map(str, box))}]{order}"
 
 

@@ -121,6 +121,7 @@ class ForTiles(Node):
     # `split S` (an integer literal or scalar parameter): each tile S times; vars[0] is the split index
     split: Number | Ref | None = None
     dynamic: bool = False        # `dynamic`: tiles claimed from a counter by whichever CTA asks next
+    reverse: bool = False        # `reversed`: the walk's order, last tile first
     # `stream` (stream-K): the span of the keyword; the walk visits the tiles this CTA's equal share
     # of all tiles' K steps touches
     stream: Span | None = field(default=None, repr=False, compare=False)

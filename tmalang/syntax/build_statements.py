@@ -32,13 +32,14 @@ class StatementBuilder(NodeBuilder):
         return [c for c in children if c is not None]
 
     def for_tiles(self, meta, children):
-        *names, tensor, box, split, stream, group, dynamic, by_warpgroup, index, body = children
+        *names, tensor, box, split, stream, group, reverse, dynamic, by_warpgroup, index, body = children
         index = str(index) if index is not None else None
         vars_ = [str(n) for n in names]
         group = self._int(group) if group is not None else None
         stream = self._tok(stream) if stream is not None else None
         return ast.ForTiles(self._span(meta), vars_, self._ref(tensor), self._ref(box), index, body, group, split,
-                            dynamic=dynamic is not None, stream=stream, by_warpgroup=by_warpgroup)
+                            dynamic=dynamic is not None, stream=stream, by_warpgroup=by_warpgroup,
+                            reverse=reverse is not None)
 
     def by_warpgroup(self, meta, children):
         return self._span(meta)

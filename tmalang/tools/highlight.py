@@ -31,7 +31,7 @@ KEYWORDS = {
                   "fence", "sync", "commit_group", "wait_group"),
     "modifier": ("swizzle", "oob", "strides", "l2", "pair", "cache", "interleave", "lower", "upper",
                  "wide", "halo", "peer", "regs", "warp", "warps", "tile", "tiles", "steps", "split",
-                 "part", "grouped", "dynamic", "stream", "kn", "km", "multicast", "offsets", "through", "by", "warpgroup", "columns"),
+                 "part", "grouped", "reversed", "dynamic", "stream", "kn", "km", "multicast", "offsets", "through", "by", "warpgroup", "columns"),
     "constant": ("inf", "none"),
 }
 

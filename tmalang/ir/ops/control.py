@@ -18,10 +18,12 @@ class ForTiles(Op):
     """Loop over the tiles of `tensor` cut by `box`; persistent grids stride over them.
 
     Binds `vars` (tile index per dim, outermost first) and `index` (this CTA's iteration). With
-    `group` G, tile t of a 2-D space lies in band t // (G * columns) and walks that band's G rows
-    first, so concurrently running CTAs share operand tiles in L2. With `split` S (a constant or
-    a scalar parameter) every tile is walked S times, binding `part` = 0 .. S - 1: the part is the
-    slowest index, so the CTAs running at once work on the same part of K. With `stream` (the
+    `group` G, tile t lies in band t // (G * columns) and walks that band's G rows first, so
+    concurrently running CTAs share operand tiles in L2 (in 3 or more dims, the dims after the
+    first count as one column index, row-major). `reverse` walks the order last to first. With
+    `split` S (a constant or a scalar parameter) every tile is walked S times, binding `part` =
+    0 .. S - 1: the part is the slowest index, so the CTAs running at once work on the same part
+    of K. With `stream` (the
     names of two variables: this CTA's first step of the tile and its step count) the walk is
     stream-K: the tiles x `steps` (K steps per tile) units of work are cut into one equal range
     per CTA, and the loop visits, in tile order, only the tiles its range touches, binding the
@@ -48,6 +50,7 @@ class ForTiles(Op):
     # other offsets are the other warpgroups' roles); 1: every tile
     every: int = 1
     offset: int = 0
+    reverse: bool = False           # `reversed`: linear tile t of the walk is tile tiles - 1 - t of the forward order
 
 
 @op("for_range")
