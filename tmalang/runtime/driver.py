@@ -91,6 +91,12 @@ def alloc_zeroed(nbytes: int) -> int:
     return ptr
 
 
+def zero_async(ptr: int, nbytes: int, stream: int) -> None:
+    """Set device memory to 0 in `stream`'s order: before the stream's later launches, and as a
+    node of the graph when the stream is being captured."""
+    call("cuMemsetD8Async", ptr, 0, nbytes, stream)
+
+
 def free(ptr: int) -> None:
     call("cuMemFree", ptr)
 

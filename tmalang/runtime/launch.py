@@ -144,8 +144,9 @@ class Launcher:
 
     def _counter(self, device: int, stream: int) -> int:
         key = (device, stream)
-        if key not in self._counters:
-            self._counters[key] = driver.alloc_zeroed(4)
+        if key not in self._counters:   # zeroed in the stream's order: a synchronous memset would break a
+            self._counters[key] = driver.alloc(4)   # CUDA graph capture of the stream's first launch
+            driver.zero_async(self._counters[key], 4, stream)
         return self._counters[key]
 
     def _load(self, device: int) -> _Loaded:
