@@ -223,6 +223,18 @@ def test_hd128_interpreter_agrees_across_random_schedules():
     check(o, lse, q, k, v, True)
 
 
+def test_causal_walk_claims_bands_of_heads_last_tile_first_on_the_interpreter():
+    """The walk is `grouped HG reversed dynamic`: with bands of 2 heads over 5 heads (the last band
+    short) and 3 query tiles, three CTAs claim the 15 tiles in turn, costliest first; every tile
+    is computed once, whichever CTA claims it, in every schedule."""
+    kernel = tmalang.compile_file(EXAMPLE, kernel="flash_attention", constants={"HG": 2})
+    assert "grouped HG reversed dynamic" in EXAMPLE.read_text()
+    q, k, v = inputs(5, 300, 300, 64, 11)
+    o, lse = np.full((5, 300, 64), np.nan, BF16), lse_array(5, 300)
+    kernel.interpret(q, k, v, np.float32(1 / 8), np.int32(1), lse, o, seed=5, explore=3, ctas=3)
+    check(o, lse, q, k, v, True)
+
+
 # ---- an epilogue that fills a pipeline slot (attention's `results`) --------------------------------
 
 HANDOFF = """

@@ -45,9 +45,12 @@ def binding(role: str, head_dim: int, page: int = 1) -> tuple[str, str, dict]:
         return "attention_fp8_sm90.tma", "attention_fp8", {"D": head_dim}
     if role == "dq":      # the deterministic dQ: two query-tile slots fit beside head dim 64's tiles
         return "attention_bwd_sm90.tma", "attention_bwd_dq", {"D": head_dim, "KB": 64, "QS": 2 if head_dim == 64 else 1}
-    # dkdv: dK and dV alone (the deterministic backward's dQ is attention_bwd_dq's)
-    return "attention_bwd_sm90.tma", "attention_bwd", {"D": head_dim, "DQS": 2 if head_dim == 64 else 1,
-                                                       "WITH_DQ": int(role == "backward")}
+    # dkdv: dK and dV alone (the deterministic backward's dQ is attention_bwd_dq's); head dim 128's
+    # compute warpgroups hold 216 registers then, or ptxas spills
+    constants = {"D": head_dim, "DQS": 2 if head_dim == 64 else 1, "WITH_DQ": int(role == "backward")}
+    if role == "dkdv" and head_dim == 128:
+        constants |= {"CR": 216, "LR": 72}
+    return "attention_bwd_sm90.tma", "attention_bwd", constants
 
 
 def _source(name: str) -> Path:
