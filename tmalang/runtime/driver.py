@@ -84,6 +84,17 @@ def alloc(nbytes: int) -> int:
     return int(call("cuMemAlloc", nbytes))
 
 
+def alloc_while_capturing(nbytes: int) -> int:
+    """cuMemAlloc from a thread whose stream may be capturing a CUDA graph: capture's global mode
+    refuses the call, so this thread switches to relaxed mode for it (as torch's allocator does)."""
+    relaxed = api().CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    mode = call("cuThreadExchangeStreamCaptureMode", relaxed)
+    try:
+        return alloc(nbytes)
+    finally:
+        call("cuThreadExchangeStreamCaptureMode", mode)
+
+
 def alloc_zeroed(nbytes: int) -> int:
     """Device memory set to 0 (synchronously: it is zero before any later launch reads it)."""
     ptr = alloc(nbytes)

@@ -144,8 +144,9 @@ class Launcher:
 
     def _counter(self, device: int, stream: int) -> int:
         key = (device, stream)
-        if key not in self._counters:   # zeroed in the stream's order: a synchronous memset would break a
-            self._counters[key] = driver.alloc(4)   # CUDA graph capture of the stream's first launch
+        if key not in self._counters:   # the stream's first launch may be in a CUDA graph capture, which
+            # refuses a plain allocation and a synchronous memset: zeroed in the stream's order instead
+            self._counters[key] = driver.alloc_while_capturing(4)
             driver.zero_async(self._counters[key], 4, stream)
         return self._counters[key]
 
