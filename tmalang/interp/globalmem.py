@@ -85,6 +85,11 @@ class GlobalMemory:
         grid = self._grid(tensor, region)
         return itertools.product(*(range(d[0] // g, (d[1] - 1) // g + 1) for d, g in zip(region, grid)))
 
+    def agents(self, cluster: int) -> set:
+        """The agents of cluster `cluster` that recorded accesses belong to (interp/races.py's
+        collection keeps their clock entries)."""
+        return {a.agent for accesses in self.accesses.values() for a in accesses if a.cluster == cluster}
+
     def _near(self, tensor: str, region: tuple) -> set:
         near = set()
         for cell in self._cells(tensor, region):

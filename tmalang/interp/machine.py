@@ -95,6 +95,7 @@ class CTA:
         self.trace = launch.trace
         self.races = self.cluster.races
         self.cluster_id = self.cluster.ctas[0].cta   # global memory orders accesses within a cluster only
+        self.races.pinned = lambda cluster=self.cluster_id: launch.memory.agents(cluster)
         self.stored = {self.boxes[o.box].tensor for o in ops.walk(kernel.body) if isinstance(o, ops.TensorStore)}
         self.quota = _arrival_quota(kernel)          # arrive op -> arrivals it makes in one phase
         self.phase_arrivals: dict[tuple, dict] = {}  # barrier -> arrive op -> arrivals this phase

@@ -11,6 +11,15 @@ the other: then it is a race, reported with both sides.
 Proxies: warps write shared memory through the generic proxy, TMA and the tensor cores read it
 through the async proxy. An async read of a generic write needs more than order: the writer's
 `fence.proxy.async` must come after its write and happen before the read (E406).
+
+Size: every TMA transfer and wgmma is an agent, and every clock that learns of one keeps an entry
+for it, so a long run's clocks would grow with the run and copying one per transfer would cost
+its square. An entry matters only while some recorded access (this detector's history, or global
+memory's, `pinned`) belongs to its agent: `collect` drops the others from every clock, phase and
+sync, each time the transfers issued since the last collection outnumber the agents it kept. A
+transfer's own clock keeps its own entry, so one in flight still accesses at the right epoch.
+Knowing that a phase completed is one entry per barrier stage, the highest phase known + 1
+(phases complete in order, so knowing one completed is knowing every earlier one did).
 """
 
 from __future__ import annotations
@@ -57,6 +66,9 @@ class RaceDetector:
     history: dict = field(default_factory=dict)      # (buffer, stage) -> [Access]
     fences: dict = field(default_factory=dict)       # warp agent -> epochs of its fence.proxy.async
     transfers: int = 0
+    pinned: object = None        # () -> agents that global memory's recorded accesses belong to
+    next_collect: int = 256      # collect when `transfers` reaches it
+    accessed: set = field(default_factory=set)        # transfer agents that made their accesses
 
     def clock(self, agent) -> Clock:
         return self.clocks.setdefault(agent, {agent: 1})
@@ -73,10 +85,31 @@ class RaceDetector:
         self.clocks[agent] = dict(self.clock(warp_agent))
         self.clocks[agent][agent] = 1
         self.tick(warp_agent)
+        if self.transfers >= self.next_collect:
+            self.collect()
         return agent
 
+    def collect(self) -> None:
+        """Drop the entries of transfer agents that no recorded access belongs to from every clock
+        (a clock's own entry stays), phase and sync: no order check can ask about them again. A
+        transfer that made its accesses (all of them land together) and has none recorded any
+        more loses its clock too; one still in flight keeps it, for the accesses it will make."""
+        live = {a.agent for accesses in self.history.values() for a in accesses}
+        live |= set(self.pinned()) if self.pinned else set()
+        for agent in self.accessed - live:
+            self.clocks.pop(agent, None)
+        self.accessed &= live
+        for owner, clock in self.clocks.items():
+            _prune(clock, live | {owner})
+        for clock in (*self.phases.values(), *self.syncs.values()):
+            _prune(clock, live)
+        self.next_collect = self.transfers + max(256, 2 * len(live))
+
     def release_to_phase(self, agent, key: tuple) -> None:
+        """An arrival or landing in phase key[-1] (in progress): a wait observes one of the two
+        latest completed phases, so phase key[-1] - 3 and older are observed no more."""
         join(self.phases.setdefault(key, {}), self.clock(agent))
+        self.phases.pop(key[:-1] + (key[-1] - 3,), None)
         self.tick(agent)
 
     def acquire_phase(self, agent, key: tuple) -> None:
@@ -84,13 +117,17 @@ class RaceDetector:
         that the phase completed (passed on by later releases, like any other clock entry)."""
         if key in self.phases:
             join(self.clock(agent), self.phases[key])
-        self.clock(agent)[("completed",) + key] = 1
+        join(self.clock(agent), {_completed(key): key[-1] + 1})
 
     def knows_phase(self, agent, key: tuple) -> bool:
-        return self.clock(agent).get(("completed",) + key, 0) >= 1
+        return self.clock(agent).get(_completed(key), 0) >= key[-1] + 1
 
     def sync_arrive(self, agent, key) -> None:
+        """Reaching a rendezvous; a named barrier's key ends with its phase, and its every syncing
+        warp left phase p - 2 before phase p - 1 could complete, so that one is done with."""
         join(self.syncs.setdefault(key, {}), self.clock(agent))
+        if key[0] == "named":
+            self.syncs.pop(key[:-1] + (key[-1] - 2,), None)
         self.tick(agent)
 
     def sync_leave(self, agent, key) -> None:
@@ -114,6 +151,8 @@ class RaceDetector:
     # ---- accesses
     def access(self, tile: tuple, agent, write: bool, share: tuple | None, span, who: str) -> None:
         mine = self.clock(agent)
+        if not generic(agent):
+            self.accessed.add(agent)
         current = Access(agent, mine[agent], write, share, span, who)
         kept = []
         for old in self.history.get(tile, []):
@@ -125,7 +164,9 @@ class RaceDetector:
                 raise _race(tile, old, current)
             if old.write and not write and generic(old.agent) and not generic(agent) and in_smem(tile):
                 self._check_fenced(tile, old, current, mine)
-            if not (ordered and write and covers(share, old.share)):
+            # an access that comes after `old` and covers it stands for it in every later check when
+            # it writes, or when both read: whatever comes after it comes after `old` too
+            if not (ordered and (write or not old.write) and covers(share, old.share)):
                 kept.append(old)
         kept.append(current)
         self.history[tile] = kept
@@ -136,6 +177,17 @@ class RaceDetector:
         first = bisect.bisect_right(fences, write.epoch)
         if first == len(fences) or clock.get(write.agent, 0) < fences[first]:
             raise _unfenced(tile, write, read, first < len(fences))
+
+
+def _completed(key: tuple) -> tuple:
+    """The clock entry that says up to which phase of key's barrier stage (key = (.., phase))
+    completions are known: the highest known phase + 1."""
+    return ("completed",) + key[:-1]
+
+
+def _prune(clock: Clock, live: set) -> None:
+    for agent in [a for a in clock if a[0] != "warp" and a[0] != "completed" and a not in live]:
+        del clock[agent]
 
 
 def _race(tile: tuple, first: Access, second: Access) -> ProtocolError:
