@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import numpy as np
@@ -66,6 +67,29 @@ def test_a_wait_on_every_other_phase_is_found_with_a_short_schedule():
     verdict = kernel.verify(src, dst, ctas=1)
     assert verdict.error.code == "E425" and "passes its wait for parity 1" in verdict.error.notes[0]
     assert len([n for n in verdict.error.notes if n.startswith("  ")]) <= 20
+
+
+def _claiming(name):
+    """A verify_bugs kernel whose tile loops claim their tiles (`dynamic`, persistent grid)."""
+    text = (BUGS / f"{name}.tma").read_text()
+    assert "grid persistent" in text
+    return tmalang.compile(re.sub(r"tiles\((\w+), (\w+)\) as (\w+) \{", r"tiles(\1, \2) dynamic as \3 {", text),
+                           name=f"{name}_claiming.tma")
+
+
+@pytest.mark.parametrize("name", ["lagging_waiter", "ring_lagging_waiter", "lagging_group"])
+def test_a_claiming_walk_on_one_cta_is_verified_for_every_schedule(name):
+    """On one CTA a dynamic walk's claims are the tiles in order whatever the schedule, so verify
+    covers every schedule: it finds the bug random schedules miss. On three CTAs the claims
+    depend on the schedule, and verify says it checked the recorded one only."""
+    kernel = _claiming(name)
+    src, dst = _copy_launch(np.random.default_rng(1))
+    for seed in SEEDS:
+        kernel.interpret(src, dst, ctas=1, seed=seed, explore=64)   # raises if a schedule showed it
+    verdict = kernel.verify(src, dst, ctas=1)
+    assert verdict.error is not None and verdict.error.code == "E425", verdict.summary()
+    many = kernel.verify(src, dst, ctas=3)
+    assert many.error is not None or "tile_claim" in many.not_covered
 
 
 def test_the_cli_reports_the_counterexample_and_writes_its_trace(tmp_path, capsys):

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..contract.binding import bind
 from ..diagnostics import TmalangError
-from ..interp import interpret
+from ..interp import grid_size, interpret
 from ..interp.observe import NO_OBSERVER
 from ..ir import ops
 from .explore import DEFAULT_STATE_LIMIT, Explored, explore
@@ -67,9 +67,10 @@ def verify(kernel: ops.KernelOp, manifest, *args, dims=None, ctas: int | None = 
     method "order" only, whose happens-before checks it records)."""
     if certificate and method != "order":
         raise ValueError("a certificate records the happens-before checks: method='order'")
-    dims = dict(bind(manifest, args, dims).symbols) if args else dict(dims or {})
+    binding = bind(manifest, args, dims) if args else None
+    dims = dict(binding.symbols) if binding else dict(dims or {})
     recorder = Recorder()
-    dynamic = next((o for o in ops.walk(kernel.body) if isinstance(o, SCHEDULE_DEPENDENT)), None)
+    dynamic = _schedule_dependent(kernel, manifest, binding, ctas)
     try:
         interpret(kernel, manifest, *_copies(args), dims=dims, ctas=ctas,
                   observer=recorder if dynamic is None else NO_OBSERVER)
@@ -98,6 +99,19 @@ def verify(kernel: ops.KernelOp, manifest, *args, dims=None, ctas: int | None = 
             verdict.verified = False
             verdict.not_covered = f"the search stopped at its limit of {limit} states"
     return verdict
+
+
+def _schedule_dependent(kernel: ops.KernelOp, manifest, binding, ctas: int | None):
+    """The first op whose outcome depends on the schedule, or None. A dynamic walk's claims on a
+    grid of one CTA do not: its claimer alone steps the counter, so the claims are the tiles in
+    order in every schedule, and each take reads the claim that a recorded, race-checked
+    full/empty protocol hands it (the ops of cluster launch control depend on the grid's CTAs)."""
+    found = [o for o in ops.walk(kernel.body) if isinstance(o, SCHEDULE_DEPENDENT)]
+    claims_only = all(isinstance(o, (ops.TileClaim, ops.TileTake)) for o in found)
+    if found and claims_only and binding is not None and \
+            grid_size(kernel, manifest, binding.tile_count(), ctas) == 1:
+        return None
+    return found[0] if found else None
 
 
 def _by_order(recording, verdict: Verdict, witnesses: int = 16) -> Verdict:
