@@ -71,3 +71,13 @@ def test_running_block_sums_match_numpy_on_the_gpu():
         kernel(torch.from_numpy(x).cuda(), out)
         torch.cuda.synchronize()
         np.testing.assert_allclose(out.cpu().numpy(), reference(x), rtol=0, atol=1e-3)
+
+
+def test_a_sweep_verifies_every_launch_on_one_cta_and_says_why_one():
+    from tmalang.verify.sweep import verify_sweep
+    kernel = tmalang.compile_file(KERNEL)
+    report = verify_sweep(kernel._c.ir, kernel.manifest)
+    assert report.failed is None and report.verdicts and not report.skipped, report.summary()
+    assert {launch.ctas for launch, _ in report.verdicts} == {1}
+    assert all(v.verified for _, v in report.verdicts)
+    assert "grids of [1] CTAs (a dynamic walk: on more CTAs its claims depend on the schedule)" in report.summary()

@@ -4,7 +4,8 @@ Requires: a kernel IR and its manifest. Guarantees: `sweep` yields launches (dim
 for each symbolic dim d and each trip count t in `trip_counts(kernel)`, some launch makes the
 loops walking d run t times with a partial last box (d = (t - 1) * unit + tail, unit the largest
 box extent along d, 0 < tail <= unit), the other dims at two units and a tail; each on 1, 2 and 3
-CTAs where the grid is persistent (tiles per CTA then vary too). A launch the kernel's assumptions
+CTAs where the grid is persistent (tiles per CTA then vary too), on 1 where its walk claims its
+tiles (`dynamic`: on more CTAs the claims depend on the schedule, which verify does not cover). A launch the kernel's assumptions
 or the binding refuse is reported as skipped, not verified. The set of trip counts is the bound
 a sweep states: {1, 2, 3, S, S + 1, 2S, 2S + 1} with S the deepest ring, where a ring's stage and
 parity first repeat together (stage i mod S, parity (i / S) & 1 has period 2S).
@@ -46,10 +47,17 @@ def units(kernel: ops.KernelOp) -> dict[str, int]:
     return found
 
 
+def claims_tiles(kernel: ops.KernelOp) -> bool:
+    """A dynamic walk on a persistent grid: verify covers every schedule of it on one CTA only
+    (on more, which CTA claims which tile depends on the schedule: verify/check.py)."""
+    body = list(ops.walk(kernel.body))
+    return any(isinstance(o, ops.TileClaim) for o in body) and not any(isinstance(o, ops.ClcTryCancel) for o in body)
+
+
 def sweep(kernel: ops.KernelOp, persistent: bool) -> list[Launch]:
     unit = units(kernel)
     base = {d: 2 * u + _tail(u) for d, u in unit.items()}
-    grids = (1, 2, 3) if persistent else (None,)
+    grids = ((1,) if claims_tiles(kernel) else (1, 2, 3)) if persistent else (None,)
     launches = [Launch(dict(base), c, "", 0) for c in grids]
     for d, u in sorted(unit.items()):
         for t in trip_counts(kernel):

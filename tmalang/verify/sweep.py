@@ -16,7 +16,7 @@ from ..diagnostics import TmalangError
 from ..ir import ops
 from .check import verify
 from .explore import DEFAULT_STATE_LIMIT
-from .launches import sweep, trip_counts, units
+from .launches import claims_tiles, sweep, trip_counts, units
 from .trip_proof import prove_every_trip_count
 
 
@@ -28,6 +28,7 @@ class Sweep:
     verdicts: list = field(default_factory=list)      # (Launch, Verdict)
     skipped: list = field(default_factory=list)       # (Launch, the refusal's code)
     proofs: list = field(default_factory=list)        # TripProof per dim (every trip count, or why not)
+    claiming: bool = False                            # a dynamic walk: grids of one CTA only
 
     @property
     def failed(self):
@@ -38,6 +39,7 @@ class Sweep:
         grids = sorted({launch.ctas or 1 for launch, _ in self.verdicts})
         lines = [f"{len(self.verdicts)} launches verified: trip counts {self.trip_counts} of the loops over each dim "
                  f"(partial last boxes), grids of {grids} CTAs" +
+                 (" (a dynamic walk: on more CTAs its claims depend on the schedule)" if self.claiming else "") +
                  (f"; {len(self.skipped)} launches refused by the kernel's assumptions or binding" if self.skipped else "")]
         return "\n  ".join(lines + [p.summary() for p in self.proofs])
 
@@ -46,7 +48,7 @@ def verify_sweep(kernel: ops.KernelOp, manifest, states: int = DEFAULT_STATE_LIM
                  base_only: bool = False) -> Sweep:
     """verify over `sweep`'s launches (only the base ones with `base_only`), on random inputs,
     stopping at the first launch that does not verify."""
-    report = Sweep(trip_counts(kernel))
+    report = Sweep(trip_counts(kernel), claiming=claims_tiles(kernel))
     for launch in sweep(kernel, manifest.grid.kind != "tiles"):
         if base_only and launch.varied:
             continue
