@@ -210,3 +210,16 @@ def test_a_certificate_of_the_state_search_is_refused_with_a_diagnostic(tmp_path
     with pytest.raises(tmalang.TmalangError) as caught:
         kernel.verify(*args, method="explore", certificate=tmp_path / "c.json")
     assert caught.value.code == "E212" and not (tmp_path / "c.json").exists()
+
+
+def test_a_launch_too_large_for_the_clocks_is_said_to_be_unchecked(monkeypatch):
+    """The order method holds a clock entry per agent for every step: past CLOCK_ENTRIES it checks
+    nothing and says why, rather than run out of memory (a 133-head backward did, in the fuzzer)."""
+    from tmalang.verify import check
+    kernel = tmalang.compile_file(ROOT / "examples" / "tma_copy.tma")
+    src, dst = _copy_launch(np.random.default_rng(3))
+    assert kernel.verify(src, dst, ctas=1).verified
+    monkeypatch.setattr(check, "CLOCK_ENTRIES", 10)
+    verdict = kernel.verify(src, dst, ctas=1)
+    assert not verdict.verified and verdict.error is None
+    assert "clock entries the checks hold" in verdict.not_covered and "a smaller launch" in verdict.not_covered
