@@ -294,6 +294,7 @@ def _interpret(kernel, text, original, seed):
     import numpy as np
 
     from tmalang.cli.run import _random_inputs
+    from tmalang.verify.launches import claims_tiles
 
     from tmalang.diagnostics import TmalangError
 
@@ -309,7 +310,7 @@ def _interpret(kernel, text, original, seed):
         return (*_judge(exc, text, original, dims), "refused")
     if verdict.error is not None:
         return (*_judge(verdict.error, text, original, dims), _verdict_of(verdict.error))
-    if not verdict.verified and _claims_tiles(kernel):   # verified on one CTA, sampled on the default grid
+    if not verdict.verified and claims_tiles(kernel._c.ir):   # verified on one CTA, sampled on the default grid
         one = kernel.verify(*inputs, dims=dims, ctas=1)
         if one.error is not None:
             return (*_judge(one.error, text, original, dims), _verdict_of(one.error))
@@ -319,12 +320,6 @@ def _interpret(kernel, text, original, seed):
     if not verdict.verified:
         return (*_random_schedules(kernel, inputs, dims, rng.randrange(1 << 30), text, original), "not_covered")
     return "interp_clean", f"dims {dims}: {verdict.summary()}", "verified"
-
-
-def _claims_tiles(kernel) -> bool:
-    """A dynamic tile loop on a persistent grid (claims from a counter, no cluster launch control):
-    its final IR claims tiles and cancels no CTA."""
-    return "tile_claim " in kernel.ir and "clc_try_cancel " not in kernel.ir
 
 
 def _random_schedules(kernel, inputs, dims, seed, text, original) -> tuple[str, str]:

@@ -22,6 +22,7 @@ from ..ir import ops
 from .explore import DEFAULT_STATE_LIMIT, Explored, explore
 from .model import Model
 from .happens_before import Order, findings
+from .launches import claims_tiles
 from .record import Recorder, components
 from .schedule import recorded_phases, witness
 from .report import counterexample_error, counterexample_trace, finding_error
@@ -107,12 +108,9 @@ def _schedule_dependent(kernel: ops.KernelOp, manifest, binding, ctas: int | Non
     grid of one CTA do not: its claimer alone steps the counter, so the claims are the tiles in
     order in every schedule, and each take reads the claim that a recorded, race-checked
     full/empty protocol hands it (the ops of cluster launch control depend on the grid's CTAs)."""
-    found = [o for o in ops.walk(kernel.body) if isinstance(o, SCHEDULE_DEPENDENT)]
-    claims_only = all(isinstance(o, (ops.TileClaim, ops.TileTake)) for o in found)
-    if found and claims_only and binding is not None and \
-            grid_size(kernel, manifest, binding.tile_count(), ctas) == 1:
+    if claims_tiles(kernel) and binding is not None and grid_size(kernel, manifest, binding.tile_count(), ctas) == 1:
         return None
-    return found[0] if found else None
+    return next((o for o in ops.walk(kernel.body) if isinstance(o, SCHEDULE_DEPENDENT)), None)
 
 
 def _by_order(recording, verdict: Verdict, witnesses: int = 16) -> Verdict:
