@@ -56,6 +56,7 @@ class KernelCodegen:
         self.accumulators: dict[str, list[ir.AllocaInstr]] = {}   # per-thread registers of each accumulator
         self.accumulator_roles: dict[str, str] = {}                # accumulator -> the role holding it
         self.accumulator_parts: dict[str, int] = {}                # accumulator -> warpgroups splitting its columns
+        self.accumulator_dtypes: dict[str, str] = {}               # accumulator -> f32, or bf16/f16 (packed pairs)
         self.tmem_tiles = ops.decls(kernel, ops.TmemDecl)
         self.tmem_flags: dict[str, ir.AllocaInstr] = {}           # tmem tile -> "the next mma accumulates"
         self.rows: dict[str, list[ir.AllocaInstr]] = {}           # row register -> one slot per column

@@ -27,9 +27,15 @@ I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 
 
 def _acc_decl(g, o: ops.AccDecl) -> None:
-    g.accumulators[o.symbol] = [g.alloca(f"{o.symbol}.{i}", F32) for i in range(o.shape[1] // o.parts // 2)]
+    """f32: one register per element the thread holds. bf16/f16 (an A fragment): one register per
+    pair of them, as wgmma's register A packs it (register j: elements 2j, 2j + 1)."""
+    if o.dtype == "f32":
+        g.accumulators[o.symbol] = [g.alloca(f"{o.symbol}.{i}", F32) for i in range(o.shape[1] // o.parts // 2)]
+    else:
+        g.accumulators[o.symbol] = [g.alloca(f"{o.symbol}.{i}", I32) for i in range(o.shape[1] // 4)]
     g.accumulator_roles[o.symbol] = g.role.name
     g.accumulator_parts[o.symbol] = o.parts
+    g.accumulator_dtypes[o.symbol] = o.dtype
 
 
 def _pin_accumulators(g, pins: list[str]) -> None:
@@ -47,7 +53,8 @@ def _pin_accumulators(g, pins: list[str]) -> None:
         if role != g.role.name or (pins and name not in pins):
             continue
         for reg in g.accumulators[name]:
-            pin = ir.InlineAsm(ir.FunctionType(F32, [F32]), "", "=f,0", side_effect=True)
+            kind = reg.type.pointee
+            pin = ir.InlineAsm(ir.FunctionType(kind, [kind]), "", "=f,0" if kind == F32 else "=r,0", side_effect=True)
             g.b.store(g.b.call(pin, [g.b.load(reg)]), reg)
 
 
@@ -63,7 +70,7 @@ def _wgmma_wait(g, o: ops.WgmmaWait) -> None:
 
 def _acc_zero(g, o: ops.AccZero) -> None:
     for reg in g.accumulators[o.acc]:
-        g.b.store(F32(0.0), reg)
+        g.b.store(reg.type.pointee(0), reg)
 
 
 def _warpgroup(g) -> ir.Value:
@@ -126,16 +133,21 @@ def _wgmma_register_a(g, o: ops.Wgmma) -> None:
     wgmma's A fragment: elements 8k .. 8k+7 of p are the A elements a0..a7 of K step k (columns
     16k .. 16k+15), and A register j packs a(2j) (low half) and a(2j+1). An fp8 one is regrouped
     across each quad (fp8_fragments.py)."""
-    regs, source = g.accumulators[o.acc], g.accumulators[o.a.operand.name]
+    packed = isinstance(o.a, ex.AccRef)      # a bf16/f16 accumulator: converted when row math wrote it
+    name = o.a.name if packed else o.a.operand.name
+    dtype = g.accumulator_dtypes[name] if packed else o.a.dtype
+    regs, source = g.accumulators[o.acc], g.accumulators[name]
     tile_b, desc_b = _operand(g, o.b, None, o.kn)
-    template, constraints = wgmma.inline_asm(64, 2 * len(regs), wgmma.instruction_k(o.a.dtype), o.a.dtype,
+    template, constraints = wgmma.inline_asm(64, 2 * len(regs), wgmma.instruction_k(dtype), dtype,
                                              tile_b.dtype, "f32", a_from_registers=True, trans_b=o.kn)
     result_type = g.registers(F32, len(regs))
     for k in range(tile_b.k_steps):
-        if o.a.dtype in fp8_fragments.CONVERT:
-            a = fp8_fragments.a_registers(g, o.a.dtype, source, k)
+        if packed:
+            a = [g.b.load(r) for r in source[4 * k:4 * k + 4]]
+        elif dtype in fp8_fragments.CONVERT:
+            a = fp8_fragments.a_registers(g, dtype, source, k)
         else:
-            a = _a_registers_16bit(g, o.a.dtype, source, k)
+            a = _a_registers_16bit(g, dtype, source, k)
         db = g.b.add(desc_b, I64(tile_b.k_step_offset(k) >> 4))
         values = [g.b.load(r) for r in regs]
         result = g.asm(template, constraints, [*a, db, I32(1), *values], ret=result_type)
@@ -145,15 +157,15 @@ def _wgmma_register_a(g, o: ops.Wgmma) -> None:
 
 def _a_registers_16bit(g, dtype: str, source: list, k: int) -> list[ir.Value]:
     """K step k's four A registers: elements 8k .. 8k+7 of the fragment, converted, in pairs."""
-    pair_type = ir.VectorType(STORAGE[dtype], 2)
-    a = []
-    for j in range(4):
-        pair = ir.Constant(pair_type, ir.Undefined)
-        for half in range(2):
-            pair = g.b.insert_element(pair, g.b.fptrunc(g.b.load(source[8 * k + 2 * j + half]), STORAGE[dtype]),
-                                      I32(half))
-        a.append(g.b.bitcast(pair, I32))
-    return a
+    return [pack_pair(g, dtype, [g.b.load(source[8 * k + 2 * j + half]) for half in range(2)]) for j in range(4)]
+
+
+def pack_pair(g, dtype: str, values: list[ir.Value]) -> ir.Value:
+    """Two f32 values rounded to a 16-bit dtype, packed into one register (the first in the low half)."""
+    pair = ir.Constant(ir.VectorType(STORAGE[dtype], 2), ir.Undefined)
+    for half, value in enumerate(values):
+        pair = g.b.insert_element(pair, g.b.fptrunc(value, STORAGE[dtype]), I32(half))
+    return g.b.bitcast(pair, I32)
 
 
 def _acc_store(g, o: ops.AccStore) -> None:

@@ -18,7 +18,7 @@ from ..ir import exprs as ex
 from ..ir import ops
 from ..targets import tma
 from ..targets.dtypes import DTYPES
-from .mma_codegen import store_pair
+from .mma_codegen import pack_pair, store_pair
 from .row_layouts import FragmentRows, accumulator_rows, holds_fragments, layout_of, store_tmem_row
 from .tcgen05_codegen import tile_address
 from .tile_math import FLOAT_OPS, STORAGE
@@ -47,6 +47,8 @@ def _row_assign(g, o: ops.RowAssign) -> None:
         flat = [v for row in value for v in row] if isinstance(layout, FragmentRows) else _widen(value[0], len(slots))
         for slot, v in zip(slots, flat):
             g.b.store(v, slot)
+    elif isinstance(o.dest, ex.AccRef) and g.accumulator_dtypes[o.dest.name] != "f32":
+        _store_fragment(g, o.dest.name, value)
     elif isinstance(o.dest, ex.AccRef):
         for row, regs in zip(value, accumulator_rows(g, o.dest.name)):
             for reg, v in zip(regs, _widen(row, len(regs))):
@@ -58,6 +60,16 @@ def _row_assign(g, o: ops.RowAssign) -> None:
         _store_row_vector(g, o.dest, layout, value)
     else:
         _store_lane_row(g, o.dest, layout.row, value[0])
+
+
+def _store_fragment(g, name: str, value) -> None:
+    """Row math into a bf16/f16 accumulator: each row's values, rounded, two to a register. Held row
+    h's columns 2c, 2c + 1 are fragment elements 4c + 2h, 4c + 2h + 1, i.e. register 2c + h."""
+    regs, dtype = g.accumulators[name], g.accumulator_dtypes[name]
+    for half, row in enumerate(value):
+        row = _widen(row, len(regs))
+        for c in range(len(regs) // 2):
+            g.b.store(pack_pair(g, dtype, row[2 * c:2 * c + 2]), regs[2 * c + half])
 
 
 def _store_lane_row(g, dest: ex.BufferRef, row: ir.Value, value: list[ir.Value]) -> None:

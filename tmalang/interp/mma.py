@@ -42,6 +42,13 @@ def acc_decl(m, w, o: ops.AccDecl) -> None:
     m.accumulators.setdefault((w.role.symbol, o.symbol, group), np.zeros((64, width), np.float32))
 
 
+def rounded_to(m, w, name: str, values: np.ndarray) -> np.ndarray:
+    """Values written into accumulator `name`, rounded to its dtype: a bf16/f16 accumulator holds
+    an A fragment (kept as f32 arrays whose values are exactly representable in that dtype)."""
+    dtype = m.accumulator_decls[(w.role.symbol, name)].dtype
+    return values if dtype == "f32" else _store_as(values, m.launch.np_dtype(dtype)).astype(np.float32)
+
+
 def columns_of(m, w, name: str) -> slice:
     """The accumulator's columns this warp's warpgroup holds: all, or its part of a `by columns` one."""
     return m.accumulator_decls[(w.role.symbol, name)].columns_of(rows_of(w)[0])
@@ -93,11 +100,13 @@ def wgmma(m, w, o: ops.Wgmma) -> None:
 def _register_operand(m, w, o: ops.Wgmma) -> np.ndarray:
     """A from registers: accumulator p rounded to the operand dtype. p must be complete: a wgmma
     still writing it would race with this one's register reads (E413)."""
-    source = o.a.operand.name
+    source = o.a.name if isinstance(o.a, ex.AccRef) else o.a.operand.name
     in_flight = [*w.mma_open, *(agent for g in w.mma_groups for agent in g)]
     if any(w.mma_written.get(agent) == source for agent in in_flight):
         raise ProtocolError("E413", f"wgmma reads accumulator '{source}' while wgmma operations writing it "
                             "are in flight", o.span, [m.who(w), "wait with wgmma_wait before using it as an operand"])
+    if isinstance(o.a, ex.AccRef):
+        return acc_slice(m, w, source)       # a 16-bit accumulator: rounded when row math wrote it
     return _store_as(acc_slice(m, w, source), m.launch.np_dtype(o.a.dtype)).astype(np.float32)
 
 

@@ -81,7 +81,7 @@ def row_assign(m, w, o: ops.RowAssign) -> None:
         w.rows[o.dest.name] = np.broadcast_to(value, w.rows[o.dest.name].shape).astype(np.float32)
     elif isinstance(o.dest, ex.AccRef):
         target = mma.acc_slice(m, w, o.dest.name)
-        target[held.rows] = np.broadcast_to(value, target[held.rows].shape)
+        target[held.rows] = mma.rounded_to(m, w, o.dest.name, np.broadcast_to(value, target[held.rows].shape))
     elif dest_tmem:
         m.races.access(tcgen05.tmem_key(m, w, o.dest), w.agent, True, held.share, o.span, who)
         target = tcgen05.tmem_tile(m, w, o.dest)

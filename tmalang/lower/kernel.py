@@ -324,7 +324,12 @@ class _Statements:
     def _Mma(self, s: ast.Mma):
         if self._is_tmem(s.acc):
             return ops.Tcgen05Mma(self.tile(s.acc), self.tile(s.a), self.tile(s.b), span=s.span)
-        a = ex.Cast(s.a.func, ex.AccRef(s.a.args[0].name)) if isinstance(s.a, ast.Call) else self.tile(s.a)
+        if isinstance(s.a, ast.Call):
+            a = ex.Cast(s.a.func, ex.AccRef(s.a.args[0].name))
+        elif s.a.field is None and s.a.name in self.accs:
+            a = ex.AccRef(s.a.name)        # a bf16/f16 accumulator: the A fragment as it lies
+        else:
+            a = self.tile(s.a)
         return ops.Wgmma(s.acc.name, a, self.tile(s.b), s.kn, s.km, span=s.span)
 
     def _Elect(self, s):

@@ -19,7 +19,8 @@ from .declarations import Box, KernelInfo, Scalar
 from .operands import Accumulator, block_index, check_operand
 from .scope import check_local, tile_expr_functions, tile_ref
 
-ACC_DTYPES = ("f32",)
+ACC_DTYPES = ("f32", "bf16", "f16")
+FRAGMENT_DTYPES = ("bf16", "f16")   # a 16-bit accumulator: a register A fragment, written by row math
 MN_MAJOR_DTYPES = ("bf16", "f16")   # wgmma's imm-trans exists in the .f16/.bf16 forms only (ISA 9.7.15.5.2)
 
 
@@ -40,6 +41,9 @@ def declare(info: KernelInfo, s: ast.AccumulatorDecl, scope) -> None:
                     "warpgroups; tensor-core MMA is issued by warpgroups", role.decl.warps_span,
                     "a warpgroup is 4 consecutive warps starting at a multiple of 4")
     parts = _column_parts(s, role) if s.by_columns is not None else 1
+    if parts > 1 and s.dtype.name in FRAGMENT_DTYPES:
+        raise error("E085", f"a {s.dtype.name} accumulator is a register A operand, a warpgroup's own rows; it "
+                    "cannot be split by columns", s.by_columns)
     if parts == 1 and rows != 64 * role.tile_warpgroups:
         holds = ("walks its tiles by warpgroup (each warpgroup holds a tile's accumulator alone)" if role.by_warpgroup
                  else f"has {role.warps // 4} warpgroup(s)")
@@ -82,10 +86,19 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
                         f"store {'b as [N, K]' if s.kn else 'a as [M, K]'}, or accumulate in registers")
         return tcgen05.check_mma(info, s, scope, shape)
     acc = lookup(scope, s.acc)
+    if acc.dtype != "f32":
+        raise error("E085", f"mma accumulates in f32; '{acc.name}' is a {acc.dtype} accumulator, which holds an A "
+                    "operand", s.acc.span, f"write it with row math ({acc.name} = {acc.dtype}(s)) and read it as "
+                    f"mma's A: mma o, {acc.name}, b")
     if scope.elected:
         raise error("E083", "mma inside elect: wgmma is issued by whole warpgroups", s.span)
     info.wgmma_sites.append(s.span)
-    if isinstance(s.a, ast.Call):
+    if _names_accumulator(s.a, scope):
+        if s.km:
+            raise error("E088", "an A operand from registers cannot be MN-major ('km')", s.a.span,
+                        "wgmma's imm-trans-a exists only for an A read from shared memory")
+        a_dtype, a_shape = _fragment_operand(s.a, acc, scope)
+    elif isinstance(s.a, ast.Call):
         if s.km:
             raise error("E088", "an A operand from registers cannot be MN-major ('km')", s.a.span,
                         "wgmma's imm-trans-a exists only for an A read from shared memory")
@@ -151,6 +164,27 @@ def _check_mn_major(ref: ast.Ref, tile: Box, operand: str, word: str) -> None:
                     ref.span)
 
 
+def _names_accumulator(a, scope) -> bool:
+    return isinstance(a, ast.Ref) and a.field is None and a.block is None and a.name in scope.accs
+
+
+def _fragment_operand(ref: ast.Ref, acc: Accumulator, scope) -> tuple[str, list[int]]:
+    """`mma acc, p, b` with p a bf16/f16 accumulator: its registers are the A fragment as they lie,
+    converted when row math wrote them (`p = bf16(s)`), so s's f32 registers are free before the
+    mma that reads p is issued."""
+    p = lookup(scope, ref)
+    if p.dtype not in FRAGMENT_DTYPES:
+        raise error("E088", f"accumulator '{p.name}' holds f32; an A operand from registers is 16 or 8 bits",
+                    ref.span, f"convert it: mma {acc.name}, bf16({p.name}), ...; or keep it converted in a bf16 "
+                    f"accumulator written by row math")
+    if p.name == acc.name:
+        raise error("E088", f"mma reads and writes accumulator '{acc.name}'", ref.span)
+    if p.shape[1] % 16:
+        raise error("E088", f"accumulator '{p.name}' has {p.shape[1]} columns; as an mma A operand they are K, a "
+                    "multiple of 16", ref.span)
+    return p.dtype, p.shape
+
+
 REGISTER_A_DTYPES = {"bf16": 16, "f16": 16, "f8e4m3": 32, "f8e5m2": 32}   # the cast -> K of one wgmma
 
 
@@ -162,6 +196,9 @@ def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, lis
         raise error("E088", f"'{call.func}(...)' cannot be an mma operand", call.span,
                     "A from registers is bf16(p), f16(p), f8e4m3(p) or f8e5m2(p), p an accumulator of this role")
     p = lookup(scope, call.args[0])
+    if p.dtype != "f32":
+        raise error("E088", f"accumulator '{p.name}' already holds {p.dtype}", call.span,
+                    f"read it as it is: mma {acc.name}, {p.name}, ...")
     if p.parts > 1:
         raise error("E553", f"accumulator '{p.name}' is split by columns over {p.parts} warpgroups; a register A "
                     "operand is a warpgroup's own rows", call.span)
@@ -195,6 +232,9 @@ def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
         acc = tcgen05.check_epilogue(info, s, scope, accs[0], tcgen05.tmem_field(scope, accs[0]))
     else:
         acc = scope.accs[accs[0].name]
+        if acc.dtype != "f32":
+            raise error("E085", f"'{acc.name}' is a {acc.dtype} accumulator, an mma A operand; an epilogue reads f32 "
+                        "accumulators", accs[0].span)
     target = tile_ref(info, s.target, scope)
     if scope.elected:
         raise error("E083", "an epilogue inside elect runs on one thread, which holds only its fragment", s.span)

@@ -210,7 +210,7 @@ def _ref_shape(info: KernelInfo, e: ast.Ref, scope, per_row: bool = False) -> in
             raise error("E066", f"'{e.name}' is an integer index; row math takes it only as a mask's limit",
                         e.span)
         if e.name in scope.accs:
-            return _row_accumulator(scope, e).shape[1]
+            return _read_accumulator(scope, e).shape[1]
     if e.field is None and e.name in scope.accs:
         raise error("E093", f"'{e.text()}': row math reads whole rows of an accumulator", e.span)
     if fragment_role(scope.role) and (e.field is not None or isinstance(info.symbols.get(e.name), SmemBuffer)):
@@ -233,6 +233,16 @@ def _row_accumulator(scope, ref: ast.Ref):
         raise error("E553", f"row math on '{ref.name}', whose columns are split over {acc.parts} warpgroups: a row's "
                     "values lie in several warpgroups", ref.span,
                     "row math works on accumulators split by rows (declared without 'by columns')")
+    return acc
+
+
+def _read_accumulator(scope, ref: ast.Ref):
+    """An accumulator row math reads: f32. A bf16/f16 one holds an mma's A operand, packed two
+    values per register; row math writes it (`p = bf16(s)`) and mma reads it."""
+    acc = _row_accumulator(scope, ref)
+    if acc.dtype != "f32":
+        raise error("E085", f"row math reads f32 accumulators; '{ref.name}' is {acc.dtype}, an mma A operand",
+                    ref.span, f"compute from the f32 accumulator that '{ref.name}' was converted from")
     return acc
 
 

@@ -39,8 +39,9 @@ class AccZero(Op):
 @dataclass
 class Wgmma(Op):
     """acc += a · bᵀ over the whole K extent of the tiles (K-major a: [R, K], b: [C, K]).
-    `a` is an smem tile, or `cvt.bf16(!p)`: accumulator p converted in registers (wgmma's
-    register-A form; p's fragment layout is the A fragment layout, 16 columns per K step)."""
+    `a` is an smem tile, `cvt.bf16(!p)`: accumulator p converted in registers (wgmma's
+    register-A form; p's fragment layout is the A fragment layout, 16 columns per K step), or
+    `!p` with p a bf16/f16 accumulator: the fragment converted when row math wrote it."""
 
     acc: str
     a: Expr
@@ -49,7 +50,7 @@ class Wgmma(Op):
     km: bool = False   # a is [K, R], stored R-innermost (MN-major, imm-trans-a = 1): acc += aᵀ · …
 
     def register_a(self) -> set[str]:
-        """The accumulator read as a register A operand (`cvt.bf16(!p)`), if any."""
+        """The accumulator read as a register A operand (`cvt.bf16(!p)` or `!p`), if any."""
         return {e.name for e in walk_expr(self.a) if isinstance(e, AccRef)}
 
 

@@ -20,8 +20,10 @@ def _wgmma(v: Scope, o: ops.Wgmma) -> None:
     v.tile(o, "b", "smem")
     if isinstance(o.a, ex.BufferRef):
         v.tile(o, "a", "smem")
+    elif isinstance(o.a, ex.AccRef):
+        v.check(o, "a", o.a.name in v.accs, "not an accumulator of the role")
     elif not (isinstance(o.a, ex.Cast) and isinstance(o.a.operand, ex.AccRef)):
-        v.fail(f"wgmma a={o.a} is neither an smem tile nor a converted accumulator", o)
+        v.fail(f"wgmma a={o.a} is neither an smem tile nor an accumulator, converted or 16-bit", o)
 
 
 HOOKS: dict[type[ops.Op], Hook] = {
