@@ -74,9 +74,16 @@ class Kernel:
 
     def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> None:
         """Launch on the GPU. Arrays: torch/CuPy/DLPack/__cuda_array_interface__, or NumPy (copied)."""
+        self.launch_repeatable(*args, dims=dims, stream=stream)
+
+    def launch_repeatable(self, *args, dims: dict[str, int] | None = None, stream=None):
+        """Launch as `k(...)` does, and return a callable that launches again with the very same
+        arguments (addresses, shapes, strides, scalar values, stream) without checking or encoding
+        them again; None where they cannot be repeated (NumPy arrays are staged per call)."""
         if self._launcher is None:
             self._launcher = Launcher(self.manifest, self.cubin)
-        self._launcher(*args, dims=dims, stream=stream)
+        repeat = self._launcher(*args, dims=dims, stream=stream)
+        return None if repeat is None else repeat.again
 
     def profile(self, *args, dims: dict[str, int] | None = None, stream=None, ctas: int = 1) -> Trace:
         """Run once on the GPU with the hardware timeline: %globaltimer stamps at each warp's waits

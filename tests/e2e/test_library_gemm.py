@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from conftest import ROOT
 import tmalang
 from tmalang.contract.errors import LaunchError
 from tmalang.library import configs
@@ -216,6 +217,56 @@ def test_a_repeated_call_takes_the_fast_path_and_sees_new_data(torch):
     reference = 2 * (a.double() @ b.double())
     assert ((c.double() - reference).norm() / reference.norm()).item() < 1e-2
     assert len(library._repeats) == 1
+
+
+@pytest.mark.gpu
+def test_a_call_without_out_repeats_exactly_and_sees_new_data(torch):
+    """No `out`: C is allocated as prepare would (aligned rows), so the call repeats like one with
+    `out` when torch's allocator hands the same block back; every result is checked."""
+    a, b, _ = _torch_operands(torch, 77, 264, 320, torch.bfloat16, "kn")
+    library._repeats.clear()
+    for round in range(3):
+        a.copy_(torch.randn_like(a, dtype=torch.float32).to(torch.bfloat16))
+        c = tmalang.gemm(a, b)
+        reference = a.double() @ b.double()
+        assert c.shape == (77, 264) and c.dtype == torch.bfloat16 and c.is_contiguous()
+        assert ((c.double() - reference).norm() / reference.norm()).item() < 1e-2
+        del c
+    assert len(library._repeats) == 1
+    odd = tmalang.gemm(a, b[:, :261])          # 261 bf16 columns: rows TMA cannot write, padded by prepare
+    assert odd.shape == (77, 261) and odd.is_contiguous()
+    assert ((odd.double() - a.double() @ b[:, :261].double()).norm() / odd.double().norm()).item() < 1e-2
+
+
+@pytest.mark.gpu
+def test_a_repeat_on_another_stream_is_another_launch(torch):
+    a, b, _ = _torch_operands(torch, 100, 256, 320, torch.bfloat16, "nk")
+    c = torch.empty(100, 256, device="cuda", dtype=torch.bfloat16)
+    library._repeats.clear()
+    tmalang.gemm(a, b, c)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        tmalang.gemm(a, b, c, alpha=-1.0)
+    torch.cuda.synchronize()
+    assert len(library._repeats) == 2
+    reference = -(a.double() @ b.double())
+    assert ((c.double() - reference).norm() / reference.norm()).item() < 1e-2
+
+
+@pytest.mark.gpu
+def test_launch_repeatable_launches_again_with_new_data(torch):
+    saxpy = tmalang.compile_file(ROOT / "examples" / "saxpy.tma")
+    x, y = torch.randn(130, 72, device="cuda"), torch.randn(130, 72, device="cuda")
+    x, y = x[:, :68], y[:, :68]        # 68 columns in rows of 288 bytes: not the box's width
+    out = torch.empty(130, 68, device="cuda")
+    again = saxpy.launch_repeatable(2.0, x, y, out)
+    torch.testing.assert_close(out, 2 * x + y)
+    x.copy_(torch.randn_like(x))
+    out.zero_()
+    again()
+    torch.testing.assert_close(out, 2 * x + y)
+    assert saxpy.launch_repeatable(2.0, x.cpu().numpy(), y.cpu().numpy(), out.cpu().numpy()) is None
 
 
 @pytest.mark.gpu

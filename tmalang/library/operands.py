@@ -106,13 +106,14 @@ class Operands:
         return self.c is self.out and self.a is self._given[0] and self.b is self._given[1]
 
     # -- running -----------------------------------------------------------------------------
-    def launch(self, kernel, args: list, stream, writes: str = "c") -> None:
-        """On the GPU (torch) or the interpreter (NumPy: the written tensor comes back)."""
+    def launch(self, kernel, args: list, stream, writes: str = "c"):
+        """On the GPU (torch; returns the launch's repeat, Kernel.launch_repeatable) or the
+        interpreter (NumPy: the written tensor comes back; returns None)."""
         if self.torch:
-            kernel(*args, stream=stream)   # None: torch's current stream (runtime/launch.py)
-            return
+            return kernel.launch_repeatable(*args, stream=stream)   # None: torch's current stream
         written = kernel.interpret(*args)[0]
         setattr(self, writes, written)
+        return None
 
     def finish(self):
         """C: zeros when K = 0; the caller's `out` (filled) when given; else a contiguous C."""
@@ -157,7 +158,26 @@ def prepare(a, b, out, out_dtype, alpha) -> Operands:
                               f"of shape {(a.shape[0], b.shape[1])}, got {type(out).__name__} {tuple(out.shape)}")
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
         raise LaunchError(LAUNCH_OPTION, f"gemm: alpha must be a Python number, got {type(alpha).__name__}")
+    if not -3.4e38 <= alpha <= 3.4e38:
+        raise LaunchError(LAUNCH_OPTION, f"gemm: alpha must be a finite f32 value, got {str(alpha)[:40]}")
     return Operands(a, b, out, result, alpha)
+
+
+def operand_output_dtype(input_dtype, out_dtype) -> str:
+    """The torch dtype name of C (`float32`, ...) for inputs of `input_dtype` and an `out_dtype`
+    (None, a dtype or its name), as a call without `out` makes it; LaunchError where it has none."""
+    name = _named(input_dtype)
+    if name not in INPUTS:
+        raise LaunchError(LAUNCH_OPTION, f"gemm: inputs of {name}")
+    result = _result_dtype(_Typed(input_dtype), None, out_dtype)
+    return {v: k for k, v in OUTPUTS.items()}[result]
+
+
+class _Typed:
+    """Something with a dtype, for _result_dtype."""
+
+    def __init__(self, dtype) -> None:
+        self.dtype = dtype
 
 
 def _result_dtype(a, out, out_dtype) -> str:

@@ -69,7 +69,7 @@ def _primary_context(device: int):
 
 def activate(device: int) -> None:
     """Make the primary context of `device` current on this thread."""
-    call("cuCtxSetCurrent", _primary_context(device))
+    _checked("cuCtxSetCurrent", _hot().set_current(_primary_context(device)))
 
 
 def pointer_device(ptr: int) -> int | None:
@@ -198,4 +198,24 @@ def launch_config(grid: int, block: int, smem: int, stream: int, cluster: tuple[
 
 def launch(function, config, params_address: int) -> None:
     """cuLaunchKernelEx with kernel parameters given as the address of a void*[] array."""
-    call("cuLaunchKernelEx", config, function, params_address, 0)
+    _checked("cuLaunchKernelEx", _hot().launch(config, function, params_address, 0))
+
+
+class _HotCalls:
+    """The driver calls of every launch, bound once: `call` looks the function and the success
+    code up by name each time, which a repeat launch (a few microseconds in all) feels."""
+
+    def __init__(self, driver) -> None:
+        self.set_current = driver.cuCtxSetCurrent
+        self.launch = driver.cuLaunchKernelEx
+        self.success = driver.CUresult.CUDA_SUCCESS
+
+
+@functools.cache
+def _hot() -> _HotCalls:
+    return _HotCalls(api())
+
+
+def _checked(name: str, result: tuple) -> None:
+    if result[0] != _hot().success:
+        raise LaunchError(DRIVER_CALL, f"{name} failed: {error_text(result[0])}")

@@ -15,6 +15,7 @@ checked first (binding.py), so a bad argument never leaves half-done driver work
 
 from __future__ import annotations
 
+import functools
 import struct
 import sys
 from collections import OrderedDict
@@ -48,6 +49,27 @@ class _Loaded:
 
 
 REPEAT_ENTRIES = 8   # launches remembered for the fast path
+
+
+@dataclass(frozen=True)
+class RepeatLaunch:
+    """A launch whose arguments were bound, checked and encoded: launching it again is a context
+    switch and cuLaunchKernelEx. Only the launcher makes one, for device arrays and scalars, whose
+    addresses, shapes, strides and values it stands for (`_device_signature`)."""
+
+    launcher: "Launcher"
+    device: int
+    function: object
+    config: object
+    params: object      # KernelParams: the encoded tensor maps and scalars
+    stream: int
+
+    def again(self) -> None:
+        watchdog.check()
+        self.launcher._last_device = self.device
+        driver.activate(self.device)
+        driver.launch(self.function, self.config, self.params.address)
+        self.launcher._launched(self.device, self.stream)
 
 class Launcher:
     """A callable compiled kernel: `launcher(*args, dims=None, stream=None)`."""
@@ -86,7 +108,9 @@ class Launcher:
             timeline.disarm(loaded.module)
         return timeline.read(buffer, m)
 
-    def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> None:
+    def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> RepeatLaunch | None:
+        """Launch; the launch as a RepeatLaunch when its arguments can be repeated exactly (device
+        arrays and scalars), else None."""
         watchdog.check()   # a hang an earlier launch reported, before anything else runs
         if stream is None:
             stream = torch_current_stream(args)
@@ -95,12 +119,8 @@ class Launcher:
         if repeat is not None:
             # the very arguments of a recent launch: already validated and encoded
             self._repeats.move_to_end(signature)
-            device, function, config, params, handle = repeat
-            self._last_device = device
-            driver.activate(device)
-            driver.launch(function, config, params.address)
-            self._launched(device, handle)
-            return
+            repeat.again()
+            return repeat
         m = self.manifest
         handle = stream_handle(stream)
         binding = bind(m, args, dims, handle)
@@ -126,10 +146,12 @@ class Launcher:
             driver.launch(loaded.function, config, params.address)
             self._launched(device, handle)
             staging.finish()
-        if signature is not None:
-            self._repeats[signature] = (device, loaded.function, config, params, handle)
-            if len(self._repeats) > REPEAT_ENTRIES:
-                self._repeats.popitem(last=False)
+        if signature is None:
+            return None
+        repeat = self._repeats[signature] = RepeatLaunch(self, device, loaded.function, config, params, handle)
+        if len(self._repeats) > REPEAT_ENTRIES:
+            self._repeats.popitem(last=False)
+        return repeat
 
     def _launched(self, device: int, stream: int) -> None:
         self._last_stream = stream
@@ -184,17 +206,37 @@ def _device_signature(args: tuple, dims, stream) -> tuple | None:
     if dims is not None and not isinstance(dims, Mapping):
         return None   # bind() reports it
     try:
-        key = [stream_handle(stream), None if dims is None else tuple(sorted(dims.items(), key=repr))]
+        key = [stream if type(stream) is int else stream_handle(stream),
+               None if dims is None else tuple(sorted(dims.items(), key=repr))]
     except LaunchError:
         return None
     for a in args:
-        if isinstance(a, (int, float, np.generic)) and not isinstance(a, bool):
+        kind = type(a)
+        if _is_torch_tensor(kind):
+            if not a.is_cuda:
+                return None
+            # the address names the device (one virtual address space for all of them); torch.Size
+            # and the stride tuple compare by value. Four entries, fixed per argument position.
+            key += (a.data_ptr(), a.shape, a.stride(), a.dtype)
+        elif kind is float:
+            key.append((float, struct.pack("<d", a)))
+        elif kind is int:
+            key.append((int, a))
+        elif isinstance(a, (int, float, np.generic)) and not isinstance(a, bool):
             key.append(_scalar_key(a))
         elif hasattr(a, "data_ptr") and hasattr(a, "stride") and getattr(a, "is_cuda", False):
             key.append((a.data_ptr(), tuple(a.shape), a.stride(), a.dtype, a.device.index))
         else:
             return None
     return tuple(key)
+
+
+@functools.cache
+def _is_torch_tensor(kind: type) -> bool:
+    """torch.Tensor and its subclasses (nn.Parameter), asked once per type: a repeat launch's
+    signature is its host cost, and isinstance against a lazily imported torch is not free."""
+    torch = sys.modules.get("torch")
+    return torch is not None and issubclass(kind, torch.Tensor)
 
 
 def _scalar_key(value) -> tuple:
@@ -275,7 +317,7 @@ def torch_current_stream(args: tuple):
             torch = sys.modules["torch"]
             raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)   # the handle, without a Stream object:
             if raw is not None:                                             # ~0.3 µs instead of ~9 per launch
-                return raw(a.device.index)
+                return raw(a.get_device())
             return torch.cuda.current_stream(a.device)
     return None
 
