@@ -1,0 +1,143 @@
+"""`tmalang.conv2d` against a float64 convolution: odd channels, filters, images, strides,
+paddings and dilations, with and without bias and ReLU, on the interpreter (NumPy, CI) and the
+H100 (torch, channels_last and contiguous inputs); and its refusals.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import tmalang
+from tmalang.contract.errors import LaunchError
+from tmalang.library import conv2d as library
+
+# (N, C, H, W, K, R, S, stride, padding, dilation, bias, relu)
+CASES = [
+    (1, 16, 5, 6, 24, 3, 3, 1, 1, 1, False, False),        # the example's 3x3, a ragged image
+    (2, 3, 7, 5, 10, 3, 3, 2, 1, 1, True, True),           # C = 3 padded to 16, K = 10 padded to 16
+    (1, 32, 6, 7, 8, 1, 1, 1, 0, 1, True, False),          # 1x1: a GEMM over pixels
+    (1, 16, 9, 8, 16, 5, 5, 1, (2, 1), (1, 2), False, True),
+    (1, 24, 11, 9, 12, 7, 7, 2, 3, 1, True, False),        # a 7x7 stem, C = 24 padded to 32
+    (1, 64, 4, 4, 72, 3, 3, (1, 2), 1, 1, False, False),   # two channel blocks of 64, K past a tile of 64
+    (3, 16, 5, 4, 8, 3, 3, 1, 1, 1, False, False),         # one tile over three images
+    (2, 16, 10, 9, 8, 3, 3, 1, 1, 1, True, False),         # 180 pixels: the second tile starts mid-image
+    (2, 16, 9, 7, 8, 1, 1, 2, 0, 1, False, False),         # 1x1 stride 2 over two images
+]
+IDS = [f"n{c[0]}c{c[1]}h{c[2]}w{c[3]}k{c[4]}-{c[5]}x{c[6]}-s{c[7]}p{c[8]}d{c[9]}{'-bias' if c[10] else ''}"
+       f"{'-relu' if c[11] else ''}" for c in CASES]
+
+
+def pair(v):
+    return (v, v) if isinstance(v, int) else v
+
+
+def reference(x, w, stride, padding, dilation, bias, relu) -> np.ndarray:
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    (n, c, h, wd), (k, _, r, s) = x.shape, w.shape
+    (sh, sw), (ph, pw), (dh, dw) = pair(stride), pair(padding), pair(dilation)
+    p, q = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1, (wd + 2 * pw - dw * (s - 1) - 1) // sw + 1
+    padded = np.zeros((n, c, h + 2 * ph, wd + 2 * pw))
+    padded[:, :, ph:ph + h, pw:pw + wd] = x
+    y = np.zeros((n, k, p, q))
+    for i in range(r):
+        for j in range(s):
+            taps = padded[:, :, i * dh:i * dh + sh * (p - 1) + 1:sh, j * dw:j * dw + sw * (q - 1) + 1:sw]
+            y += np.einsum("ncpq,kc->nkpq", taps, w[:, :, i, j])
+    if bias is not None:
+        y += np.asarray(bias, np.float64)[None, :, None, None]
+    return np.maximum(y, 0.0) if relu else y
+
+
+def inputs(case, dtype, seed):
+    n, c, h, wd, k, r, s, *_, bias, _ = case
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, wd)).astype(dtype)
+    w = (rng.standard_normal((k, c, r, s)) / np.sqrt(c * r * s)).astype(dtype)
+    return x, w, rng.standard_normal(k).astype(np.float32) if bias else None
+
+
+def relative_error(got, expected) -> float:
+    return float(np.linalg.norm(np.asarray(got, np.float64) - expected) / np.linalg.norm(expected))
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_interpreter_matches_float64(case):
+    x, w, bias = inputs(case, ml_dtypes.bfloat16, 1)
+    stride, padding, dilation, _, relu = case[7:]
+    y = tmalang.conv2d(x, w, stride=stride, padding=padding, dilation=dilation, bias=bias,
+                       activation="relu" if relu else None)
+    expected = reference(x, w, stride, padding, dilation, bias, relu)
+    assert y.shape == expected.shape and y.dtype == x.dtype
+    assert relative_error(y, expected) < 1e-2
+
+
+def test_f16_on_the_interpreter():
+    case = CASES[0]
+    x, w, _ = inputs(case, np.float16, 2)
+    y = tmalang.conv2d(x, w, padding=1)
+    assert y.dtype == np.float16 and relative_error(y, reference(x, w, 1, 1, 1, None, False)) < 2e-3
+
+
+def test_padded_weights_are_zero_beyond_c_and_k():
+    g = library.Geometry(1, 3, 5, 5, 10, 3, 3, (1, 1), (1, 1), (1, 1))
+    assert (g.channel_block, g.padded_c, g.padded_k) == (16, 16, 16)
+    w = np.ones((10, 3, 3, 3), ml_dtypes.bfloat16)
+    prepared = library._weights(w, g, torch=False).astype(np.float32).reshape(16, 3, 3, 16)
+    assert prepared[:10, :, :, :3].min() == 1 and prepared[10:].max() == 0 and prepared[..., 3:].max() == 0
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"stride": 0}, "stride and dilation must be at least 1"),
+    ({"padding": -1}, "padding at least 0"),
+    ({"stride": (1, 2, 3)}, "an int or a pair of ints"),
+    ({"activation": "gelu"}, "activation must be None or 'relu'"),
+    ({"bias": np.zeros(5, np.float32)}, "bias must be a [24] vector"),
+    ({"dilation": 9}, "has no output pixel"),
+], ids=["stride0", "negative-padding", "stride-triple", "gelu", "bias-shape", "no-pixel"])
+def test_refusals_name_the_argument(kwargs, message):
+    x, w, _ = inputs(CASES[0], ml_dtypes.bfloat16, 3)
+    with pytest.raises(LaunchError) as caught:
+        tmalang.conv2d(x, w, **kwargs)
+    assert message in str(caught.value) and caught.value.code == "E212"
+
+
+def test_refusals_of_mismatched_tensors():
+    x, w, _ = inputs(CASES[0], ml_dtypes.bfloat16, 3)
+    for bad in (w[:, :8], w.astype(np.float16), w[0]):
+        with pytest.raises(LaunchError):
+            tmalang.conv2d(x, bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("channels_last", [True, False], ids=["channels_last", "contiguous"])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_h100_matches_float64(case, channels_last):
+    torch = pytest.importorskip("torch")
+    x, w, bias = inputs(case, ml_dtypes.bfloat16, 4)
+    stride, padding, dilation, _, relu = case[7:]
+    expected = reference(x, w, stride, padding, dilation, bias, relu)
+    tx = torch.from_numpy(x.astype(np.float32)).cuda().to(torch.bfloat16)
+    tw = torch.from_numpy(w.astype(np.float32)).cuda().to(torch.bfloat16)
+    if channels_last:
+        tx, tw = tx.contiguous(memory_format=torch.channels_last), tw.contiguous(memory_format=torch.channels_last)
+    tb = None if bias is None else torch.from_numpy(bias).cuda()
+    y = tmalang.conv2d(tx, tw, stride=stride, padding=padding, dilation=dilation, bias=tb,
+                       activation="relu" if relu else None)
+    torch.cuda.synchronize()
+    assert tuple(y.shape) == expected.shape and y.dtype == torch.bfloat16
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    assert relative_error(y.float().cpu().numpy(), expected) < 1e-2
+
+
+@pytest.mark.gpu
+def test_h100_sees_weights_updated_in_place():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(2, 64, 9, 9, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(64, 64, 3, 3, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    for _ in range(2):
+        y = tmalang.conv2d(x, w, padding=1)
+        expected = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
+        assert ((y.double() - expected).norm() / expected.norm()).item() < 1e-2
+        w.mul_(-0.5)

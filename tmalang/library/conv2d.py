@@ -1,0 +1,250 @@
+"""`tmalang.conv2d`: a 2-D convolution forward as an implicit GEMM (conv2d_sm90.tma.j2).
+
+    y = tmalang.conv2d(x, w, stride=1, padding=1)              # x [N, C, H, W], w [K, C, R, S]
+    y = tmalang.conv2d(x, w, stride=2, padding=3, bias=b, activation="relu")
+
+As torch.nn.functional.conv2d (groups 1): stride, padding and dilation are an int or a pair,
+bias a [K] vector, activation None or "relu" (fused into the epilogue). bf16 or f16, f32
+accumulation, the result in the input's dtype, [N, K, P, Q] in channels_last memory. torch CUDA
+tensors run on the GPU (on torch's current stream); NumPy arrays (ml_dtypes.bfloat16 or
+float16, same shapes) on the reference interpreter, which makes every configuration testable
+without a GPU.
+
+The kernel reads the activation as NHWC and the weights as KRSC: a channels_last tensor is read
+where it lies, any other is copied into that layout first. The kernel takes the channels CB at a
+time (64, 32 or 16), so C that is not a multiple of 16 is padded with zeros, in a copy; the
+output's rows are whole 16-byte units, so K that is not a multiple of 8 is computed into a
+padded buffer and copied out. Prepared weights are kept per weight tensor (its address, layout
+and torch's version counter, so an in-place update prepares them again).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+import numpy as np
+
+from ..api import compile as compile_source
+from ..contract.errors import LAUNCH_OPTION, LaunchError
+from .operands import is_torch_type
+
+SOURCE = Path(__file__).with_name("conv2d_sm90.tma.j2")
+DTYPES = {"bfloat16": "bf16", "float16": "f16"}
+ACTIVATIONS = (None, "relu")
+ROW_ALIGN = 8                  # output channels per 16-byte row unit (2-byte elements)
+_prepared_weights: dict[tuple, object] = {}
+PREPARED_WEIGHTS = 32          # weight layouts kept (a network's convolutions, roughly)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One call's sizes: input [N, C, H, W], weights [K, C, R, S], stride, padding, dilation."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+
+    @property
+    def p(self) -> int:
+        return (self.h + 2 * self.padding[0] - self.dilation[0] * (self.r - 1) - 1) // self.stride[0] + 1
+
+    @property
+    def q(self) -> int:
+        return (self.w + 2 * self.padding[1] - self.dilation[1] * (self.s - 1) - 1) // self.stride[1] + 1
+
+    @property
+    def channel_block(self) -> int:
+        """Channels one K slice takes: 64 (128-byte rows), else 32 or 16 where C is so divisible;
+        C is padded to a multiple of the block."""
+        return next((b for b in (64, 32) if self.c % b == 0), 16)
+
+    @property
+    def padded_c(self) -> int:
+        return -(-self.c // self.channel_block) * self.channel_block
+
+    @property
+    def padded_k(self) -> int:
+        return -(-self.k // ROW_ALIGN) * ROW_ALIGN
+
+
+def conv2d(x, w, *, stride=1, padding=0, dilation=1, bias=None, activation=None):
+    """y = activation(conv2d(x, w) + bias) (see the module docstring)."""
+    g = _check(x, w, stride, padding, dilation, bias, activation)
+    torch = is_torch_type(type(x))
+    if g.n == 0 or g.k == 0:
+        return _empty_result(x, g, torch)
+    dtype = DTYPES[_dtype_name(x)]
+    kernel = conv_kernel(dtype, bias is not None, activation == "relu", constants(g))
+    out = _empty(x, (g.n * g.p * g.q, g.padded_k), torch)
+    args = [_activation(x, g, torch), _weights(w, g, torch)]
+    if bias is not None:
+        args.append(_bias(bias, g, torch))
+    if torch:
+        kernel(*args, out)
+    else:
+        out = kernel.interpret(*args, out)[0]
+    return _result(out, g, torch)
+
+
+def constants(g: Geometry) -> tuple:
+    """The kernel's constants for this geometry: the filter, stride, padding and dilation, the
+    pixel box's upper corner (the last filter corner of a row, relative to its last pixel), the
+    channel block and its swizzle, and the tile width BN with the ring depth it allows."""
+    (sh, sw), (ph, pw), (dh, dw) = g.stride, g.padding, g.dilation
+    block = g.channel_block
+    bn = 64 if g.k <= 64 else 128
+    return (("R", g.r), ("S", g.s), ("SH", sh), ("SW", sw), ("PH", ph), ("PW", pw),
+            ("UH", ph - dh * (g.r - 1)), ("UW", pw - dw * (g.s - 1)), ("DH", dh), ("DW", dw),
+            ("CB", block), ("SWIZZLE", {64: "128B", 32: "64B", 16: "32B"}[block]), ("BN", bn),
+            ("STAGES", 6 if bn == 64 else 4))
+
+
+@functools.cache
+def conv_kernel(dtype: str, bias: bool, relu: bool, bound: tuple):
+    """The template rendered with or without bias and ReLU, bound to the dtype and `bound`,
+    compiled once per process (the cubin is cached on disk across processes)."""
+    text = _template().render(bias=bias, relu=relu)
+    return compile_source(text, kernel="conv2d", name=str(SOURCE), constants={**dict(bound), "T": dtype, "OUT": dtype})
+
+
+@functools.cache
+def _template() -> jinja2.Template:
+    environment = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                                     undefined=jinja2.StrictUndefined, autoescape=False)
+    return environment.from_string(SOURCE.read_text())
+
+
+# ---- checks -----------------------------------------------------------------------------------
+
+def _pair(value, what: str) -> tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else None
+    if pair is None or len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: {what} must be an int or a pair of ints, got {value!r}")
+    return pair
+
+
+def _check(x, w, stride, padding, dilation, bias, activation) -> Geometry:
+    for name, t in (("x", x), ("w", w)):
+        if not (is_torch_type(type(t)) or isinstance(t, np.ndarray)):
+            raise LaunchError(LAUNCH_OPTION, f"conv2d: {name} must be a torch tensor or a NumPy array, "
+                              f"got {type(t).__name__}")
+        if len(t.shape) != 4:
+            raise LaunchError(LAUNCH_OPTION, f"conv2d: {name} must be 4-D ([N, C, H, W] and [K, C, R, S]), "
+                              f"got shape {tuple(t.shape)}")
+    if is_torch_type(type(x)) != is_torch_type(type(w)) or (
+            is_torch_type(type(x)) and (not x.is_cuda or x.device != w.device)):
+        raise LaunchError(LAUNCH_OPTION, "conv2d: x and w must both be CUDA torch tensors on one device, "
+                          "or both NumPy arrays")
+    if _dtype_name(x) not in DTYPES or _dtype_name(w) != _dtype_name(x):
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: x and w must share one dtype of {', '.join(DTYPES)}; "
+                          f"got {_dtype_name(x)} and {_dtype_name(w)}")
+    (n, c, h, wd), (k, c_w, r, s) = tuple(x.shape), tuple(w.shape)
+    if c_w != c:
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: x has {c} channels and w takes {c_w} (groups other than 1 "
+                          "are not supported)")
+    if activation not in ACTIVATIONS:
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: activation must be None or 'relu', got {activation!r}")
+    g = Geometry(n, c, h, wd, k, r, s, _pair(stride, "stride"), _pair(padding, "padding"), _pair(dilation, "dilation"))
+    if min(g.stride + g.dilation) < 1 or min(g.padding) < 0:
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: stride and dilation must be at least 1 and padding at least 0; "
+                          f"got stride {g.stride}, dilation {g.dilation}, padding {g.padding}")
+    if min(r, s, c) < 1 or g.p < 1 or g.q < 1:
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: a {r}x{s} filter (dilation {g.dilation}) over {h}x{wd} with "
+                          f"padding {g.padding} has no output pixel")
+    if bias is not None:
+        if not (is_torch_type(type(bias)) == is_torch_type(type(x)) and tuple(bias.shape) == (k,)):
+            raise LaunchError(LAUNCH_OPTION, f"conv2d: bias must be a [{k}] vector of the same kind as x, "
+                              f"got {type(bias).__name__} {tuple(getattr(bias, 'shape', ()))}")
+    return g
+
+
+def _dtype_name(t) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+# ---- layouts ----------------------------------------------------------------------------------
+
+def _empty(x, shape: tuple, torch: bool):
+    if torch:
+        return sys.modules["torch"].empty(shape, dtype=x.dtype, device=x.device)
+    return np.zeros(shape, dtype=x.dtype)
+
+
+def _activation(x, g: Geometry, torch: bool):
+    """x as NHWC [N, H, W, C'] (C' = C padded to the channel block): a channels_last tensor as it
+    lies where C needs no padding and its rows are 16-byte aligned, else a copy."""
+    nhwc = x.permute(0, 2, 3, 1) if torch else np.transpose(x, (0, 2, 3, 1))
+    if g.padded_c == g.c:
+        if torch:
+            return nhwc if nhwc.is_contiguous() and nhwc.data_ptr() % 16 == 0 else nhwc.contiguous()
+        return np.ascontiguousarray(nhwc)
+    padded = _zeros(x, (g.n, g.h, g.w, g.padded_c), torch)
+    padded[..., :g.c] = nhwc
+    return padded
+
+
+def _weights(w, g: Geometry, torch: bool):
+    """w as KRSC [K', R·S·C'], channels (and filters, to the output's K') padded with zeros, kept
+    per weight tensor on the GPU."""
+    key = None
+    if torch:
+        key = (w.data_ptr(), tuple(w.shape), w.stride(), w.dtype, w._version, g.padded_c)
+        if key in _prepared_weights:
+            return _prepared_weights[key]
+    krsc = w.permute(0, 2, 3, 1) if torch else np.transpose(w, (0, 2, 3, 1))
+    padded = _zeros(w, (g.padded_k, g.r, g.s, g.padded_c), torch)    # zero filters: zero padding columns
+    padded[:g.k, ..., :g.c] = krsc
+    prepared = padded.reshape(g.padded_k, g.r * g.s * g.padded_c)
+    if key is not None:
+        _prepared_weights[key] = prepared
+        while len(_prepared_weights) > PREPARED_WEIGHTS:
+            del _prepared_weights[next(iter(_prepared_weights))]
+    return prepared
+
+
+def _bias(bias, g: Geometry, torch: bool):
+    """The bias as f32 [K'] (zeros past K)."""
+    if torch:
+        padded = sys.modules["torch"].zeros(g.padded_k, dtype=sys.modules["torch"].float32, device=bias.device)
+        padded[:g.k] = bias.detach()
+        return padded
+    padded = np.zeros(g.padded_k, np.float32)
+    padded[:g.k] = bias
+    return padded
+
+
+def _zeros(like, shape: tuple, torch: bool):
+    if torch:
+        return sys.modules["torch"].zeros(shape, dtype=like.dtype, device=like.device)
+    return np.zeros(shape, dtype=like.dtype)
+
+
+def _result(out, g: Geometry, torch: bool):
+    """[N, K, P, Q] over the NHWC output rows: channels_last memory (a copy where K was padded)."""
+    nhwk = out.reshape(g.n, g.p, g.q, g.padded_k)[..., :g.k]
+    if torch:
+        nkpq = nhwk.permute(0, 3, 1, 2)
+        return nkpq if g.padded_k == g.k else nkpq.contiguous(memory_format=sys.modules["torch"].channels_last)
+    return np.ascontiguousarray(np.transpose(nhwk, (0, 3, 1, 2)))
+
+
+def _empty_result(x, g: Geometry, torch: bool):
+    shape = (g.n, g.k, g.p, g.q)
+    if torch:
+        return sys.modules["torch"].zeros(shape, dtype=x.dtype, device=x.device).contiguous(
+            memory_format=sys.modules["torch"].channels_last)
+    return np.zeros(shape, dtype=x.dtype)
+
+
+__all__ = ["conv2d", "Geometry"]
