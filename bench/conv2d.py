@@ -12,7 +12,12 @@ contender is timed three ways (bench/timing.py: cold-L2 GPU time, warm-L2 CUDA-g
 host-inclusive eager calls), two input sets alternating. Tile-width and stage variants of the example are measured too, to show
 where the example's 128 x 128 tile sits (the 64-channel layer wastes half of a 128-wide tile).
 
-    python bench/conv2d.py --out bench/results/conv2d-<date>-h100.json
+`tmalang.conv2d` (the library call, issue 31) is timed the same way against cuDNN on every
+convolution of ResNet-50 v1.5 at N = 32 (the 7x7 stem, the 1x1 and 3x3 layers of each stage,
+stride 1 and 2, the strided 1x1 projections) and five 3x3 layers that are not ResNet-50's. The
+example and its variants run with --examples.
+
+    python bench/conv2d.py --out bench/results/conv2d-<date>-h100.json [--examples]
 """
 
 from __future__ import annotations
@@ -79,6 +84,46 @@ def variant_source(width: int, stages: int) -> str:
     return src
 
 
+LIBRARY_LAYERS = [  # (N, C, H = W, K, R = S, stride, padding)
+    (32, 3, 224, 64, 7, 2, 3),                                                                # the stem
+    (32, 64, 56, 64, 1, 1, 0), (32, 64, 56, 64, 3, 1, 1), (32, 64, 56, 256, 1, 1, 0), (32, 256, 56, 64, 1, 1, 0),
+    (32, 256, 56, 128, 1, 1, 0), (32, 128, 56, 128, 3, 2, 1), (32, 128, 28, 512, 1, 1, 0),
+    (32, 256, 56, 512, 1, 2, 0), (32, 512, 28, 128, 1, 1, 0), (32, 128, 28, 128, 3, 1, 1),
+    (32, 512, 28, 256, 1, 1, 0), (32, 256, 28, 256, 3, 2, 1), (32, 256, 14, 1024, 1, 1, 0),
+    (32, 512, 28, 1024, 1, 2, 0), (32, 1024, 14, 256, 1, 1, 0), (32, 256, 14, 256, 3, 1, 1),
+    (32, 1024, 14, 512, 1, 1, 0), (32, 512, 14, 512, 3, 2, 1), (32, 512, 7, 2048, 1, 1, 0),
+    (32, 1024, 14, 2048, 1, 2, 0), (32, 2048, 7, 512, 1, 1, 0), (32, 512, 7, 512, 3, 1, 1),
+    (64, 64, 56, 64, 3, 1, 1), (16, 128, 64, 128, 3, 1, 1), (8, 256, 32, 256, 3, 1, 1),        # issue 31's
+    (128, 64, 28, 64, 3, 1, 1), (32, 192, 35, 192, 3, 1, 1),                                   # five
+]
+
+
+def library_row(n: int, c: int, hw: int, k: int, r: int, stride: int, padding: int, samples: int) -> dict:
+    """tmalang.conv2d as a user calls it (channels_last tensors in, a channels_last result) against
+    cuDNN, both checked against a float64 convolution first, then timed three ways."""
+    p = (hw + 2 * padding - r) // stride + 1
+    flops = 2 * n * p * p * k * r * r * c
+    sets = [(torch.randn(n, c, hw, hw, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last),
+             (torch.randn(k, c, r, r, device="cuda") / (c * r * r) ** 0.5).to(torch.bfloat16)
+             .contiguous(memory_format=torch.channels_last)) for _ in range(2)]
+    reference = F.conv2d(sets[0][0].double(), sets[0][1].double(), stride=stride, padding=padding)
+    runs = {"cudnn": lambda i: F.conv2d(*sets[i], stride=stride, padding=padding),
+            "tmalang": lambda i: tmalang.conv2d(*sets[i], stride=stride, padding=padding)}
+    row = {"layer": {"N": n, "C": c, "H": hw, "W": hw, "K": k, "R": r, "S": r, "stride": stride, "padding": padding,
+                     "P": p, "Q": p}, "gflop": flops / 1e9}
+    for name, run in runs.items():
+        out = run(0)
+        torch.cuda.synchronize()
+        error = ((out.double() - reference).norm() / reference.norm()).item()
+        assert error < 1e-2, f"{name} at {row['layer']}: relative error {error}"
+        row[name] = {"rel_err_vs_float64": error}
+    batch = max(4, int(2e12 // flops))
+    for name, times in three_ways(runs, samples, batch).items():
+        row[name].update(times, tflops=rates(flops, times))
+    row["tmalang_vs_cudnn"] = ratios(row["tmalang"], row["cudnn"])
+    return row
+
+
 def layer_row(kernels: dict, n: int, c: int, hw: int, stride: int, samples: int) -> dict:
     k = c
     p = (hw - 1) // stride + 1
@@ -121,10 +166,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument("--samples", type=int, default=25)
+    parser.add_argument("--examples", action="store_true", help="also the example and its tile variants")
     args = parser.parse_args()
     torch.backends.cudnn.benchmark = True
+    library = []
+    for layer in LIBRARY_LAYERS:
+        row = library_row(*layer, args.samples)
+        library.append(row)
+        print(f"tmalang.conv2d {layer}: vs cuDNN {summary(row['tmalang_vs_cudnn'])}", flush=True)
     rows = []
-    for n, c, hw, stride in LAYERS:
+    for n, c, hw, stride in LAYERS if args.examples else []:
         kernels = {label: tmalang.compile(EXAMPLE if shape is None else variant_source(*shape), kernel=KERNELS[stride])
                    for label, shape in VARIANTS.items()}
         row = layer_row(kernels, n, c, hw, stride, args.samples)
@@ -133,11 +184,13 @@ def main() -> None:
         print(f"N={n} C=K={c} {hw}x{hw} stride {stride}: example/cuDNN {summary(row[example]['ratio_vs_cudnn'])}  "
               f"best {row['best_variant']} {summary(row[row['best_variant']]['ratio_vs_cudnn'])}", flush=True)
     report = {
-        "benchmark": "3x3 conv forward, padding 1, bf16 NHWC (examples/conv2d_sm90.tma) vs cuDNN "
-                     "(torch.nn.functional.conv2d, channels_last, cudnn.benchmark)",
+        "benchmark": "conv forward, bf16 channels_last: tmalang.conv2d on ResNet-50's layers and five more "
+                     "(library), and the 3x3 example examples/conv2d_sm90.tma with its variants (results), vs "
+                     "cuDNN (torch.nn.functional.conv2d, channels_last, cudnn.benchmark)",
         "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(),
         "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-        "method": f"{METHOD}; {args.samples} rounds, two input sets alternating; TFLOP/s = 2·N·P·Q·K·9·C / time",
+        "method": f"{METHOD}; {args.samples} rounds, two input sets alternating; TFLOP/s = 2·N·P·Q·K·R·S·C / time",
+        "library": library,
         "results": rows,
     }
     if args.out:

@@ -11,7 +11,10 @@ same inputs before it is timed; a contender that fails to compile, launch or mat
 with its error and left out. Shapes that are not tile multiples get operands whose rows are
 padded to 16 bytes (views), as TMA needs. Each call is timed alone with CUDA events after an L2
 flush (as triton.testing.do_bench does), median of many; the report gives each ratio, the
-configurations, and the geometric means.
+configurations, and the geometric means. cuBLAS and `tmalang.gemm` (with `out`, the rule's pick)
+are also timed as users run them in a model (issue 31): replays of a CUDA graph of a batch of
+calls (warm L2, no host) and a batch of eager calls closed by a synchronize (the host's cost per
+call counts wherever it exceeds the GPU's).
 
     python bench/gemm_shapes.py --out bench/results/gemm-shapes-<date>-h100.json
 """
@@ -34,7 +37,7 @@ import torch  # noqa: E402
 import tmalang  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # torch has imported the real `copy`
-from timing import CALLS_PER_ROUND, timed_flushed  # noqa: E402
+from timing import CALLS_PER_ROUND, timed_eager, timed_flushed, timed_graph_replays  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPES = [
@@ -44,6 +47,8 @@ SHAPES = [
     (1, 8192, 8192), (16, 8192, 8192), (64, 8192, 8192), (256, 8192, 8192),  # decode (M = 128 above)
     (4096, 4096, 128), (1024, 1024, 65536),                                  # short and long K
     (1000, 1000, 1000), (777, 1531, 1000), (3000, 5000, 2008), (4097, 2049, 1032),  # not tile multiples
+    (3072, 768, 768), (77, 4096, 4096), (2, 5120, 5120), (1, 4096, 4096), (16, 14336, 4096),   # issue 31:
+    (1024, 1024, 1024),                                                       # shapes PyTorch users run
 ]
 TOLERANCE = 2e-2       # relative Frobenius error against float64 (bf16 outputs round at ~4e-3)
 
@@ -115,8 +120,23 @@ def bf16_row(kernels: dict, m: int, n: int, k: int, samples: int) -> dict:
         kernels["streamk"](ab[0], ab[1], c32)
     runs["streamk"], outputs["streamk"] = rotating(sets, stream), c32
     row = {"shape": [m, n, k], "dtype": "bf16", **measure(runs, outputs, reference, 2 * m * n * k, samples)}
+    warm_columns(row, runs, 2 * m * n * k, samples)
     plans(row, sets, c)
     return _ratio(row, [name for name in runs if name != "cublas"])
+
+
+def warm_columns(row: dict, runs: dict, flops: float, samples: int) -> None:
+    """cuBLAS and tmalang.gemm in CUDA-graph replay (warm L2) and as eager calls (host included),
+    batches of about 0.2 TFLOP (3 to 400 calls); both must have matched float64 first."""
+    if "ms" not in row.get("cublas", {}) or "ms" not in row.get("gemm", {}):
+        return
+    pair = {"cublas": runs["cublas"], "tmalang": runs["gemm"]}
+    batch = max(3, min(400, int(2e11 // flops)))
+    graph, eager = timed_graph_replays(pair, samples, batch), timed_eager(pair, samples, batch)
+    for ours, name in (("cublas", "cublas"), ("tmalang", "gemm")):
+        row[name].update(graph_ms=graph.get(ours), eager_ms=eager[ours])
+    row["tmalang_vs_cublas_graph"] = graph["cublas"] / graph["tmalang"] if "cublas" in graph else None
+    row["tmalang_vs_cublas_eager"] = eager["cublas"] / eager["tmalang"]
 
 
 def fp8_row(m: int, n: int, k: int, samples: int) -> dict:
@@ -157,8 +177,10 @@ def _ratio(row: dict, ours: list[str]) -> dict:
     row["best"] = best
     row["tmalang_vs_cublas"] = row.get("gemm", {}).get("vs_cublas")
     row["tuned_vs_cublas"] = row.get("gemm_tuned", {}).get("vs_cublas")
+    warm = (f"  graph {row['tmalang_vs_cublas_graph'] or float('nan'):.3f}x  eager "
+            f"{row['tmalang_vs_cublas_eager']:.3f}x" if "tmalang_vs_cublas_eager" in row else "")
     print(f"{row['dtype']:>15} {'x'.join(map(str, row['shape'])):>18}: cuBLAS {cublas or float('nan'):6.1f}  "
-          f"gemm {(row['tmalang_vs_cublas'] or float('nan')):.3f}x [{row['gemm_config']}]  tuned "
+          f"gemm {(row['tmalang_vs_cublas'] or float('nan')):.3f}x [{row['gemm_config']}]{warm}  tuned "
           f"{(row['tuned_vs_cublas'] or float('nan')):.3f}x [{row['gemm_tuned_config']}]  best {best}", flush=True)
     return row
 
@@ -184,8 +206,12 @@ def main() -> None:
         "method": f"median of {args.samples * CALLS_PER_ROUND} calls per contender, each timed alone with CUDA "
                   "events after a 256 MiB L2 flush, each round of 5 queued behind a 2 ms spin (GPU time, "
                   "not host time), contenders in turns, after warm-up; two input sets "
-                  "alternated; every output checked against float64 first",
+                  "alternated; every output checked against float64 first. bf16 cuBLAS and gemm also: "
+                  "graph_ms, median per call over replays of a CUDA graph of a batch of calls (warm L2); "
+                  "eager_ms, median per call of a batch of calls on the host's clock closed by a synchronize",
         "geomean_bf16": geomean(bf16), "geomean_fp8": geomean(f8),
+        "geomean_bf16_graph": geomean(bf16, "tmalang_vs_cublas_graph"),
+        "geomean_bf16_eager": geomean(bf16, "tmalang_vs_cublas_eager"),
         "geomean_bf16_tuned": geomean(bf16, "tuned_vs_cublas"), "geomean_fp8_tuned": geomean(f8, "tuned_vs_cublas"),
         "bf16": bf16, "fp8": f8,
     }
