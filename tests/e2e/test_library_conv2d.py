@@ -1,6 +1,7 @@
 """`tmalang.conv2d` against a float64 convolution: odd channels, filters, images, strides,
-paddings and dilations, with and without bias and ReLU, on the interpreter (NumPy, CI) and the
-H100 (torch, channels_last and contiguous inputs); and its refusals.
+paddings and dilations, with and without bias and ReLU, K whole or split into parts, on the
+interpreter (NumPy, CI) and the H100 (torch, channels_last and contiguous inputs); and its
+refusals.
 """
 
 from __future__ import annotations
@@ -73,6 +74,26 @@ def test_interpreter_matches_float64(case):
     assert relative_error(y, expected) < 1e-2
 
 
+@pytest.mark.parametrize("split", [2, 3])
+@pytest.mark.parametrize("case", [CASES[1], CASES[4], CASES[7]], ids=[IDS[1], IDS[4], IDS[7]])
+def test_split_k_on_the_interpreter(case, split):
+    """K split into parts (f32 slabs summed in order by conv2d_sum, with the bias and ReLU)."""
+    x, w, bias = inputs(case, ml_dtypes.bfloat16, 6)
+    stride, padding, dilation, _, relu = case[7:]
+    y = tmalang.conv2d(x, w, stride=stride, padding=padding, dilation=dilation, bias=bias,
+                       activation="relu" if relu else None, split=split)
+    assert relative_error(y, reference(x, w, stride, padding, dilation, bias, relu)) < 1e-2
+
+
+def test_the_split_rule_fills_idle_multiprocessors_only():
+    deep = library.Geometry(32, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1), (1, 1))      # 13 x 4 tiles, 72 K steps
+    wide = library.Geometry(32, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1), (1, 1))      # 784 tiles
+    short = library.Geometry(1, 16, 8, 8, 16, 1, 1, (1, 1), (0, 0), (1, 1))        # 1 tile, 1 K step
+    assert library.split_of(deep, 128, 132) == 2
+    assert library.split_of(wide, 64, 132) == 1
+    assert library.split_of(short, 64, 132) == 1
+
+
 def test_f16_on_the_interpreter():
     case = CASES[0]
     x, w, _ = inputs(case, np.float16, 2)
@@ -95,7 +116,8 @@ def test_padded_weights_are_zero_beyond_c_and_k():
     ({"activation": "gelu"}, "activation must be None or 'relu'"),
     ({"bias": np.zeros(5, np.float32)}, "bias must be a [24] vector"),
     ({"dilation": 9}, "has no output pixel"),
-], ids=["stride0", "negative-padding", "stride-triple", "gelu", "bias-shape", "no-pixel"])
+    ({"split": 0}, "split must be a positive int or None"),
+], ids=["stride0", "negative-padding", "stride-triple", "gelu", "bias-shape", "no-pixel", "split0"])
 def test_refusals_name_the_argument(kwargs, message):
     x, w, _ = inputs(CASES[0], ml_dtypes.bfloat16, 3)
     with pytest.raises(LaunchError) as caught:
@@ -111,9 +133,10 @@ def test_refusals_of_mismatched_tensors():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("split", [None, 3], ids=["rule", "split3"])
 @pytest.mark.parametrize("channels_last", [True, False], ids=["channels_last", "contiguous"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_h100_matches_float64(case, channels_last):
+def test_h100_matches_float64(case, channels_last, split):
     torch = pytest.importorskip("torch")
     x, w, bias = inputs(case, ml_dtypes.bfloat16, 4)
     stride, padding, dilation, _, relu = case[7:]
@@ -124,7 +147,7 @@ def test_h100_matches_float64(case, channels_last):
         tx, tw = tx.contiguous(memory_format=torch.channels_last), tw.contiguous(memory_format=torch.channels_last)
     tb = None if bias is None else torch.from_numpy(bias).cuda()
     y = tmalang.conv2d(tx, tw, stride=stride, padding=padding, dilation=dilation, bias=tb,
-                       activation="relu" if relu else None)
+                       activation="relu" if relu else None, split=split)
     torch.cuda.synchronize()
     assert tuple(y.shape) == expected.shape and y.dtype == torch.bfloat16
     assert y.is_contiguous(memory_format=torch.channels_last)

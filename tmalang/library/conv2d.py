@@ -38,6 +38,8 @@ ACTIVATIONS = (None, "relu")
 ROW_ALIGN = 8                  # output channels per 16-byte row unit (2-byte elements)
 _prepared_weights: dict[tuple, object] = {}
 PREPARED_WEIGHTS = 32          # weight layouts kept (a network's convolutions, roughly)
+INTERPRETER_SMS = 132          # NumPy operands: choose as for an H100
+BIAS_ROWS = 32                 # conv2d_sum's block rows (its BR)
 
 
 @dataclass(frozen=True)
@@ -78,23 +80,48 @@ class Geometry:
         return -(-self.k // ROW_ALIGN) * ROW_ALIGN
 
 
-def conv2d(x, w, *, stride=1, padding=0, dilation=1, bias=None, activation=None):
-    """y = activation(conv2d(x, w) + bias) (see the module docstring)."""
+def conv2d(x, w, *, stride=1, padding=0, dilation=1, bias=None, activation=None, split: int | None = None):
+    """y = activation(conv2d(x, w) + bias) (see the module docstring). `split` pins the number of
+    parts K is split into (None: the rule, `split_of`)."""
     g = _check(x, w, stride, padding, dilation, bias, activation)
     torch = is_torch_type(type(x))
+    if split is not None and (not isinstance(split, int) or isinstance(split, bool) or split < 1):
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: split must be a positive int or None, got {split!r}")
     if g.n == 0 or g.k == 0:
         return _empty_result(x, g, torch)
-    dtype = DTYPES[_dtype_name(x)]
-    kernel = conv_kernel(dtype, bias is not None, activation == "relu", constants(g))
+    dtype, relu = DTYPES[_dtype_name(x)], activation == "relu"
+    bound = constants(g)
+    parts = split or split_of(g, dict(bound)["BN"], _multiprocessors(x) if torch else INTERPRETER_SMS)
     out = _empty(x, (g.n * g.p * g.q, g.padded_k), torch)
-    args = [_activation(x, g, torch), _weights(w, g, torch)]
-    if bias is not None:
-        args.append(_bias(bias, g, torch))
+    operands = [_activation(x, g, torch), _weights(w, g, torch)]
+    kernel = conv_kernel(dtype, bias is not None, relu, parts > 1, bound)
+    if parts == 1:
+        args = [*operands, *([_bias(bias, g, torch)] if bias is not None else []), out]
+        if torch:
+            kernel(*args)
+        else:
+            out = kernel.interpret(*args)[0]
+        return _result(out, g, torch)
+    workspace = _workspace(x, (parts, g.n * g.p * g.q, g.padded_k), torch)
+    total = conv_kernel(dtype, bias is not None, relu, True, (), "conv2d_sum")
+    rows = [_bias_rows(_bias(bias, g, torch), torch)] if bias is not None else []
     if torch:
-        kernel(*args, out)
+        kernel(*operands, parts, workspace, out)
+        total(parts, workspace, *rows, out)
     else:
-        out = kernel.interpret(*args, out)[0]
+        workspace = kernel.interpret(*operands, parts, workspace, out)[0]
+        out = total.interpret(parts, workspace, *rows, out)[0]
     return _result(out, g, torch)
+
+
+def split_of(g: Geometry, bn: int, sms: int) -> int:
+    """Parts to split K into: where the tiles fill less than half of the multiprocessors, as many
+    parts as fill them (at most 4), each part keeping at least 16 K steps. A guess until
+    bench/conv2d.py has measured the layers it helps."""
+    tiles = -(-g.n * g.p * g.q // 128) * -(-g.padded_k // bn)
+    steps = g.r * g.s * g.padded_c // g.channel_block
+    parts = max(1, min(4, sms // max(tiles, 1), steps // 16))
+    return parts if 2 * tiles <= sms else 1
 
 
 def constants(g: Geometry) -> tuple:
@@ -111,11 +138,13 @@ def constants(g: Geometry) -> tuple:
 
 
 @functools.cache
-def conv_kernel(dtype: str, bias: bool, relu: bool, bound: tuple):
-    """The template rendered with or without bias and ReLU, bound to the dtype and `bound`,
-    compiled once per process (the cubin is cached on disk across processes)."""
-    text = _template().render(bias=bias, relu=relu)
-    return compile_source(text, kernel="conv2d", name=str(SOURCE), constants={**dict(bound), "T": dtype, "OUT": dtype})
+def conv_kernel(dtype: str, bias: bool, relu: bool, split: bool, bound: tuple, name: str = "conv2d"):
+    """Kernel `name` of the template rendered with or without bias, ReLU and a split of K, bound
+    to the dtype and `bound`, compiled once per process (the cubin is cached on disk across
+    processes). Split, conv2d writes f32 parts and conv2d_sum adds them (with bias and ReLU)."""
+    text = _template().render(bias=bias, relu=relu, split=split)
+    types = {"T": dtype, "OUT": dtype} if name == "conv2d" else {"OUT": dtype}
+    return compile_source(text, kernel=name, name=str(SOURCE), constants={**dict(bound), **types})
 
 
 @functools.cache
@@ -222,6 +251,29 @@ def _bias(bias, g: Geometry, torch: bool):
     padded = np.zeros(g.padded_k, np.float32)
     padded[:g.k] = bias
     return padded
+
+
+def _workspace(x, shape: tuple, torch: bool):
+    """f32 parts, one slab each: every part writes all of its slab, so no zeroing."""
+    if torch:
+        return sys.modules["torch"].empty(shape, dtype=sys.modules["torch"].float32, device=x.device)
+    return np.zeros(shape, np.float32)
+
+
+def _bias_rows(bias, torch: bool):
+    """The padded bias as BIAS_ROWS equal rows: the sum kernel adds it as a tile of its block's shape."""
+    if torch:
+        return bias.expand(BIAS_ROWS, bias.shape[0]).contiguous()
+    return np.ascontiguousarray(np.broadcast_to(bias, (BIAS_ROWS, bias.shape[0])))
+
+
+def _multiprocessors(x) -> int:
+    return _device_multiprocessors(x.get_device())
+
+
+@functools.cache
+def _device_multiprocessors(index: int) -> int:
+    return sys.modules["torch"].cuda.get_device_properties(index).multi_processor_count
 
 
 def _zeros(like, shape: tuple, torch: bool):
