@@ -12,7 +12,7 @@ import pytest
 
 import tmalang
 from tmalang.contract.errors import LaunchError
-from tmalang.library import conv2d as library
+from tmalang.library import conv2d_kernels as library
 
 # (N, C, H, W, K, R, S, stride, padding, dilation, bias, relu)
 CASES = [
@@ -164,3 +164,31 @@ def test_h100_sees_weights_updated_in_place():
         expected = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
         assert ((y.double() - expected).norm() / expected.norm()).item() < 1e-2
         w.mul_(-0.5)
+
+
+def test_torch_operator_eager_compiled_and_opchecked_on_cpu_tensors():
+    """torch CPU tensors go through torch.ops.tmalang.conv2d onto the interpreter: the eager call,
+    torch.compile(fullgraph=True) recording it as one op, and torch.library.opcheck (schema, fake
+    tensor, AOT dispatch)."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(2, 16, 7, 6, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    w = (torch.randn(24, 16, 3, 3, generator=torch.Generator().manual_seed(1)) / 12).to(torch.bfloat16)
+    b = torch.randn(24, generator=torch.Generator().manual_seed(2))
+    expected = torch.nn.functional.conv2d(x.double(), w.double(), b.double(), padding=1).relu()
+    y = tmalang.conv2d(x, w, padding=1, bias=b, activation="relu")
+    assert y.shape == expected.shape and y.is_contiguous(memory_format=torch.channels_last)
+    assert ((y.double() - expected).norm() / expected.norm()).item() < 1e-2
+    compiled = torch.compile(lambda x, w, b: tmalang.conv2d(x, w, padding=1, bias=b, activation="relu") * 2,
+                             fullgraph=True)
+    assert ((compiled(x, w, b).double() - 2 * expected).norm() / expected.norm()).item() < 2e-2
+    torch.library.opcheck(torch.ops.tmalang.conv2d.default, (x, w, b, [1, 1], [1, 1], [1, 1], True, 0))
+
+
+@pytest.mark.gpu
+def test_h100_under_torch_compile():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(4, 64, 14, 14, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(72, 64, 3, 3, device="cuda") / 24).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    compiled = torch.compile(lambda x, w: tmalang.conv2d(x, w, stride=2, padding=1).float().sum(1), fullgraph=True)
+    expected = torch.nn.functional.conv2d(x.double(), w.double(), stride=2, padding=1).sum(1)
+    assert ((compiled(x, w).double() - expected).norm() / expected.norm()).item() < 1e-2

@@ -101,7 +101,8 @@ LAZY = {("tmalang", "cli", "main"): {("tmalang", "cli", "compile"), ("tmalang", 
         ("tmalang", "compiler"): {("tmalang", "backend", "stages")},
         # torch only where a torch tensor arrives: the autograd function imports torch at its top
         ("tmalang", "library", "attention"): {("tmalang", "library", "attention_autograd")},
-        ("tmalang", "library", "attention_varlen"): {("tmalang", "library", "attention_autograd")}}
+        ("tmalang", "library", "attention_varlen"): {("tmalang", "library", "attention_autograd")},
+        ("tmalang", "library", "conv2d"): {("tmalang", "library", "conv2d_op")}}
 
 
 def test_no_function_level_imports_of_tmalang():

@@ -1,0 +1,304 @@
+"""The kernels behind `tmalang.conv2d` (library/conv2d.py): checks, layouts, the configuration
+rule and the launches, on CUDA torch tensors (the operator's implementation, conv2d_op.py) or
+NumPy arrays (the interpreter).
+
+The kernel reads the activation as NHWC and the weights as KRSC: a channels_last tensor is read
+where it lies, any other is copied into that layout first. The kernel takes the channels CB at a
+time (64, 32 or 16), so C that is not a multiple of 16 is padded with zeros, in a copy; the
+output's rows are whole 16-byte units, so K that is not a multiple of 8 is computed into a
+padded buffer and copied out. Prepared weights are kept per weight tensor (its address, layout
+and torch's version counter, so an in-place update prepares them again).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+import numpy as np
+
+from ..api import compile as compile_source
+from ..contract.errors import LAUNCH_OPTION, LaunchError
+from .operands import is_torch_type
+
+SOURCE = Path(__file__).with_name("conv2d_sm90.tma.j2")
+DTYPES = {"bfloat16": "bf16", "float16": "f16"}
+ACTIVATIONS = (None, "relu")
+ROW_ALIGN = 8                  # output channels per 16-byte row unit (2-byte elements)
+_prepared_weights: dict[tuple, object] = {}
+PREPARED_WEIGHTS = 32          # weight layouts kept (a network's convolutions, roughly)
+INTERPRETER_SMS = 132          # NumPy operands: choose as for an H100
+BIAS_ROWS = 32                 # conv2d_sum's block rows (its BR)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One call's sizes: input [N, C, H, W], weights [K, C, R, S], stride, padding, dilation."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    stride: tuple[int, int]
+    padding: tuple[int, int]
+    dilation: tuple[int, int]
+
+    @property
+    def p(self) -> int:
+        return (self.h + 2 * self.padding[0] - self.dilation[0] * (self.r - 1) - 1) // self.stride[0] + 1
+
+    @property
+    def q(self) -> int:
+        return (self.w + 2 * self.padding[1] - self.dilation[1] * (self.s - 1) - 1) // self.stride[1] + 1
+
+    @property
+    def channel_block(self) -> int:
+        """Channels one K slice takes: 64 (128-byte rows), else 32 or 16 where C is so divisible;
+        C is padded to a multiple of the block."""
+        return next((b for b in (64, 32) if self.c % b == 0), 16)
+
+    @property
+    def padded_c(self) -> int:
+        return -(-self.c // self.channel_block) * self.channel_block
+
+    @property
+    def padded_k(self) -> int:
+        return -(-self.k // ROW_ALIGN) * ROW_ALIGN
+
+
+def relu_of(activation) -> bool:
+    if activation not in ACTIVATIONS:
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: activation must be None or 'relu', got {activation!r}")
+    return activation == "relu"
+
+
+def split_count(split) -> int:
+    """`split` as the operator takes it: 0 for the rule's choice."""
+    if split is not None and (not isinstance(split, int) or isinstance(split, bool) or split < 1):
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: split must be a positive int or None, got {split!r}")
+    return split or 0
+
+
+def run(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, relu: bool, split: int | None):
+    """The convolution on CUDA torch tensors (the operator's CUDA implementation) or NumPy arrays
+    (the interpreter)."""
+    g = checked(x, w, stride, padding, dilation, bias, "relu" if relu else None)
+    torch = is_torch_type(type(x))
+    if g.n == 0 or g.k == 0:
+        return _empty_result(x, g, torch)
+    dtype = DTYPES[_dtype_name(x)]
+    bound = constants(g)
+    parts = split or split_of(g, dict(bound)["BN"], _multiprocessors(x) if torch else INTERPRETER_SMS)
+    out = _empty(x, (g.n * g.p * g.q, g.padded_k), torch)
+    operands = [_activation(x, g, torch), _weights(w, g, torch)]
+    kernel = conv_kernel(dtype, bias is not None, relu, parts > 1, bound)
+    if parts == 1:
+        args = [*operands, *([_bias(bias, g, torch)] if bias is not None else []), out]
+        if torch:
+            kernel(*args)
+        else:
+            out = kernel.interpret(*args)[0]
+        return _result(out, g, torch)
+    workspace = _workspace(x, (parts, g.n * g.p * g.q, g.padded_k), torch)
+    total = conv_kernel(dtype, bias is not None, relu, True, (), "conv2d_sum")
+    rows = [_bias_rows(_bias(bias, g, torch), torch)] if bias is not None else []
+    if torch:
+        kernel(*operands, parts, workspace, out)
+        total(parts, workspace, *rows, out)
+    else:
+        workspace = kernel.interpret(*operands, parts, workspace, out)[0]
+        out = total.interpret(parts, workspace, *rows, out)[0]
+    return _result(out, g, torch)
+
+
+def split_of(g: Geometry, bn: int, sms: int) -> int:
+    """Parts to split K into: where the tiles fill less than half of the multiprocessors, as many
+    parts as fill them (at most 4), each part keeping at least 16 K steps. A guess until
+    bench/conv2d.py has measured the layers it helps."""
+    tiles = -(-g.n * g.p * g.q // 128) * -(-g.padded_k // bn)
+    steps = g.r * g.s * g.padded_c // g.channel_block
+    parts = max(1, min(4, sms // max(tiles, 1), steps // 16))
+    return parts if 2 * tiles <= sms else 1
+
+
+def constants(g: Geometry) -> tuple:
+    """The kernel's constants for this geometry: the filter, stride, padding and dilation, the
+    pixel box's upper corner (the last filter corner of a row, relative to its last pixel), the
+    channel block and its swizzle, and the tile width BN with the ring depth it allows."""
+    (sh, sw), (ph, pw), (dh, dw) = g.stride, g.padding, g.dilation
+    block = g.channel_block
+    bn = 64 if g.k <= 64 else 128
+    return (("R", g.r), ("S", g.s), ("SH", sh), ("SW", sw), ("PH", ph), ("PW", pw),
+            ("UH", ph - dh * (g.r - 1)), ("UW", pw - dw * (g.s - 1)), ("DH", dh), ("DW", dw),
+            ("CB", block), ("SWIZZLE", {64: "128B", 32: "64B", 16: "32B"}[block]), ("BN", bn),
+            ("STAGES", 6 if bn == 64 else 4))
+
+
+@functools.cache
+def conv_kernel(dtype: str, bias: bool, relu: bool, split: bool, bound: tuple, name: str = "conv2d"):
+    """Kernel `name` of the template rendered with or without bias, ReLU and a split of K, bound
+    to the dtype and `bound`, compiled once per process (the cubin is cached on disk across
+    processes). Split, conv2d writes f32 parts and conv2d_sum adds them (with bias and ReLU)."""
+    text = _template().render(bias=bias, relu=relu, split=split)
+    types = {"T": dtype, "OUT": dtype} if name == "conv2d" else {"OUT": dtype}
+    return compile_source(text, kernel=name, name=str(SOURCE), constants={**dict(bound), **types})
+
+
+@functools.cache
+def _template() -> jinja2.Template:
+    environment = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+                                     undefined=jinja2.StrictUndefined, autoescape=False)
+    return environment.from_string(SOURCE.read_text())
+
+
+# ---- checks -----------------------------------------------------------------------------------
+
+def pair(value, what: str) -> tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else None
+    if pair is None or len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: {what} must be an int or a pair of ints, got {value!r}")
+    return pair
+
+
+def checked(x, w, stride, padding, dilation, bias, activation) -> Geometry:
+    """The call's Geometry; LaunchError (E212) naming what is wrong."""
+    for name, t in (("x", x), ("w", w)):
+        if not (is_torch_type(type(t)) or isinstance(t, np.ndarray)):
+            raise LaunchError(LAUNCH_OPTION, f"conv2d: {name} must be a torch tensor or a NumPy array, "
+                              f"got {type(t).__name__}")
+        if len(t.shape) != 4:
+            raise LaunchError(LAUNCH_OPTION, f"conv2d: {name} must be 4-D ([N, C, H, W] and [K, C, R, S]), "
+                              f"got shape {tuple(t.shape)}")
+    if is_torch_type(type(x)) != is_torch_type(type(w)) or (is_torch_type(type(x)) and x.device != w.device):
+        raise LaunchError(LAUNCH_OPTION, "conv2d: x and w must both be torch tensors on one device, "
+                          "or both NumPy arrays")
+    if _dtype_name(x) not in DTYPES or _dtype_name(w) != _dtype_name(x):
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: x and w must share one dtype of {', '.join(DTYPES)}; "
+                          f"got {_dtype_name(x)} and {_dtype_name(w)}")
+    (n, c, h, wd), (k, c_w, r, s) = tuple(x.shape), tuple(w.shape)
+    if c_w != c:
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: x has {c} channels and w takes {c_w} (groups other than 1 "
+                          "are not supported)")
+    relu_of(activation)
+    g = Geometry(n, c, h, wd, k, r, s, pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation"))
+    if min(g.stride + g.dilation) < 1 or min(g.padding) < 0:
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: stride and dilation must be at least 1 and padding at least 0; "
+                          f"got stride {g.stride}, dilation {g.dilation}, padding {g.padding}")
+    if min(r, s, c) < 1 or g.p < 1 or g.q < 1:
+        raise LaunchError(LAUNCH_OPTION, f"conv2d: a {r}x{s} filter (dilation {g.dilation}) over {h}x{wd} with "
+                          f"padding {g.padding} has no output pixel")
+    if bias is not None:
+        if not (is_torch_type(type(bias)) == is_torch_type(type(x)) and tuple(bias.shape) == (k,)):
+            raise LaunchError(LAUNCH_OPTION, f"conv2d: bias must be a [{k}] vector of the same kind as x, "
+                              f"got {type(bias).__name__} {tuple(getattr(bias, 'shape', ()))}")
+    return g
+
+
+def _dtype_name(t) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+# ---- layouts ----------------------------------------------------------------------------------
+
+def _empty(x, shape: tuple, torch: bool):
+    if torch:
+        return sys.modules["torch"].empty(shape, dtype=x.dtype, device=x.device)
+    return np.zeros(shape, dtype=x.dtype)
+
+
+def _activation(x, g: Geometry, torch: bool):
+    """x as NHWC [N, H, W, C'] (C' = C padded to the channel block): a channels_last tensor as it
+    lies where C needs no padding and its rows are 16-byte aligned, else a copy."""
+    nhwc = x.permute(0, 2, 3, 1) if torch else np.transpose(x, (0, 2, 3, 1))
+    if g.padded_c == g.c:
+        if torch:
+            return nhwc if nhwc.is_contiguous() and nhwc.data_ptr() % 16 == 0 else nhwc.contiguous()
+        return np.ascontiguousarray(nhwc)
+    padded = _zeros(x, (g.n, g.h, g.w, g.padded_c), torch)
+    padded[..., :g.c] = nhwc
+    return padded
+
+
+def _weights(w, g: Geometry, torch: bool):
+    """w as KRSC [K', R·S·C'], channels (and filters, to the output's K') padded with zeros, kept
+    per weight tensor on the GPU."""
+    key = None
+    if torch:
+        key = (w.data_ptr(), tuple(w.shape), w.stride(), w.dtype, w._version, g.padded_c)
+        if key in _prepared_weights:
+            return _prepared_weights[key]
+    krsc = w.permute(0, 2, 3, 1) if torch else np.transpose(w, (0, 2, 3, 1))
+    padded = _zeros(w, (g.padded_k, g.r, g.s, g.padded_c), torch)    # zero filters: zero padding columns
+    padded[:g.k, ..., :g.c] = krsc
+    prepared = padded.reshape(g.padded_k, g.r * g.s * g.padded_c)
+    if key is not None:
+        _prepared_weights[key] = prepared
+        while len(_prepared_weights) > PREPARED_WEIGHTS:
+            del _prepared_weights[next(iter(_prepared_weights))]
+    return prepared
+
+
+def _bias(bias, g: Geometry, torch: bool):
+    """The bias as f32 [K'] (zeros past K)."""
+    if torch:
+        padded = sys.modules["torch"].zeros(g.padded_k, dtype=sys.modules["torch"].float32, device=bias.device)
+        padded[:g.k] = bias.detach()
+        return padded
+    padded = np.zeros(g.padded_k, np.float32)
+    padded[:g.k] = bias
+    return padded
+
+
+def _workspace(x, shape: tuple, torch: bool):
+    """f32 parts, one slab each: every part writes all of its slab, so no zeroing."""
+    if torch:
+        return sys.modules["torch"].empty(shape, dtype=sys.modules["torch"].float32, device=x.device)
+    return np.zeros(shape, np.float32)
+
+
+def _bias_rows(bias, torch: bool):
+    """The padded bias as BIAS_ROWS equal rows: the sum kernel adds it as a tile of its block's shape."""
+    if torch:
+        return bias.expand(BIAS_ROWS, bias.shape[0]).contiguous()
+    return np.ascontiguousarray(np.broadcast_to(bias, (BIAS_ROWS, bias.shape[0])))
+
+
+def _multiprocessors(x) -> int:
+    return _device_multiprocessors(x.get_device())
+
+
+@functools.cache
+def _device_multiprocessors(index: int) -> int:
+    return sys.modules["torch"].cuda.get_device_properties(index).multi_processor_count
+
+
+def _zeros(like, shape: tuple, torch: bool):
+    if torch:
+        return sys.modules["torch"].zeros(shape, dtype=like.dtype, device=like.device)
+    return np.zeros(shape, dtype=like.dtype)
+
+
+def _result(out, g: Geometry, torch: bool):
+    """[N, K, P, Q] over the NHWC output rows: channels_last memory (a copy where K was padded)."""
+    nhwk = out.reshape(g.n, g.p, g.q, g.padded_k)[..., :g.k]
+    if torch:
+        nkpq = nhwk.permute(0, 3, 1, 2)
+        return nkpq if g.padded_k == g.k else nkpq.contiguous(memory_format=sys.modules["torch"].channels_last)
+    return np.ascontiguousarray(np.transpose(nhwk, (0, 3, 1, 2)))
+
+
+def _empty_result(x, g: Geometry, torch: bool):
+    shape = (g.n, g.k, g.p, g.q)
+    if torch:
+        return sys.modules["torch"].zeros(shape, dtype=x.dtype, device=x.device).contiguous(
+            memory_format=sys.modules["torch"].channels_last)
+    return np.zeros(shape, dtype=x.dtype)
+
+
+__all__ = ["Geometry", "run", "checked", "split_of", "pair", "relu_of", "split_count"]
