@@ -74,7 +74,9 @@ class Kernel:
 
     def __call__(self, *args, dims: dict[str, int] | None = None, stream=None) -> None:
         """Launch on the GPU. Arrays: torch/CuPy/DLPack/__cuda_array_interface__, or NumPy (copied)."""
-        self.launch_repeatable(*args, dims=dims, stream=stream)
+        if self._launcher is None:
+            self._launcher = Launcher(self.manifest, self.cubin)
+        self._launcher(*args, dims=dims, stream=stream)
 
     def launch_repeatable(self, *args, dims: dict[str, int] | None = None, stream=None):
         """Launch as `k(...)` does, and return a callable that launches again with the very same
