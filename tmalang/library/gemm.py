@@ -88,7 +88,10 @@ def _fresh_output(a, b, out_dtype):
     when its rows are whole 16-byte units; None otherwise (prepare pads it, and checks the call)."""
     if not is_torch_type(type(a)) or type(b) is not type(a) or len(a.shape) != 2 or len(b.shape) != 2:
         return None
-    dtype = _output_dtype(a.dtype, out_dtype)
+    try:
+        dtype = _output_dtype(a.dtype, out_dtype)
+    except TypeError:          # an unhashable out_dtype: prepare reports it
+        return None
     if dtype is None or b.shape[1] * dtype.itemsize % 16:
         return None
     return sys.modules["torch"].empty((a.shape[0], b.shape[1]), dtype=dtype, device=a.device)
