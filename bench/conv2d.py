@@ -112,16 +112,24 @@ def library_row(n: int, c: int, hw: int, k: int, r: int, stride: int, padding: i
     row = {"layer": {"N": n, "C": c, "H": hw, "W": hw, "K": k, "R": r, "S": r, "stride": stride, "padding": padding,
                      "P": p, "Q": p}, "gflop": flops / 1e9}
     for name, run in runs.items():
-        out = run(0)
-        torch.cuda.synchronize()
-        error = ((out.double() - reference).norm() / reference.norm()).item()
-        assert error < 1e-2, f"{name} at {row['layer']}: relative error {error}"
-        row[name] = {"rel_err_vs_float64": error}
+        checked(row, name, run(0), reference)
+    timed(row, runs, flops, samples)
+    row["tmalang_vs_cudnn"] = ratios(row["tmalang"], row["cudnn"])
+    return row
+
+
+def checked(row: dict, name: str, out: torch.Tensor, reference: torch.Tensor) -> None:
+    """A contender's first output against float64, before any timing."""
+    torch.cuda.synchronize()
+    error = ((out.double() - reference).norm() / reference.norm()).item()
+    assert error < 1e-2, f"{name} at {row['layer']}: relative error {error}"
+    row[name] = {"rel_err_vs_float64": error}
+
+
+def timed(row: dict, runs: dict, flops: float, samples: int) -> None:
     batch = max(4, int(2e12 // flops))
     for name, times in three_ways(runs, samples, batch).items():
         row[name].update(times, tflops=rates(flops, times))
-    row["tmalang_vs_cudnn"] = ratios(row["tmalang"], row["cudnn"])
-    return row
 
 
 def layer_row(kernels: dict, n: int, c: int, hw: int, stride: int, samples: int) -> dict:
@@ -147,14 +155,8 @@ def layer_row(kernels: dict, n: int, c: int, hw: int, stride: int, samples: int)
     for name, run in runs.items():
         out.fill_(float("nan"))
         run(0)
-        torch.cuda.synchronize()
-        result = out if name != "cudnn" else cudnn_out[0].permute(0, 2, 3, 1).reshape(-1, k)
-        error = ((result.double() - reference).norm() / reference.norm()).item()
-        assert error < 1e-2, f"{name} at {row['layer']}: relative error {error}"
-        row[name] = {"rel_err_vs_float64": error}
-    batch = max(4, int(2e12 // flops))
-    for name, times in three_ways(runs, samples, batch).items():
-        row[name].update(times, tflops=rates(flops, times))
+        checked(row, name, out if name != "cudnn" else cudnn_out[0].permute(0, 2, 3, 1).reshape(-1, k), reference)
+    timed(row, runs, flops, samples)
     for label in kernels:
         row[label]["ratio_vs_cudnn"] = ratios(row[label], row["cudnn"])
     best = max(kernels, key=lambda label: row[label]["tflops"]["cold_l2"])
