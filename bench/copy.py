@@ -1,6 +1,7 @@
 """TMA copy bandwidth: examples/tma_copy.tma and the bulk copy examples/bulk_copy_sm90.tma (one
 cp.async.bulk per 16 KiB row chunk, no tensor map) against torch `copy_` on 1 GiB of f32, same
-run; then the same three at 64 MiB (results labelled "@ 64 MiB").
+run; then the same three at 64 MiB (results labelled "@ 64 MiB"); then `tmalang.copy` at both
+sizes and on a 1 x 1,048,576 tensor, with the example and torch there.
 
 Bandwidth counts bytes read plus bytes written. Each sample times a batch of back-to-back
 launches between two CUDA events (so host-side launch work overlaps the GPU, as in real use);
@@ -118,6 +119,19 @@ def main() -> None:
     results["torch copy_ @ 64 MiB"] = {"ms": t_small, "TB/s": small_moved / t_small / 1e9}
     for label, source in (("tma_copy example @ 64 MiB", EXAMPLE), ("bulk example @ 64 MiB", BULK_EXAMPLE)):
         results[label] = measure(label, tmalang.compile(source), small_src, small_dst, t_small, small_moved, args)
+
+    library = lambda s, d: tmalang.copy(s, d)   # noqa: E731  (tmalang.copy: the box fits the layout)
+    results["tmalang.copy"] = measure("tmalang.copy", library, src, dst, t_torch, moved, args)
+    results["tmalang.copy @ 64 MiB"] = measure("tmalang.copy @ 64 MiB", library, small_src, small_dst, t_small,
+                                              small_moved, args)
+    row_src, row_dst = src.reshape(-1)[:1 << 20].reshape(1, -1), dst.reshape(-1)[:1 << 20].reshape(1, -1)
+    row_moved = 2 * row_src.numel() * row_src.element_size()   # 1 x 1,048,576 f32: issue 31's one-row case
+    t_row = median_ms(lambda: row_dst.copy_(row_src), args.samples, args.batch)
+    results["torch copy_ @ 1 x 1,048,576"] = {"ms": t_row, "TB/s": row_moved / t_row / 1e9}
+    results["tma_copy example @ 1 x 1,048,576"] = measure("tma_copy example @ 1 x 1,048,576", tmalang.compile(EXAMPLE),
+                                                         row_src, row_dst, t_row, row_moved, args)
+    results["tmalang.copy @ 1 x 1,048,576"] = measure("tmalang.copy @ 1 x 1,048,576", library, row_src, row_dst, t_row,
+                                                     row_moved, args)
 
     report = {
         "benchmark": "tma_copy 1 GiB f32 vs torch copy_",

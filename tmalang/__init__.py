@@ -8,6 +8,7 @@
     g = tmalang.autotune(SRC, configs=[{"BN": 256}, {"BN": 128, "STAGES": 6}])  # fastest binding per shape
     c = tmalang.gemm(a, w.t())      # C = A · B at every shape: bf16, f16, fp8 (library/gemm.py)
     y = tmalang.conv2d(x, w, stride=1, padding=1)   # implicit-GEMM convolution (library/conv2d.py)
+    y = tmalang.copy(x)             # a tensor's bytes by TMA, a box that fits its layout (library/copy.py)
     o = tmalang.attention(q, k, v, causal=True)   # with autograd on torch tensors (library/attention.py)
     tmalang.get_include()           # the folder of tmalang_runtime.h, for `tmalangc --emit header` users
     tmalang.get_cuda_include()      # cuda.h's folder, through cuda-pathfinder
@@ -36,11 +37,12 @@ if TYPE_CHECKING:   # what the lazy names are, for type checkers and readers
     from .library.attention_varlen import attention_varlen
     from .library.attention_varlen_bwd import attention_varlen_backward
     from .library.conv2d import conv2d
+    from .library.copy import copy
     from .library.gemm import gemm, gemm_config
     from .contract.trace import Trace
     from .tuning import Autotuner, autotune
 
-_LAZY = {"compile": "api", "compile_file": "api", "Kernel": "api", "gemm": "library.gemm", "conv2d": "library.conv2d",
+_LAZY = {"compile": "api", "compile_file": "api", "Kernel": "api", "gemm": "library.gemm", "conv2d": "library.conv2d", "copy": "library.copy",
          "gemm_config": "library.gemm", "attention": "library.attention", "attention_backward": "library.attention",
          "attention_varlen": "library.attention_varlen",
          "attention_varlen_backward": "library.attention_varlen_bwd", "attention_decode": "library.attention_decode", "Autotuner": "tuning", "autotune": "tuning", "Trace": "contract.trace"}
@@ -95,5 +97,5 @@ def _runtime_folder(name: str, holds: str, module: str = __file__) -> str:
     return str(packaged if (packaged / holds).is_file() else _Path(module).resolve().parents[1] / "runtime" / name)
 
 
-__all__ = ["get_include", "get_cmake_dir", "get_cuda_include", "Trace", "compile", "compile_file", "autotune", "Autotuner", "gemm", "gemm_config", "conv2d", "attention", "attention_backward", "attention_varlen", "attention_varlen_backward", "attention_decode", "Kernel",
+__all__ = ["get_include", "get_cmake_dir", "get_cuda_include", "Trace", "compile", "compile_file", "autotune", "Autotuner", "gemm", "gemm_config", "conv2d", "copy", "attention", "attention_backward", "attention_varlen", "attention_varlen_backward", "attention_decode", "Kernel",
            "TmalangError", "__version__"]
