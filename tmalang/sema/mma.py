@@ -93,16 +93,12 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
     if scope.elected:
         raise error("E083", "mma inside elect: wgmma is issued by whole warpgroups", s.span)
     info.wgmma_sites.append(s.span)
-    if _names_accumulator(s.a, scope):
+    fragment = _names_accumulator(s.a, scope)
+    if fragment or isinstance(s.a, ast.Call):
         if s.km:
             raise error("E088", "an A operand from registers cannot be MN-major ('km')", s.a.span,
                         "wgmma's imm-trans-a exists only for an A read from shared memory")
-        a_dtype, a_shape = _fragment_operand(s.a, acc, scope)
-    elif isinstance(s.a, ast.Call):
-        if s.km:
-            raise error("E088", "an A operand from registers cannot be MN-major ('km')", s.a.span,
-                        "wgmma's imm-trans-a exists only for an A read from shared memory")
-        a_dtype, a_shape = _register_operand(s.a, acc, scope)
+        a_dtype, a_shape = (_fragment_operand if fragment else _register_operand)(s.a, acc, scope)
     else:
         a = tile_ref(info, s.a, scope)
         if s.km:
@@ -177,12 +173,7 @@ def _fragment_operand(ref: ast.Ref, acc: Accumulator, scope) -> tuple[str, list[
         raise error("E088", f"accumulator '{p.name}' holds f32; an A operand from registers is 16 or 8 bits",
                     ref.span, f"convert it: mma {acc.name}, bf16({p.name}), ...; or keep it converted in a bf16 "
                     f"accumulator written by row math")
-    if p.name == acc.name:
-        raise error("E088", f"mma reads and writes accumulator '{acc.name}'", ref.span)
-    if p.shape[1] % 16:
-        raise error("E088", f"accumulator '{p.name}' has {p.shape[1]} columns; as an mma A operand they are K, a "
-                    "multiple of 16", ref.span)
-    return p.dtype, p.shape
+    return _register_a(p, acc, p.dtype, ref.span)
 
 
 REGISTER_A_DTYPES = {"bf16": 16, "f16": 16, "f8e4m3": 32, "f8e5m2": 32}   # the cast -> K of one wgmma
@@ -202,13 +193,19 @@ def _register_operand(call: ast.Call, acc: Accumulator, scope) -> tuple[str, lis
     if p.parts > 1:
         raise error("E553", f"accumulator '{p.name}' is split by columns over {p.parts} warpgroups; a register A "
                     "operand is a warpgroup's own rows", call.span)
+    return _register_a(p, acc, call.func, call.span)
+
+
+def _register_a(p: Accumulator, acc: Accumulator, dtype: str, span) -> tuple[str, list[int]]:
+    """What both register-A forms need of p: not the accumulator it feeds, and K (its columns) a
+    multiple of one wgmma's K in `dtype`."""
     if p.name == acc.name:
-        raise error("E088", f"mma reads and writes accumulator '{acc.name}'", call.span)
-    k_step = REGISTER_A_DTYPES[call.func]
+        raise error("E088", f"mma reads and writes accumulator '{acc.name}'", span)
+    k_step = REGISTER_A_DTYPES[dtype]
     if p.shape[1] % k_step:
-        raise error("E088", f"accumulator '{p.name}' has {p.shape[1]} columns; as a {call.func} mma operand they "
-                    f"are K, a multiple of {k_step}", call.span)
-    return call.func, p.shape
+        raise error("E088", f"accumulator '{p.name}' has {p.shape[1]} columns; as a {dtype} mma operand they "
+                    f"are K, a multiple of {k_step}", span)
+    return dtype, p.shape
 
 
 def check_acc_assign(info: KernelInfo, s: ast.Assign, scope) -> bool:
