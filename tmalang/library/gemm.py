@@ -35,7 +35,7 @@ from ..caches.disk import default_root
 from ..tuning import read_json, time_launches, write_json
 from . import configs
 from ..runtime.launch import stream_handle, torch_current_stream
-from .operands import Operands, is_torch_type, operand_output_dtype, prepare, torch_workspace
+from .operands import Operands, finite_f32, is_torch_type, operand_output_dtype, prepare, torch_workspace
 
 SOURCE = Path(__file__).with_name("gemm_sm90.tma")
 TUNE_CANDIDATES = 4
@@ -67,8 +67,8 @@ def gemm(a, b, out=None, *, alpha: float = 1.0, out_dtype=None, tune: bool = Fal
         out = _fresh_output(a, b, out_dtype)     # C as `prepare` would allocate it, where that is cheap
     signature = _signature(a, b, out, alpha, out_dtype, tune, config, stream)
     repeat = _repeats.get(signature) if signature is not None else None
-    if repeat is not None and -3.4e38 <= alpha <= 3.4e38:     # the same operands and stream as a recent
-        repeat(a, b, out, float(alpha), stream)               # call: nothing to check or choose
+    if repeat is not None and finite_f32(alpha):   # the same operands and stream as a recent call:
+        repeat(a, b, out, float(alpha), stream)     # nothing to check or choose
         return out
     ops = prepare(a, b, out, out_dtype, alpha)
     if ops.empty:

@@ -151,14 +151,14 @@ def prepare(a, b, out, out_dtype, alpha) -> Operands:
     if _dtype_name(a) not in INPUTS or _dtype_name(a) != _dtype_name(b):
         raise LaunchError(LAUNCH_OPTION, f"gemm: a and b must share one dtype of "
                           f"{', '.join(INPUTS)}; got {_dtype_name(a)} and {_dtype_name(b)}")
-    result = _result_dtype(a, out, out_dtype)
+    result = _result_dtype(_dtype_name(a), out, out_dtype)
     if out is not None:
         if _is_torch(out) != _is_torch(a) or tuple(out.shape) != (a.shape[0], b.shape[1]):
             raise LaunchError(LAUNCH_OPTION, f"gemm: out must be a {'torch tensor' if _is_torch(a) else 'NumPy array'} "
                               f"of shape {(a.shape[0], b.shape[1])}, got {type(out).__name__} {tuple(out.shape)}")
     if not isinstance(alpha, (int, float)) or isinstance(alpha, bool):
         raise LaunchError(LAUNCH_OPTION, f"gemm: alpha must be a Python number, got {type(alpha).__name__}")
-    if not -3.4e38 <= alpha <= 3.4e38:
+    if not finite_f32(alpha):
         raise LaunchError(LAUNCH_OPTION, f"gemm: alpha must be a finite f32 value, got {str(alpha)[:40]}")
     return Operands(a, b, out, result, alpha)
 
@@ -169,25 +169,24 @@ def operand_output_dtype(input_dtype, out_dtype) -> str:
     name = _named(input_dtype)
     if name not in INPUTS:
         raise LaunchError(LAUNCH_OPTION, f"gemm: inputs of {name}")
-    result = _result_dtype(_Typed(input_dtype), None, out_dtype)
+    result = _result_dtype(name, None, out_dtype)
     return {v: k for k, v in OUTPUTS.items()}[result]
 
 
-class _Typed:
-    """Something with a dtype, for _result_dtype."""
-
-    def __init__(self, dtype) -> None:
-        self.dtype = dtype
+def finite_f32(alpha) -> bool:
+    """Whether a number is a finite value of the kernels' f32 alpha."""
+    return -3.4e38 <= alpha <= 3.4e38
 
 
-def _result_dtype(a, out, out_dtype) -> str:
+def _result_dtype(input_name: str, out, out_dtype) -> str:
+    """C's dtype (a tmalang name) for inputs named `input_name` (torch/NumPy name: bfloat16, ...)."""
     given = [_dtype_name(x) if hasattr(x, "dtype") else str(x).removeprefix("torch.") for x in (out_dtype,)
              if x is not None]
     if out is not None:
         if given and given[0] != _dtype_name(out):
             raise LaunchError(LAUNCH_OPTION, f"gemm: out is {_dtype_name(out)} but out_dtype is {given[0]}")
         given = [_dtype_name(out)]
-    name = given[0] if given else ("bfloat16" if INPUTS[_dtype_name(a)].startswith("f8") else _dtype_name(a))
+    name = given[0] if given else ("bfloat16" if INPUTS[input_name].startswith("f8") else input_name)
     name = {"bf16": "bfloat16", "f16": "float16", "f32": "float32"}.get(name, name)
     if name not in OUTPUTS:
         raise LaunchError(LAUNCH_OPTION, f"gemm: the output dtype must be one of {', '.join(OUTPUTS)}, got {name}")

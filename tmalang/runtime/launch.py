@@ -218,11 +218,7 @@ def _device_signature(args: tuple, dims, stream) -> tuple | None:
             # the address names the device (one virtual address space for all of them); torch.Size
             # and the stride tuple compare by value. Four entries, fixed per argument position.
             key += (a.data_ptr(), a.shape, a.stride(), a.dtype)
-        elif kind is float:
-            key.append((float, struct.pack("<d", a)))
-        elif kind is int:
-            key.append((int, a))
-        elif isinstance(a, (int, float, np.generic)) and not isinstance(a, bool):
+        elif isinstance(a, (int, float, np.generic)) and kind is not bool:
             key.append(_scalar_key(a))
         elif hasattr(a, "data_ptr") and hasattr(a, "stride") and getattr(a, "is_cuda", False):
             key.append((a.data_ptr(), tuple(a.shape), a.stride(), a.dtype, a.device.index))
