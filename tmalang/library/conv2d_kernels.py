@@ -99,22 +99,22 @@ def run(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, relu: bool, 
     operands = [_activation(x, g, torch), _weights(w, g, torch)]
     kernel = conv_kernel(dtype, bias is not None, relu, parts > 1, bound)
     if parts == 1:
-        args = [*operands, *([_bias(bias, g, torch)] if bias is not None else []), out]
-        if torch:
-            kernel(*args)
-        else:
-            out = kernel.interpret(*args)[0]
-        return _result(out, g, torch)
+        biases = [_bias(bias, g, torch)] if bias is not None else []
+        return _result(_launch(kernel, [*operands, *biases, out], out, torch), g, torch)
     workspace = _workspace(x, (parts, g.n * g.p * g.q, g.padded_k), torch)
     total = conv_kernel(dtype, bias is not None, relu, True, (), "conv2d_sum")
     rows = [_bias_rows(_bias(bias, g, torch), torch)] if bias is not None else []
+    workspace = _launch(kernel, [*operands, parts, workspace, out], workspace, torch)
+    return _result(_launch(total, [parts, workspace, *rows, out], out, torch), g, torch)
+
+
+def _launch(kernel, args: list, written, torch: bool):
+    """The kernel on the GPU (torch: `written` is filled in place) or the interpreter (NumPy: the
+    tensor it wrote comes back); the written tensor either way."""
     if torch:
-        kernel(*operands, parts, workspace, out)
-        total(parts, workspace, *rows, out)
-    else:
-        workspace = kernel.interpret(*operands, parts, workspace, out)[0]
-        out = total.interpret(parts, workspace, *rows, out)[0]
-    return _result(out, g, torch)
+        kernel(*args)
+        return written
+    return kernel.interpret(*args)[0]
 
 
 def split_of(g: Geometry, bn: int, sms: int) -> int:

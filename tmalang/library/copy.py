@@ -113,10 +113,8 @@ def _empty_like(x, torch: bool):
 
 def _words(x, torch: bool, width: int):
     """x's bytes as a flat array of `width`-byte unsigned words (x dense)."""
-    if torch:
-        flat = x.reshape(-1).view(sys.modules["torch"].uint8)
-        return flat.view(getattr(sys.modules["torch"], f"uint{8 * width}"))
-    return x.reshape(-1).view(np.uint8).view(np.dtype(f"u{width}"))
+    flat = x.reshape(-1)
+    return _as_words(flat.view(sys.modules["torch"].uint8) if torch else flat.view(np.uint8), torch, width)
 
 
 def _copy_dense(src, out, torch: bool) -> None:
