@@ -30,7 +30,8 @@ KNOWN_BUGS = {"handoff_tx_bug": "E401"}
 DIMS = {"M": 197, "N": 260, "K": 136, "S": 5}
 DIMS_FOR = {"scores_softmax": {"N": 200},
             "taps": {"N": 2, "H": 9, "W": 13, "C": 64, "NHW": 234, "C9": 576},   # im2col_taps_prefetched's assumptions
-            "causal_block_sums": {"B": 3, "R": 200, "C": 148}}
+            "causal_block_sums": {"B": 3, "R": 200, "C": 148},
+            "softmax_pv": {"T": 50}}
 # Fixture folders whose kernels, when they compile, are meant to run clean (tests/verify holds
 # deliberately broken ones besides ok/, tests/verify_bugs the protocol bugs of test_verify.py).
 FIXTURE_GLOBS = ["*.tma", "global_races/*.tma", "soundness/*.tma", "verify/ok/*.tma", "wait_cycles/*.tma",
