@@ -1,5 +1,6 @@
-"""Host cost per repeat call: `tmalang.gemm` (with and without `out`), `Kernel.__call__` and a
-`launch_repeatable` launch, against torch.matmul and torch.add in the same run (issue 31).
+"""Host cost per repeat call: `tmalang.gemm` (with and without `out`), `Kernel.__call__`, a
+`launch_repeatable` launch, `as_torch_op`, `tmalang.conv2d` and `tmalang.copy`, against
+torch.matmul, torch.add, cuDNN's conv2d and Tensor.copy_ in the same run (issue 31).
 
 Each sample queues N calls behind a spin kernel (torch.cuda._sleep) that keeps the GPU busy for
 longer than the host needs to queue them, and times the loop alone with perf_counter: the GPU's
@@ -83,6 +84,11 @@ def main() -> None:
     o = torch.empty_like(x)
     saxpy = tmalang.compile_file(ROOT / "examples" / "saxpy.tma")
     again = saxpy.launch_repeatable(1.5, x, y, o)
+    op = saxpy.as_torch_op("saxpy_host_cost")
+    xs = torch.randn(2, 64, 8, 8, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    ws = (torch.randn(64, 64, 3, 3, device="cuda") / 24).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    flat = torch.randn(1, 1 << 20, device="cuda").to(torch.bfloat16)
+    flat_out = torch.empty(1, 1 << 20, device="cuda", dtype=torch.bfloat16)
     contenders = {
         "torch.add(out=)": (lambda: torch.add(x, y, out=o), lambda: (o, x.double() + y.double())),
         "torch.matmul": (lambda: torch.matmul(a, b), None),
@@ -93,12 +99,20 @@ def main() -> None:
                                           lambda: (c, a.double() @ b.double().t())),
         "Kernel.__call__ (saxpy)": (lambda: saxpy(1.5, x, y, o), lambda: (o, 1.5 * x.double() + y.double())),
         "launch_repeatable (saxpy)": (again, lambda: (o, 1.5 * x.double() + y.double())),
+        "as_torch_op (saxpy)": (lambda: op(1.5, x, y, o), lambda: (o, 1.5 * x.double() + y.double())),
+        "F.conv2d (cuDNN)": (lambda: torch.nn.functional.conv2d(xs, ws, padding=1), None),
+        "tmalang.conv2d": (lambda: tmalang.conv2d(xs, ws, padding=1), None),
+        "Tensor.copy_ (1 x 1,048,576)": (lambda: flat_out.copy_(flat), lambda: (flat_out, flat.double())),
+        "tmalang.copy (1 x 1,048,576)": (lambda: tmalang.copy(flat, flat_out), lambda: (flat_out, flat.double())),
     }
+    conv = torch.nn.functional.conv2d(xs.double(), ws.double(), padding=1)
     errors = {"torch.matmul": relative_error(torch.matmul(a, b), a.double() @ b.double()),
-              "tmalang.gemm": relative_error(tmalang.gemm(a, b), a.double() @ b.double())}
+              "tmalang.gemm": relative_error(tmalang.gemm(a, b), a.double() @ b.double()),
+              "F.conv2d (cuDNN)": relative_error(torch.nn.functional.conv2d(xs, ws, padding=1), conv),
+              "tmalang.conv2d": relative_error(tmalang.conv2d(xs, ws, padding=1), conv)}
     for name, (fn, check) in contenders.items():
         if check is not None:
-            o.fill_(float("nan")), c.fill_(float("nan"))
+            o.fill_(float("nan")), c.fill_(float("nan")), flat_out.fill_(float("nan"))
             fn()
             got, expected = check()
             errors[name] = relative_error(got, expected)
@@ -106,7 +120,7 @@ def main() -> None:
     rows = []
     for name, (fn, _) in contenders.items():
         row = {"call": name, "rel_err_vs_f64": errors[name], **host_us(fn, args.samples)}
-        if name.startswith(("tmalang", "Kernel", "launch")):
+        if name.startswith(("tmalang", "Kernel", "launch", "as_torch_op")):
             row["profile"] = profile(fn)
         rows.append(row)
     matmul = {r["call"]: r["median_us"] for r in rows}
@@ -115,7 +129,8 @@ def main() -> None:
         row["vs_torch_matmul_out"] = matmul["torch.matmul(out=)"] / row["median_us"]
         print(f"{row['call']:32s} {row['median_us']:6.1f} us   torch.matmul / this {row['vs_torch_matmul']:.2f}x"
               f"   torch.matmul(out=) / this {row['vs_torch_matmul_out']:.2f}x", flush=True)
-    write_report(args.out, "host cost per repeat call (128x128x128 bf16 GEMM, 256x256 saxpy)", METHOD, rows)
+    write_report(args.out, "host cost per repeat call (128x128x128 bf16 GEMM, 256x256 saxpy, a 2x64x8x8 3x3 "
+                 "conv2d with 64 filters, a 1 x 1,048,576 bf16 copy)", METHOD, rows)
 
 
 if __name__ == "__main__":

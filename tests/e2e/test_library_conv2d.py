@@ -6,8 +6,11 @@ refusals.
 
 from __future__ import annotations
 
+import weakref
+
 import ml_dtypes
 import numpy as np
+
 import pytest
 
 import tmalang
@@ -25,6 +28,7 @@ CASES = [
     (3, 16, 5, 4, 8, 3, 3, 1, 1, 1, False, False),         # one tile over three images
     (2, 16, 10, 9, 8, 3, 3, 1, 1, 1, True, False),         # 180 pixels: the second tile starts mid-image
     (2, 16, 9, 7, 8, 1, 1, 2, 0, 1, False, False),         # 1x1 stride 2 over two images
+    (3, 40, 5, 7, 72, 1, 1, 1, 0, 1, False, False),        # 1x1 stride 1, no epilogue: tmalang.gemm's rows
 ]
 IDS = [f"n{c[0]}c{c[1]}h{c[2]}w{c[3]}k{c[4]}-{c[5]}x{c[6]}-s{c[7]}p{c[8]}d{c[9]}{'-bias' if c[10] else ''}"
        f"{'-relu' if c[11] else ''}" for c in CASES]
@@ -85,13 +89,50 @@ def test_split_k_on_the_interpreter(case, split):
     assert relative_error(y, reference(x, w, stride, padding, dilation, bias, relu)) < 1e-2
 
 
+@pytest.mark.parametrize("tile", [(64, 64), (64, 128), (128, 256)], ids=lambda t: f"{t[0]}x{t[1]}")
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[5], CASES[7]], ids=[IDS[0], IDS[1], IDS[5], IDS[7]])
+def test_every_tile_on_the_interpreter(case, tile, monkeypatch):
+    """The template's 64-pixel tiles (one consumer warpgroup) and 256-channel ones, split or not."""
+    monkeypatch.setattr(library, "tile_of", lambda g, sms=132: tile)
+    x, w, bias = inputs(case, ml_dtypes.bfloat16, 4)
+    stride, padding, dilation, _, relu = case[7:]
+    for split in (None, 2):
+        y = tmalang.conv2d(x, w, stride=stride, padding=padding, dilation=dilation, bias=bias,
+                           activation="relu" if relu else None, split=split)
+        assert relative_error(y, reference(x, w, stride, padding, dilation, bias, relu)) < 1e-2
+
+
 def test_the_split_rule_fills_idle_multiprocessors_only():
     deep = library.Geometry(32, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1), (1, 1))      # 13 x 4 tiles, 72 K steps
     wide = library.Geometry(32, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1), (1, 1))      # 784 tiles
     short = library.Geometry(1, 16, 8, 8, 16, 1, 1, (1, 1), (0, 0), (1, 1))        # 1 tile, 1 K step
-    assert library.split_of(deep, 128, 132) == 2
-    assert library.split_of(wide, 64, 132) == 1
-    assert library.split_of(short, 64, 132) == 1
+    assert library.split_of(deep, (128, 128), 132) == 4
+    assert library.split_of(wide, (128, 64), 132) == 1
+    assert library.split_of(short, (128, 64), 132) == 1
+
+
+def test_pointwise_layers_go_to_gemm_only_without_padding_epilogue_or_pinned_split():
+    g = library.Geometry(3, 40, 5, 7, 72, 1, 1, (1, 1), (0, 0), (1, 1))
+    assert library.by_gemm(g, None, False, None)
+    assert not library.by_gemm(g, np.zeros(72, np.float32), False, None) and not library.by_gemm(g, None, True, None)
+    assert not library.by_gemm(g, None, False, 2)
+    for other in (library.Geometry(3, 36, 5, 7, 72, 1, 1, (1, 1), (0, 0), (1, 1)),     # C needs padding
+                  library.Geometry(3, 40, 5, 7, 64, 1, 1, (1, 1), (0, 0), (1, 1)),     # K = 64: im2col's 128 x 64
+                  library.Geometry(3, 40, 5, 7, 72, 1, 1, (2, 2), (0, 0), (1, 1)),     # strided
+                  library.Geometry(3, 40, 5, 7, 72, 3, 3, (1, 1), (1, 1), (1, 1))):    # 3x3
+        assert not library.by_gemm(other, None, False, None)
+
+
+def test_the_tile_rule_by_how_the_tiles_fill_the_gpu():
+    def tile(n, c, hw, k, r, stride):
+        return library.tile_of(library.Geometry(n, c, hw, hw, k, r, r, (stride, stride), (r // 2, r // 2), (1, 1)), 132)
+    assert tile(32, 64, 56, 64, 3, 1) == (128, 64)            # K = 64
+    assert tile(32, 128, 28, 128, 3, 1) == (128, 128)         # 196 tiles
+    assert tile(8, 256, 32, 256, 3, 1) == (128, 128)          # 128 tiles: 0.97 of a wave
+    assert tile(32, 256, 14, 256, 3, 1) == (64, 128)          # 98 tiles: 196 of 64 x 128
+    assert tile(32, 512, 7, 512, 3, 1) == (128, 128)          # 52 tiles: split instead
+    g = library.Geometry(32, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1), (1, 1))
+    assert library.split_of(g, library.tile_of(g, 132), 132) == 4
 
 
 def test_f16_on_the_interpreter():
@@ -107,6 +148,32 @@ def test_padded_weights_are_zero_beyond_c_and_k():
     w = np.ones((10, 3, 3, 3), ml_dtypes.bfloat16)
     prepared = library._weights(w, g, torch=False).astype(np.float32).reshape(16, 3, 3, 16)
     assert prepared[:10, :, :, :3].min() == 1 and prepared[10:].max() == 0 and prepared[..., 3:].max() == 0
+
+
+def test_channels_last_weights_are_read_in_place_and_padded_ones_kept_per_tensor():
+    """torch weights (CPU tensors stand in for CUDA ones: the layout logic is the same): a
+    channels_last weight needing no padding is a view of itself; a padded one is prepared once per
+    tensor object and version, and an entry whose tensor is another object (a new tensor at a freed
+    one's address, shape and version) is never returned for it."""
+    torch = pytest.importorskip("torch")
+    dense = torch.randn(64, 64, 3, 3).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    g = library.Geometry(1, 64, 8, 8, 64, 3, 3, (1, 1), (1, 1), (1, 1))
+    view = library._weights(dense, g, torch=True)
+    assert view.data_ptr() == dense.data_ptr() and tuple(view.shape) == (64, 9 * 64)
+    assert torch.equal(view.reshape(64, 3, 3, 64), dense.permute(0, 2, 3, 1))
+
+    w = torch.randn(10, 3, 3, 3).to(torch.bfloat16)
+    g = library.Geometry(1, 3, 5, 5, 10, 3, 3, (1, 1), (1, 1), (1, 1))
+    first = library._weights(w, g, torch=True)
+    assert library._weights(w, g, torch=True) is first                     # kept
+    key = next(k for k, (ref, _) in library._prepared_weights.items() if ref() is w)
+    stranger = torch.zeros(1)
+    library._prepared_weights[key] = (weakref.ref(stranger), torch.full_like(first, 7))
+    again = library._weights(w, g, torch=True)                             # not the stranger's
+    assert torch.equal(again, first)
+    w.mul_(2)                                                              # in place: prepared again
+    doubled = library._weights(w, g, torch=True)
+    assert torch.equal(doubled.float(), 2 * first.float())
 
 
 @pytest.mark.parametrize("kwargs,message", [
@@ -155,6 +222,53 @@ def test_h100_matches_float64(case, channels_last, split):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tile", [(64, 64), (64, 128), (128, 256)], ids=lambda t: f"{t[0]}x{t[1]}")
+@pytest.mark.parametrize("case", [CASES[1], CASES[5], CASES[9]], ids=[IDS[1], IDS[5], IDS[9]])
+def test_h100_every_tile(case, tile, monkeypatch):
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(library, "tile_of", lambda g, sms=132: tile)
+    x, w, bias = inputs(case, ml_dtypes.bfloat16, 5)
+    stride, padding, dilation, _, relu = case[7:]
+    expected = reference(x, w, stride, padding, dilation, bias, relu)
+    tx = torch.from_numpy(x.astype(np.float32)).cuda().to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    tw = torch.from_numpy(w.astype(np.float32)).cuda().to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    tb = None if bias is None else torch.from_numpy(bias).cuda()
+    for split in (None, 2):
+        y = tmalang.conv2d(tx, tw, stride=stride, padding=padding, dilation=dilation, bias=tb,
+                           activation="relu" if relu else None, split=split)
+        assert relative_error(y.float().cpu().numpy(), expected) < 1e-2
+
+
+@pytest.mark.gpu
+def test_h100_repeated_calls_follow_the_data_the_outputs_and_the_stream():
+    """A repeated call (same addresses and layouts) launches as the first did: it reads what lies
+    there now, writes each call's own output, and goes to the current stream."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(3, 64, 11, 9, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(72, 64, 3, 3, device="cuda") / 24).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+
+    def check(y):
+        expected = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
+        assert ((y.double() - expected).norm() / expected.norm()).item() < 1e-2
+
+    kept = []
+    for _ in range(3):                      # outputs kept alive: a new output address each call
+        kept.append(tmalang.conv2d(x, w, padding=1))
+        check(kept[-1])
+        x.copy_(torch.randn_like(x))        # new values at the same address
+    del kept
+    for _ in range(3):                      # outputs dropped: the allocator hands the address back
+        check(tmalang.conv2d(x, w, padding=1))
+        x.copy_(torch.randn_like(x))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = tmalang.conv2d(x, w, padding=1)
+    side.synchronize()
+    check(y)
+
+
+@pytest.mark.gpu
 def test_h100_sees_weights_updated_in_place():
     torch = pytest.importorskip("torch")
     x = torch.randn(2, 64, 9, 9, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
@@ -164,6 +278,21 @@ def test_h100_sees_weights_updated_in_place():
         expected = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
         assert ((y.double() - expected).norm() / expected.norm()).item() < 1e-2
         w.mul_(-0.5)
+
+
+@pytest.mark.gpu
+def test_h100_new_weights_at_a_freed_address_are_prepared_anew():
+    """Weights that need padding (C = 24, K = 10), freed and replaced each round by new ones of the
+    same shape, which the caching allocator places at the freed address: each round's result is
+    its own weights' (bench/conv2d.py once met a stale entry keyed by address)."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(2, 24, 9, 9, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    for _ in range(3):
+        w = torch.randn(10, 24, 3, 3, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+        y = tmalang.conv2d(x, w, padding=1)
+        expected = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
+        assert ((y.double() - expected).norm() / expected.norm()).item() < 1e-2
+        del w, y
 
 
 def test_torch_operator_eager_compiled_and_opchecked_on_cpu_tensors():

@@ -73,3 +73,26 @@ def test_h100_copies_every_byte(shape, dtype):
     tmalang.copy(wide[:, :1003].copy_(torch.randn(1000, 1003, device="cuda")), out)
     torch.cuda.synchronize()
     assert torch.equal(out, wide[:, :1003])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1, (1 << 20) + 3), (1000, 1003)], ids=str)
+def test_h100_repeated_copies_move_the_bytes_there_now(shape):
+    """A repeated call (same addresses, layouts and stream) launches as the first did: it copies
+    what lies there now, into each call's own output, on the current stream."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(shape, device="cuda").to(torch.bfloat16)
+    out = torch.empty_like(x)
+    for _ in range(3):
+        x.copy_(torch.randn(shape, device="cuda"))
+        out.fill_(float("nan"))
+        assert tmalang.copy(x, out) is out and torch.equal(out, x)
+    kept = [tmalang.copy(x) for _ in range(3)]
+    assert all(torch.equal(y, x) for y in kept)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        x.mul_(2)
+        tmalang.copy(x, out)
+    side.synchronize()
+    assert torch.equal(out, x)

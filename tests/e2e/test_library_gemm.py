@@ -80,7 +80,10 @@ def test_split_k_sums_its_parts_in_a_fixed_order():
 
 
 @pytest.mark.parametrize("shape, kernel, tile, split", [
-    ((1, 8192, 8192), "gemm_tile", (64, 64), 1),         # decode: 128 CTAs of 64 x 64
+    ((1, 8192, 8192), "gemm_parts", (64, 128), 2),       # decode: 64 x 128 tiles, K split to fill
+    ((1, 4096, 4096), "gemm_parts", (64, 128), 4),
+    ((2, 5120, 5120), "gemm_parts", (64, 128), 2),       # 40 tiles: 4 parts would be 1.2 waves
+    ((16, 14336, 4096), "gemm_tile", (64, 128), 1),      # 112 tiles fill the GPU unsplit
     ((64, 8192, 8192), "gemm_tile", (64, 64), 1),
     ((128, 8192, 8192), "gemm_tile", (64, 128), 1),
     ((256, 8192, 8192), "gemm_tile", (128, 128), 1),
@@ -94,6 +97,9 @@ def test_split_k_sums_its_parts_in_a_fixed_order():
     ((1000, 1000, 1008), "gemm_tile", (64, 128), 1),     # 2016-byte rows: on sectors, off 128-byte lines
     ((777, 1531, 1000), "gemm_tile", (128, 128), 1),     # 64-row tiles would take 1.2 waves
     ((4097, 2049, 1032), "gemm_tile", (128, 128), 1),    # 128 x 256: 2.25 waves; 128 x 128: 4.25
+    ((1568, 2048, 512), "gemm_tile", (128, 256), 1),     # a short K loop: no cluster
+    ((25088, 128, 512), "gemm_tile", (128, 128), 1),     # N = 128: no 256-wide tile
+    ((1568, 512, 2048), "gemm_tile", (64, 128), 1),      # 32 K slices: a narrow tile before a split
 ])
 def test_the_rule_picks_by_how_the_ctas_fill_the_gpu(shape, kernel, tile, split):
     sectors = shape[2] * 2 % 32 == 0       # K = 1000 bf16 rows are 2000 bytes apart

@@ -41,6 +41,10 @@ NARROW_M = 128                   # 64-row tiles (one consumer warpgroup) only up
 MIN_PART_STEPS = 16              # a split part streams at least this many K slices
 TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
 SPLITS = (2, 4, 8)
+CLUSTER_STEPS = 32               # K slices from which the cluster kernel is a candidate, whatever the waves
+CLUSTER_WAVES = 1.5              # or waves of its tiles past this many
+DECODE_M = 32                    # up to this M: 64 x 128 tiles, K split to fill the GPU
+SHORT_STEPS = 64                 # up to this many K slices an unsplit narrow tile beats a split wide one
 
 
 @dataclass(frozen=True)
@@ -66,17 +70,27 @@ def candidates(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_ma
     cluster kernel where B is K-major."""
     result = []
     small = -(-m // 128) * -(-n // 128) < FILL * sms      # not even 128 x 128 tiles fill the GPU
+    steps = -(-k // (128 // itemsize))
     for bm, bn in TILES:
         if bm < 128 and m > NARROW_M and not (small and sectors):      # half the MMA rate, for nothing
             continue
-        if (bm, bn) == (128, 256) and clusters and not n_major:
+        if bn == 256 and n <= 128:                                      # half of every tile idle
+            continue
+        if (bm, bn) == (128, 256) and clusters and not n_major and _clustered(m, n, steps, sms):
             result.append(_config("gemm_cluster", bm, bn, itemsize, out_itemsize))
         result.append(_config("gemm_tile_kn" if n_major else "gemm_tile", bm, bn, itemsize, out_itemsize))
-        steps = -(-k // (128 // itemsize))
         for s in SPLITS:
             if s <= steps:
                 result.append(_config("gemm_parts_kn" if n_major else "gemm_parts", bm, bn, itemsize, 4, s))
     return result
+
+
+def _clustered(m: int, n: int, steps: int, sms: int) -> bool:
+    """Whether the cluster kernel is a candidate: its pairs pay off over long K loops or several
+    waves. Over short ones its CTAs wait on each other's slots (H200, bench/results/
+    gemm-rule-2026-11-29-h200.json: 1568 x 2048 x 512 cluster 0.60x cuBLAS against 0.92x
+    unclustered, 6272 x 512 x 1024 0.54x against 0.88x, 25088 x 256 x 512 0.81x against 0.95x)."""
+    return steps >= CLUSTER_STEPS or -(-m // 128) * -(-n // 256) > CLUSTER_WAVES * sms
 
 
 def _config(kernel: str, bm: int, bn: int, itemsize: int, out_itemsize: int, split: int = 1) -> Config:
@@ -120,13 +134,34 @@ def choose(options: list[Config], m: int, n: int, k: int, sms: int) -> Config:
     narrow = [c for c in options if c.split == 1 and c.bindings()["BM"] < 128]
     split = sorted((c for c in options if c.split > 1 and steps // c.split >= MIN_PART_STEPS),
                    key=lambda c: (_tile_rank(c), c.split))
-    order = wide + (narrow + split if m <= NARROW_M else split + narrow)
+    if m <= DECODE_M:
+        decode = _decode(options, m, n, steps, sms)
+        if decode is not None:
+            return decode
+    order = wide + (narrow + split if m <= NARROW_M or steps <= SHORT_STEPS else split + narrow)
     for config in order:
         if fills(config):
             return config
     whole = wide + narrow
     fitting = [c for c in whole if ctas(c, m, n) <= sms] or whole
     return max(fitting, key=lambda c: ctas(c, m, n))       # small: as many SMs as will work at once
+
+
+def _decode(options: list[Config], m: int, n: int, steps: int, sms: int) -> Config | None:
+    """A decode-shaped GEMM (one 64-row tile of M) streams B: 64 x 128 tiles, whose nine-stage
+    ring keeps more of B in flight than 64 x 64's twelve, and where they fill at most half of the
+    GPU, K split into the most parts (of at least MIN_PART_STEPS slices) that still fit in one
+    wave (H200, gemm-rule-2026-11-29-h200.json: 1 x 8192² split 2 0.86x cuBLAS against 0.78x
+    for 64 x 64, 1 x 4096² split 4 0.80x, 16 x 14336 x 4096 unsplit 0.98x against 0.77x)."""
+    tiles = [c for c in options if (c.bindings()["BM"], c.bindings()["BN"]) == (64, 128)]
+    unsplit = next((c for c in tiles if c.split == 1), None)
+    if unsplit is None:
+        return None
+    count = ctas(unsplit, m, n)
+    if 2 * count > sms:
+        return unsplit
+    parts = [c for c in tiles if c.split > 1 and count * c.split <= sms and steps // c.split >= MIN_PART_STEPS]
+    return max(parts, key=lambda c: c.split, default=unsplit)
 
 
 def _tile_rank(config: Config) -> int:

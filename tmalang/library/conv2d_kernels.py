@@ -6,14 +6,16 @@ The kernel reads the activation as NHWC and the weights as KRSC: a channels_last
 where it lies, any other is copied into that layout first. The kernel takes the channels CB at a
 time (64, 32 or 16), so C that is not a multiple of 16 is padded with zeros, in a copy; the
 output's rows are whole 16-byte units, so K that is not a multiple of 8 is computed into a
-padded buffer and copied out. Prepared weights are kept per weight tensor (its address, layout
-and torch's version counter, so an in-place update prepares them again).
+padded buffer and copied out. A channels_last weight that needs no padding is read as it lies;
+others are prepared once per weight tensor (the tensor object itself, its layout and torch's
+version counter, so an in-place update prepares them again).
 """
 
 from __future__ import annotations
 
 import functools
 import sys
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,16 +24,21 @@ import numpy as np
 
 from ..api import compile as compile_source
 from ..contract.errors import LAUNCH_OPTION, LaunchError
+from ..runtime.launch import torch_current_stream
+from .gemm import gemm
 from .operands import is_torch_type
 
 SOURCE = Path(__file__).with_name("conv2d_sm90.tma.j2")
 DTYPES = {"bfloat16": "bf16", "float16": "f16"}
 ACTIVATIONS = (None, "relu")
 ROW_ALIGN = 8                  # output channels per 16-byte row unit (2-byte elements)
-_prepared_weights: dict[tuple, object] = {}
+_prepared_weights: dict[tuple, tuple] = {}    # key -> (weak reference to the weights, prepared)
 PREPARED_WEIGHTS = 32          # weight layouts kept (a network's convolutions, roughly)
 INTERPRETER_SMS = 132          # NumPy operands: choose as for an H100
 BIAS_ROWS = 32                 # conv2d_sum's block rows (its BR)
+SMEM_BYTES = 227 * 1024        # the opt-in shared memory of one CTA on sm_90a
+REPEATS = 16                   # calls (and output addresses per call) repeated without checks
+_repeats: dict[tuple, "Repeat"] = {}
 
 
 @dataclass(frozen=True)
@@ -88,24 +95,92 @@ def split_count(split) -> int:
 def run(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, relu: bool, split: int | None):
     """The convolution on CUDA torch tensors (the operator's CUDA implementation) or NumPy arrays
     (the interpreter)."""
+    key = _repeat_key(x, w, bias, stride, padding, dilation, relu, split)
+    repeat = _repeats.get(key) if key is not None else None
+    if repeat is not None:
+        return repeat(x, w)
     g = checked(x, w, stride, padding, dilation, bias, "relu" if relu else None)
     torch = is_torch_type(type(x))
     if g.n == 0 or g.k == 0:
         return _empty_result(x, g, torch)
+    if by_gemm(g, bias, relu, split):
+        return _pointwise(x, w, g, torch)
     dtype = DTYPES[_dtype_name(x)]
-    bound = constants(g)
-    parts = split or split_of(g, dict(bound)["BN"], _multiprocessors(x) if torch else INTERPRETER_SMS)
+    sms = _multiprocessors(x) if torch else INTERPRETER_SMS
+    tile = tile_of(g, sms)
+    parts = split or split_of(g, tile, sms)
+    bound = constants(g, tile, bias is not None and parts == 1)
     out = _empty(x, (g.n * g.p * g.q, g.padded_k), torch)
     operands = [_activation(x, g, torch), _weights(w, g, torch)]
     kernel = conv_kernel(dtype, bias is not None, relu, parts > 1, bound)
     if parts == 1:
         biases = [_bias(bias, g, torch)] if bias is not None else []
+        if key is not None and g.padded_k == g.k and (operands[0].data_ptr(), operands[1].data_ptr()) == (
+                x.data_ptr(), w.data_ptr()):      # read in place: the call repeats as one launch
+            _repeats[key] = Repeat(kernel, g, {})
+            while len(_repeats) > REPEATS:
+                del _repeats[next(iter(_repeats))]
+            return _repeats[key](x, w)
         return _result(_launch(kernel, [*operands, *biases, out], out, torch), g, torch)
     workspace = _workspace(x, (parts, g.n * g.p * g.q, g.padded_k), torch)
     total = conv_kernel(dtype, bias is not None, relu, True, (), "conv2d_sum")
     rows = [_bias_rows(_bias(bias, g, torch), torch)] if bias is not None else []
     workspace = _launch(kernel, [*operands, parts, workspace, out], workspace, torch)
     return _result(_launch(total, [parts, workspace, *rows, out], out, torch), g, torch)
+
+
+@dataclass
+class Repeat:
+    """A checked call on CUDA tensors whose activation and weights the kernel reads where they lie,
+    with no bias, split or padded K: a call with the same addresses, layouts, options and stream
+    allocates its output and launches as the first did (one repeatable launch per output address
+    the caching allocator hands out). It holds no tensor: equal addresses and layouts make the launch
+    exact for whatever tensors lie there now."""
+
+    kernel: object
+    g: Geometry
+    launches: dict                  # output address -> its launch, repeatable (Kernel.launch_repeatable)
+
+    def __call__(self, x, w):
+        g, torch = self.g, sys.modules["torch"]
+        out = torch.empty((g.n * g.p * g.q, g.k), dtype=x.dtype, device=x.device)
+        launch = self.launches.get(out.data_ptr())
+        if launch is not None:
+            launch()
+        else:
+            weights = w.permute(0, 2, 3, 1).reshape(g.k, g.r * g.s * g.c)
+            launch = self.kernel.launch_repeatable(x.permute(0, 2, 3, 1), weights, out)
+            if launch is not None and len(self.launches) < REPEATS:
+                self.launches[out.data_ptr()] = launch
+        return out.view(g.n, g.p, g.q, g.k).permute(0, 3, 1, 2)
+
+
+def _repeat_key(x, w, bias, stride, padding, dilation, relu, split) -> tuple | None:
+    """What a Repeat depends on, for calls on plain CUDA tensors without a bias (None otherwise)."""
+    if bias is not None or not is_torch_type(type(x)) or not is_torch_type(type(w)) or not x.is_cuda:
+        return None
+    return (x.data_ptr(), x.shape, x.stride(), x.dtype, w.data_ptr(), w.shape, w.stride(), w.dtype,
+            stride, padding, dilation, relu, split, torch_current_stream((x,)))
+
+
+def by_gemm(g: Geometry, bias, relu: bool, split: int | None) -> bool:
+    """A 1x1 convolution of stride 1 without padding is a GEMM of the NHWC rows by the weights'
+    [K, C]: `tmalang.gemm` runs it on plain tiled loads, with its own tile and split rule, where
+    neither C nor K needs padding, there is no epilogue to fuse or split to pin, and K is past 64
+    (H200, bench/results/conv2d-tiles-2026-11-29-h200.json: ResNet-50's 1x1 layers of K ≥ 128 at
+    0.92-1.03x cuDNN through the GEMM against 0.54-0.97x through im2col; at K = 64 the im2col
+    kernel's 128 x 64 tile, 0.93x, beats the GEMM's)."""
+    return (g.r, g.s, g.stride, g.padding) == (1, 1, (1, 1), (0, 0)) and bias is None and not relu \
+        and split is None and g.c % ROW_ALIGN == 0 and g.k % ROW_ALIGN == 0 and g.k > 64
+
+
+def _pointwise(x, w, g: Geometry, torch: bool):
+    """The 1x1 convolution as C[N·H·W, K] = X[N·H·W, C] · W[K, C]ᵀ (`by_gemm`)."""
+    nhwc = x.permute(0, 2, 3, 1) if torch else np.transpose(x, (0, 2, 3, 1))
+    rows = nhwc.reshape(g.n * g.h * g.w, g.c)        # a view of a channels_last x, else a copy
+    weights = w.reshape(g.k, g.c)           # [K, C, 1, 1] lies as [K, C] in either memory format
+    out = gemm(rows, weights.t() if torch else weights.T, _empty(x, (g.n * g.p * g.q, g.k), torch))
+    return _result(out, g, torch)
 
 
 def _launch(kernel, args: list, written, torch: bool):
@@ -117,30 +192,55 @@ def _launch(kernel, args: list, written, torch: bool):
     return kernel.interpret(*args)[0]
 
 
-def split_of(g: Geometry, bn: int, sms: int) -> int:
-    """Parts to split K into: where the tiles fill less than half of the multiprocessors, as many
-    parts as fill them (at most 4), each part keeping at least 16 K steps. A guess until
-    bench/conv2d.py has measured the layers it helps."""
-    tiles = -(-g.n * g.p * g.q // 128) * -(-g.padded_k // bn)
+def split_of(g: Geometry, tile: tuple[int, int], sms: int) -> int:
+    """Parts to split K into: where the BM x BN tiles fill at most half of the multiprocessors,
+    four (fewer where a part would keep less than 16 K steps). On the H200 the 3x3 layers of 512
+    channels at 7² and stride 2 at 14² (52 tiles) ran at 0.60-0.64x cuDNN in four parts, 0.51-0.55x
+    in three, 0.39-0.43x in two, 0.34-0.37x unsplit (conv2d-tiles-2026-11-29-h200.json)."""
+    bm, bn = tile
+    tiles = -(-g.n * g.p * g.q // bm) * -(-g.padded_k // bn)
     steps = g.r * g.s * g.padded_c // g.channel_block
-    parts = max(1, min(4, sms // max(tiles, 1), steps // 16))
+    parts = max(1, min(4, steps // 16))
     return parts if 2 * tiles <= sms else 1
 
 
-def constants(g: Geometry) -> tuple:
+def tile_of(g: Geometry, sms: int = INTERPRETER_SMS) -> tuple[int, int]:
+    """The tile, BM output pixels by BN output channels (H200, bench/results/
+    conv2d-tiles-2026-11-29-h200.json, every tile against cuDNN on the layers below 0.95x):
+    - K ≤ 64: 128 x 64 (0.93-0.95x; 128 x 128 would leave half of each tile idle);
+    - 128 x 128 tiles that nearly fill the GPU (0.9 of a wave or more): those (0.88-1.24x);
+    - fewer, but more than half a wave: 64 x 128, twice as many CTAs (14² and stride-2 28²
+      layers of 256 channels: 0.75-0.77x against 0.60-0.61x);
+    - fewer still: 128 x 128, and `split_of` splits K."""
+    if g.k <= 64:
+        return (128, 64)
+    tiles = -(-g.n * g.p * g.q // 128) * -(-g.padded_k // 128)
+    return (64, 128) if sms / 2 < tiles < 0.9 * sms else (128, 128)
+
+
+def stages_of(bm: int, bn: int, block: int, whole_tile: bool = False) -> int:
+    """The ring's depth: six stages for 128-pixel tiles (0.98x cuDNN against 0.94x with four,
+    same run as `tile_of`), eight for 64, fewer where they do not fit beside the staging tiles (two
+    64-column blocks, or `whole_tile`: the bias epilogue's one BM x BN tile)."""
+    stage = (bm + bn) * block * 2
+    staging = bm * bn * 2 if whole_tile else 2 * bm * 128
+    return max(2, min(8 if bm == 64 else 6, (SMEM_BYTES - staging - 2048) // stage))
+
+
+def constants(g: Geometry, tile: tuple[int, int] | None = None, bias_epilogue: bool = False) -> tuple:
     """The kernel's constants for this geometry: the filter, stride, padding and dilation, the
     pixel box's upper corner (the last filter corner of a row, relative to its last pixel), the
-    channel block and its swizzle, and the tile width BN (64 where K ≤ 64, else 128) with a ring of
-    six stages: on an H200 the example's 3x3 layers ran at 0.98x cuDNN with 128 x 128 tiles and six
-    stages against 0.94x with four, 0.98x at 128 x 64 for K = 64 against 0.69x at 128 x 128
-    (bench/results/conv2d-2026-11-28-h200-3ways.json)."""
+    channel block and its swizzle, the tile (`tile_of`, or `tile`), its consumer warps and the
+    ring's depth (`stages_of`; `bias_epilogue`: the unsplit kernel with a bias, which stages its
+    tile whole)."""
     (sh, sw), (ph, pw), (dh, dw) = g.stride, g.padding, g.dilation
     block = g.channel_block
-    bn = 64 if g.k <= 64 else 128
+    bm, bn = tile or tile_of(g)
     return (("R", g.r), ("S", g.s), ("SH", sh), ("SW", sw), ("PH", ph), ("PW", pw),
             ("UH", ph - dh * (g.r - 1)), ("UW", pw - dw * (g.s - 1)), ("DH", dh), ("DW", dw),
-            ("CB", block), ("SWIZZLE", {64: "128B", 32: "64B", 16: "32B"}[block]), ("BN", bn),
-            ("STAGES", 6))
+            ("CB", block), ("SWIZZLE", {64: "128B", 32: "64B", 16: "32B"}[block]), ("BM", bm),
+            ("LAST", 11 if bm == 128 else 7), ("BN", bn),
+            ("STAGES", stages_of(bm, bn, block, bias_epilogue)))
 
 
 @functools.cache
@@ -229,21 +329,36 @@ def _activation(x, g: Geometry, torch: bool):
 
 
 def _weights(w, g: Geometry, torch: bool):
-    """w as KRSC [K', R·S·C'], channels (and filters, to the output's K') padded with zeros, kept
-    per weight tensor on the GPU."""
-    key = None
-    if torch:
-        key = (w.data_ptr(), tuple(w.shape), w.stride(), w.dtype, w._version, g.padded_c)
-        if key in _prepared_weights:
-            return _prepared_weights[key]
+    """w as KRSC [K', R·S·C'], channels (and filters, to the output's K') padded with zeros. A
+    channels_last weight that needs no padding is that already, as it lies (a view, no copy);
+    any other is prepared once per weight tensor on the GPU (`_kept_weights`)."""
     krsc = w.permute(0, 2, 3, 1) if torch else np.transpose(w, (0, 2, 3, 1))
+    if torch and (g.padded_c, g.padded_k) == (g.c, g.k) and krsc.is_contiguous() and krsc.data_ptr() % 16 == 0:
+        return krsc.reshape(g.k, g.r * g.s * g.c)
+    if torch:
+        return _kept_weights(w, g, krsc)
+    return _padded_weights(krsc, w, g, torch)
+
+
+def _padded_weights(krsc, w, g: Geometry, torch: bool):
     padded = _zeros(w, (g.padded_k, g.r, g.s, g.padded_c), torch)    # zero filters: zero padding columns
     padded[:g.k, ..., :g.c] = krsc
-    prepared = padded.reshape(g.padded_k, g.r * g.s * g.padded_c)
-    if key is not None:
-        _prepared_weights[key] = prepared
-        while len(_prepared_weights) > PREPARED_WEIGHTS:
-            del _prepared_weights[next(iter(_prepared_weights))]
+    return padded.reshape(g.padded_k, g.r * g.s * g.padded_c)
+
+
+def _kept_weights(w, g: Geometry, krsc):
+    """The prepared copy of torch weight `w`, kept for the last PREPARED_WEIGHTS weight tensors.
+    An entry belongs to the tensor object (a weak reference, so a new tensor that happens to get
+    a freed one's address and shape is never taken for it) in the state torch's version counter
+    names (an in-place update prepares the weights again)."""
+    key = (id(w), w.data_ptr(), tuple(w.shape), w.stride(), w.dtype, w._version, g.padded_c)
+    kept = _prepared_weights.get(key)
+    if kept is not None and kept[0]() is w:
+        return kept[1]
+    prepared = _padded_weights(krsc, w, g, True)
+    _prepared_weights[key] = (weakref.ref(w), prepared)
+    while len(_prepared_weights) > PREPARED_WEIGHTS:
+        del _prepared_weights[next(iter(_prepared_weights))]
     return prepared
 
 
