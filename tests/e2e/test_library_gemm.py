@@ -285,7 +285,7 @@ def test_a_repeated_split_call_takes_the_fast_path_and_sees_new_data(torch, side
     library._repeats.clear()
     tmalang.gemm(a, b, c, config=config, stream=stream)
     assert [entry.split for entry in library._repeats.values()] == [4]
-    for alpha in (0.5, -3.0):
+    for alpha in (0.5, -3.0, 0.5, 0.5):      # repeats of an alpha: both launches repeated as they are
         a.copy_(torch.randn_like(a, dtype=torch.float32).to(torch.bfloat16))
         if stream is not None:
             stream.wait_stream(torch.cuda.current_stream())
@@ -294,6 +294,7 @@ def test_a_repeated_split_call_takes_the_fast_path_and_sees_new_data(torch, side
         reference = alpha * (a.double() @ b.double())
         assert ((c.double() - reference).norm() / reference.norm()).item() < 1e-2
     assert len(library._repeats) == 1
+    assert next(iter(library._repeats.values())).parts     # (alpha, workspace address) -> the launches
 
 
 def test_tuning_keeps_the_rules_pick_unless_another_is_clearly_faster():

@@ -22,10 +22,21 @@ def conv2d(x, w, *, stride=1, padding=0, dilation=1, bias=None, activation=None,
     parts K is split into (None: the rule, `split_of`). torch tensors go through the operator
     torch.ops.tmalang.conv2d (conv2d_op.py), which torch.compile records as one op."""
     if type(x).__module__.startswith("torch"):
-        from .conv2d_op import call     # torch only where a torch tensor arrives
-        return call(x, w, bias, stride, padding, dilation, activation, split)
+        return _operator().call(x, w, bias, stride, padding, dilation, activation, split)
     return run(x, w, bias, pair(stride, "stride"), pair(padding, "padding"), pair(dilation, "dilation"),
                relu_of(activation), split_count(split) or None)
 
+
+def _operator():
+    """library/conv2d_op.py, imported where a torch tensor first arrives (it imports torch), then
+    kept: an import statement per call is host time a repeat call feels."""
+    global _op
+    if _op is None:
+        from . import conv2d_op
+        _op = conv2d_op
+    return _op
+
+
+_op = None
 
 __all__ = ["conv2d"]

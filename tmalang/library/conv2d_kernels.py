@@ -142,17 +142,21 @@ class Repeat:
     launches: dict                  # output address -> its launch, repeatable (Kernel.launch_repeatable)
 
     def __call__(self, x, w):
-        g, torch = self.g, sys.modules["torch"]
-        out = torch.empty((g.n * g.p * g.q, g.k), dtype=x.dtype, device=x.device)
-        launch = self.launches.get(out.data_ptr())
+        g = self.g
+        # the result as the caller gets it, [N, K, P, Q] in channels_last memory: the kernel's
+        # [N·P·Q, K] rows are the same bytes
+        y = sys.modules["torch"].empty_strided((g.n, g.k, g.p, g.q), (g.p * g.q * g.k, 1, g.q * g.k, g.k),
+                                                dtype=x.dtype, device=x.device)
+        launch = self.launches.get(y.data_ptr())
         if launch is not None:
             launch()
-        else:
-            weights = w.permute(0, 2, 3, 1).reshape(g.k, g.r * g.s * g.c)
-            launch = self.kernel.launch_repeatable(x.permute(0, 2, 3, 1), weights, out)
-            if launch is not None and len(self.launches) < REPEATS:
-                self.launches[out.data_ptr()] = launch
-        return out.view(g.n, g.p, g.q, g.k).permute(0, 3, 1, 2)
+            return y
+        weights = w.permute(0, 2, 3, 1).reshape(g.k, g.r * g.s * g.c)
+        rows = y.permute(0, 2, 3, 1).reshape(g.n * g.p * g.q, g.k)
+        launch = self.kernel.launch_repeatable(x.permute(0, 2, 3, 1), weights, rows)
+        if launch is not None and len(self.launches) < REPEATS:
+            self.launches[y.data_ptr()] = launch
+        return y
 
 
 def _repeat_key(x, w, bias, stride, padding, dilation, relu, split) -> tuple | None:
@@ -263,6 +267,8 @@ def _template() -> jinja2.Template:
 # ---- checks -----------------------------------------------------------------------------------
 
 def pair(value, what: str) -> tuple[int, int]:
+    if type(value) is int:          # the common case, first: a repeat call's host cost
+        return (value, value)
     pair = (value, value) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else None
     if pair is None or len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair):
         raise LaunchError(LAUNCH_OPTION, f"conv2d: {what} must be an int or a pair of ints, got {value!r}")
