@@ -73,7 +73,7 @@ def main() -> None:
         def setting(tile, sp, by_gemm):
             def run(i=0):
                 choice["v"], choice["gemm"] = tile, by_gemm
-                L._repeats.clear()          # a repeated call would launch the previous variant's kernel
+                L.repeats.clear()          # a repeated call would launch the previous variant's kernel
                 return tmalang.conv2d(x, w, stride=s, padding=p, split=sp)
             return run
         variants = {f"{t[0]}x{t[1]} split{sp}": setting(t, sp, False) for t in TILES for sp in SPLITS if ok(k, t, sp, steps)}

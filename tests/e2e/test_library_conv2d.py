@@ -16,6 +16,7 @@ import pytest
 import tmalang
 from tmalang.contract.errors import LaunchError
 from tmalang.library import conv2d_kernels as library
+from tmalang.library import conv2d_repeat as repeats
 
 # (N, C, H, W, K, R, S, stride, padding, dilation, bias, relu)
 CASES = [
@@ -240,30 +241,36 @@ def test_h100_every_tile(case, tile, monkeypatch):
 
 
 @pytest.mark.gpu
-def test_h100_repeated_calls_follow_the_data_the_outputs_and_the_stream():
+@pytest.mark.parametrize("r, split", [(3, None), (3, 3), (1, None)], ids=["3x3", "3x3-split3", "1x1-gemm"])
+def test_h100_repeated_calls_follow_the_data_the_outputs_and_the_stream(r, split):
     """A repeated call (same addresses and layouts) launches as the first did: it reads what lies
-    there now, writes each call's own output, and goes to the current stream."""
+    there now, writes each call's own output (and a split its own workspace), and goes to the
+    current stream. The im2col kernel, split or not, and a 1x1 layer on tmalang.gemm."""
     torch = pytest.importorskip("torch")
     x = torch.randn(3, 64, 11, 9, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
-    w = (torch.randn(72, 64, 3, 3, device="cuda") / 24).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(72, 64, r, r, device="cuda") / 24).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    padding = r // 2
+    repeats.clear()
 
     def check(y):
-        expected = torch.nn.functional.conv2d(x.double(), w.double(), padding=1)
+        expected = torch.nn.functional.conv2d(x.double(), w.double(), padding=padding)
+        assert y.is_contiguous(memory_format=torch.channels_last) and y.shape == expected.shape
         assert ((y.double() - expected).norm() / expected.norm()).item() < 1e-2
 
     kept = []
     for _ in range(3):                      # outputs kept alive: a new output address each call
-        kept.append(tmalang.conv2d(x, w, padding=1))
+        kept.append(tmalang.conv2d(x, w, padding=padding, split=split))
         check(kept[-1])
         x.copy_(torch.randn_like(x))        # new values at the same address
     del kept
     for _ in range(3):                      # outputs dropped: the allocator hands the address back
-        check(tmalang.conv2d(x, w, padding=1))
+        check(tmalang.conv2d(x, w, padding=padding, split=split))
         x.copy_(torch.randn_like(x))
+    assert len(repeats._repeats) == 1
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        y = tmalang.conv2d(x, w, padding=1)
+        y = tmalang.conv2d(x, w, padding=padding, split=split)
     side.synchronize()
     check(y)
 

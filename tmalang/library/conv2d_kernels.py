@@ -24,7 +24,7 @@ import numpy as np
 
 from ..api import compile as compile_source
 from ..contract.errors import LAUNCH_OPTION, LaunchError
-from ..runtime.launch import torch_current_stream
+from . import conv2d_repeat as repeats
 from .gemm import gemm
 from .operands import is_torch_type
 
@@ -37,8 +37,6 @@ PREPARED_WEIGHTS = 32          # weight layouts kept (a network's convolutions, 
 INTERPRETER_SMS = 132          # NumPy operands: choose as for an H100
 BIAS_ROWS = 32                 # conv2d_sum's block rows (its BR)
 SMEM_BYTES = 227 * 1024        # the opt-in shared memory of one CTA on sm_90a
-REPEATS = 16                   # calls (and output addresses per call) repeated without checks
-_repeats: dict[tuple, "Repeat"] = {}
 
 
 @dataclass(frozen=True)
@@ -95,8 +93,8 @@ def split_count(split) -> int:
 def run(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, relu: bool, split: int | None):
     """The convolution on CUDA torch tensors (the operator's CUDA implementation) or NumPy arrays
     (the interpreter)."""
-    key = _repeat_key(x, w, bias, stride, padding, dilation, relu, split)
-    repeat = _repeats.get(key) if key is not None else None
+    key = repeats.key_of(x, w, bias, stride, padding, dilation, relu, split)
+    repeat = repeats.find(key)
     if repeat is not None:
         return repeat(x, w)
     g = checked(x, w, stride, padding, dilation, bias, "relu" if relu else None)
@@ -104,67 +102,28 @@ def run(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, relu: bool, 
     if g.n == 0 or g.k == 0:
         return _empty_result(x, g, torch)
     if by_gemm(g, bias, relu, split):
+        if key is not None:
+            return repeats.remember(key, repeats.PointwiseRepeat(g))(x, w)
         return _pointwise(x, w, g, torch)
     dtype = DTYPES[_dtype_name(x)]
     sms = _multiprocessors(x) if torch else INTERPRETER_SMS
     tile = tile_of(g, sms)
     parts = split or split_of(g, tile, sms)
     bound = constants(g, tile, bias is not None and parts == 1)
-    out = _empty(x, (g.n * g.p * g.q, g.padded_k), torch)
     operands = [_activation(x, g, torch), _weights(w, g, torch)]
     kernel = conv_kernel(dtype, bias is not None, relu, parts > 1, bound)
+    total = conv_kernel(dtype, bias is not None, relu, True, (), "conv2d_sum") if parts > 1 else None
+    if key is not None and g.padded_k == g.k and (operands[0].data_ptr(), operands[1].data_ptr()) == (
+            x.data_ptr(), w.data_ptr()):          # read in place: later calls repeat the launches
+        return repeats.remember(key, repeats.Repeat(g, kernel, total, parts))(x, w)
+    out = _empty(x, (g.n * g.p * g.q, g.padded_k), torch)
     if parts == 1:
         biases = [_bias(bias, g, torch)] if bias is not None else []
-        if key is not None and g.padded_k == g.k and (operands[0].data_ptr(), operands[1].data_ptr()) == (
-                x.data_ptr(), w.data_ptr()):      # read in place: the call repeats as one launch
-            _repeats[key] = Repeat(kernel, g, {})
-            while len(_repeats) > REPEATS:
-                del _repeats[next(iter(_repeats))]
-            return _repeats[key](x, w)
         return _result(_launch(kernel, [*operands, *biases, out], out, torch), g, torch)
     workspace = _workspace(x, (parts, g.n * g.p * g.q, g.padded_k), torch)
-    total = conv_kernel(dtype, bias is not None, relu, True, (), "conv2d_sum")
     rows = [_bias_rows(_bias(bias, g, torch), torch)] if bias is not None else []
     workspace = _launch(kernel, [*operands, parts, workspace, out], workspace, torch)
     return _result(_launch(total, [parts, workspace, *rows, out], out, torch), g, torch)
-
-
-@dataclass
-class Repeat:
-    """A checked call on CUDA tensors whose activation and weights the kernel reads where they lie,
-    with no bias, split or padded K: a call with the same addresses, layouts, options and stream
-    allocates its output and launches as the first did (one repeatable launch per output address
-    the caching allocator hands out). It holds no tensor: equal addresses and layouts make the launch
-    exact for whatever tensors lie there now."""
-
-    kernel: object
-    g: Geometry
-    launches: dict                  # output address -> its launch, repeatable (Kernel.launch_repeatable)
-
-    def __call__(self, x, w):
-        g = self.g
-        # the result as the caller gets it, [N, K, P, Q] in channels_last memory: the kernel's
-        # [N·P·Q, K] rows are the same bytes
-        y = sys.modules["torch"].empty_strided((g.n, g.k, g.p, g.q), (g.p * g.q * g.k, 1, g.q * g.k, g.k),
-                                                dtype=x.dtype, device=x.device)
-        launch = self.launches.get(y.data_ptr())
-        if launch is not None:
-            launch()
-            return y
-        weights = w.permute(0, 2, 3, 1).reshape(g.k, g.r * g.s * g.c)
-        rows = y.permute(0, 2, 3, 1).reshape(g.n * g.p * g.q, g.k)
-        launch = self.kernel.launch_repeatable(x.permute(0, 2, 3, 1), weights, rows)
-        if launch is not None and len(self.launches) < REPEATS:
-            self.launches[y.data_ptr()] = launch
-        return y
-
-
-def _repeat_key(x, w, bias, stride, padding, dilation, relu, split) -> tuple | None:
-    """What a Repeat depends on, for calls on plain CUDA tensors without a bias (None otherwise)."""
-    if bias is not None or not is_torch_type(type(x)) or not is_torch_type(type(w)) or not x.is_cuda:
-        return None
-    return (x.data_ptr(), x.shape, x.stride(), x.dtype, w.data_ptr(), w.shape, w.stride(), w.dtype,
-            stride, padding, dilation, relu, split, torch_current_stream((x,)))
 
 
 def by_gemm(g: Geometry, bias, relu: bool, split: int | None) -> bool:

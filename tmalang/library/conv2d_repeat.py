@@ -1,0 +1,108 @@
+"""Repeated calls of `tmalang.conv2d` on CUDA tensors: what a checked call learnt, kept so that a
+call with the same addresses, layouts, options and stream skips the checks, the layouts and the
+choice (conv2d_kernels.run consults `find` first).
+
+A repeat holds no tensor of the caller's: equal addresses and layouts make its launches exact for
+whatever tensors lie there now. It allocates each call's result (and a split's workspace) from
+torch's caching allocator, and launches as the first call did, through `Kernel.launch_repeatable`,
+for every result (and workspace) address the allocator hands out. Only calls whose activation
+and weights the kernels read where they lie, without a bias and with K a multiple of 8, repeat.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from ..runtime.launch import torch_current_stream
+from .gemm import gemm
+from .operands import is_torch_type
+
+ENTRIES = 16                 # calls remembered, and result addresses per call
+_repeats: dict[tuple, object] = {}
+
+
+def key_of(x, w, bias, stride, padding, dilation, relu, split) -> tuple | None:
+    """What a repeat depends on, for calls on plain CUDA tensors without a bias (None otherwise)."""
+    if bias is not None or not is_torch_type(type(x)) or not is_torch_type(type(w)) or not x.is_cuda:
+        return None
+    return (x.data_ptr(), x.shape, x.stride(), x.dtype, w.data_ptr(), w.shape, w.stride(), w.dtype,
+            stride, padding, dilation, relu, split, torch_current_stream((x,)))
+
+
+def find(key: tuple | None):
+    return _repeats.get(key) if key is not None else None
+
+
+def remember(key: tuple, repeat):
+    _repeats[key] = repeat
+    while len(_repeats) > ENTRIES:
+        del _repeats[next(iter(_repeats))]
+    return repeat
+
+
+def clear() -> None:
+    _repeats.clear()
+
+
+def _result(g, x):
+    """[N, K, P, Q] in channels_last memory, as the caller gets it; its NHWC rows are the bytes
+    the kernels write."""
+    return sys.modules["torch"].empty_strided((g.n, g.k, g.p, g.q), (g.p * g.q * g.k, 1, g.q * g.k, g.k),
+                                              dtype=x.dtype, device=x.device)
+
+
+def _rows(y, g):
+    return y.permute(0, 2, 3, 1).reshape(g.n * g.p * g.q, g.k)
+
+
+@dataclass
+class Repeat:
+    """The im2col kernel, in one launch or, split in `parts`, two (`total` adds the f32 slabs)."""
+
+    g: object                   # conv2d_kernels.Geometry
+    kernel: object
+    total: object | None = None
+    parts: int = 1
+    launches: dict = field(default_factory=dict)   # result (and workspace) address -> launches
+
+    def __call__(self, x, w):
+        g, torch = self.g, sys.modules["torch"]
+        y = _result(g, x)
+        workspace = None
+        if self.parts > 1:
+            workspace = torch.empty((self.parts, g.n * g.p * g.q, g.k), dtype=torch.float32, device=x.device)
+        address = y.data_ptr() if workspace is None else (y.data_ptr(), workspace.data_ptr())
+        launches = self.launches.get(address)
+        if launches is None:
+            launches = self._launched(x, w, y, workspace)
+            if None not in launches and len(self.launches) < ENTRIES:
+                self.launches[address] = launches
+            return y
+        for launch in launches:
+            launch()
+        return y
+
+    def _launched(self, x, w, y, workspace) -> tuple:
+        g = self.g
+        operands = (x.permute(0, 2, 3, 1), w.permute(0, 2, 3, 1).reshape(g.k, g.r * g.s * g.c))
+        if workspace is None:
+            return (self.kernel.launch_repeatable(*operands, _rows(y, g)),)
+        return (self.kernel.launch_repeatable(*operands, self.parts, workspace, _rows(y, g)),
+                self.total.launch_repeatable(self.parts, workspace, _rows(y, g)))
+
+
+@dataclass
+class PointwiseRepeat:
+    """A 1x1 convolution on `tmalang.gemm` (conv2d_kernels.by_gemm), whose own repeats launch it."""
+
+    g: object
+
+    def __call__(self, x, w):
+        g = self.g
+        y = _result(g, x)
+        gemm(x.permute(0, 2, 3, 1).reshape(g.n * g.h * g.w, g.c), w.reshape(g.k, g.c).t(), _rows(y, g))
+        return y
+
+
+__all__ = ["key_of", "find", "remember", "clear", "Repeat", "PointwiseRepeat"]
