@@ -120,3 +120,48 @@ def test_on_the_gpu_alone_compiled_and_captured(saxpy):
         graph.replay()
         torch.cuda.synchronize()
         np.testing.assert_array_equal(static_out.cpu().numpy(), _expected(3.0, fresh_x, fresh_y))
+
+
+def test_only_plain_cuda_calls_skip_the_dispatcher():
+    """`unobserved_torch_call`: CPU tensors, scalars alone, a tensor that needs a gradient or a
+    subclass (nn.Parameter) all go through the operator."""
+    from tmalang.contract.arrays import unobserved_torch_call
+    x = torch.zeros(2)
+    assert not unobserved_torch_call((1.5, x, x, x))
+    assert not unobserved_torch_call((1.5, 2))
+    assert not unobserved_torch_call((torch.nn.Parameter(torch.zeros(2)),))
+
+
+@pytest.mark.gpu
+def test_a_dispatch_mode_sees_the_operator_and_a_plain_call_computes_the_same(saxpy):
+    """An eager call on plain CUDA tensors runs the kernel without the dispatcher; under a dispatch
+    mode (as a profiler or fake tensors install) the operator is what runs, and the mode sees it."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from tmalang.contract.arrays import unobserved_torch_call
+
+    class Seen(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.calls = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.calls.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    op = saxpy.as_torch_op()
+    x, y, out = _operands("cuda", seed=7)
+    assert unobserved_torch_call((1.5, x, y, out))
+    op(1.5, x, y, out)
+    np.testing.assert_array_equal(out.cpu().numpy(), _expected(1.5, x, y))
+    out.fill_(float("nan"))
+    with Seen() as seen:
+        op(2.5, x, y, out)
+    assert any("tmalang" in call for call in seen.calls), seen.calls
+    np.testing.assert_array_equal(out.cpu().numpy(), _expected(2.5, x, y))
+    w = (torch.randn(16, 16, 3, 3, device="cuda") / 12).to(torch.bfloat16)
+    image = torch.randn(1, 16, 6, 5, device="cuda").to(torch.bfloat16)
+    with Seen() as seen:
+        tmalang.conv2d(image, w, padding=1)
+    assert any("tmalang.conv2d" in call for call in seen.calls), seen.calls

@@ -239,6 +239,26 @@ def _from_torch(tensor, name: str) -> ArrayView:
     )
 
 
+def unobserved_torch_call(args) -> bool:
+    """Whether a custom operator called on `args` would be seen by its CUDA implementation alone:
+    plain torch CUDA tensors (at least one) that need no gradient, outside torch.compile and any
+    dispatch or torch-function mode (fake tensors, functionalization, a profiler's mode). Then
+    calling that implementation directly computes what the operator would, without the
+    dispatcher's few microseconds of host time. torch must already be imported."""
+    torch = sys.modules["torch"]
+    seen = False
+    for a in args:
+        kind = type(a)
+        if kind is torch.Tensor:
+            if not a.is_cuda or a.requires_grad:
+                return False
+            seen = True
+        elif isinstance(a, torch.Tensor):       # a subclass (a fake tensor, a parameter): the operator
+            return False
+    return seen and not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0 \
+        and not torch._C._is_torch_function_mode_enabled()
+
+
 def torch_host_array(tensor, dtype: str) -> np.ndarray:
     """A NumPy array sharing the memory of a CPU tensor (so outputs are written in place).
 

@@ -14,6 +14,7 @@ import ml_dtypes
 import numpy as np
 import torch
 
+from ..contract.arrays import unobserved_torch_call
 from . import conv2d_kernels as library
 
 _SCHEMA = ("(Tensor x, Tensor w, Tensor? bias, int[2] stride, int[2] padding, int[2] dilation, bool relu, "
@@ -25,8 +26,8 @@ _NUMPY = {torch.bfloat16: ml_dtypes.bfloat16, torch.float16: np.float16, torch.f
 
 def call(x, w, bias, stride, padding, dilation, activation, split):
     """The operator on torch tensors (arguments as tmalang.conv2d takes them); a plain eager call
-    (`_unobserved`) runs the operator's CUDA implementation without the dispatcher's few microseconds."""
-    if _unobserved(x, w, bias):
+    (`unobserved_torch_call`) runs the operator's CUDA implementation without the dispatcher."""
+    if unobserved_torch_call((x, w) if bias is None else (x, w, bias)):
         return library.run(x, w, bias, library.pair(stride, "stride"), library.pair(padding, "padding"),
                            library.pair(dilation, "dilation"), library.relu_of(activation),
                            library.split_count(split) or None)
@@ -34,15 +35,6 @@ def call(x, w, bias, stride, padding, dilation, activation, split):
                                             list(library.pair(padding, "padding")),
                                             list(library.pair(dilation, "dilation")),
                                             library.relu_of(activation), library.split_count(split))
-
-
-def _unobserved(x, w, bias) -> bool:
-    """Plain CUDA tensors that need no gradient, outside torch.compile and any dispatch mode (fake
-    tensors, functionalization, a profiler's mode): nothing would see the operator but its CUDA
-    implementation, so calling that directly computes the same."""
-    return (type(x) is torch.Tensor and type(w) is torch.Tensor and (bias is None or type(bias) is torch.Tensor)
-            and x.is_cuda and not (x.requires_grad or w.requires_grad or (bias is not None and bias.requires_grad))
-            and not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0)
 
 
 def _cuda(x, w, bias, stride, padding, dilation, relu, split):
