@@ -46,7 +46,10 @@ def main() -> None:
         ref = a.double() @ w.double().t()
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         runs = {"cublas": lambda i: torch.matmul(a, w.t(), out=c), "rule": lambda i: tmalang.gemm(a, w.t(), c)}
-        for cfg in configs.candidates(m, n, k, 2, 2, n_major=False):
+        # the candidates, and what the revised rule no longer offers (the cluster kernel over
+        # short K loops, 256-wide tiles for N <= 128), so that the revision stays checkable
+        removed = [configs._config(name, 128, 256, 2, 2) for name in ("gemm_cluster", "gemm_tile")]
+        for cfg in dict.fromkeys([*configs.candidates(m, n, k, 2, 2, n_major=False), *removed]):
             runs[cfg.describe()] = (lambda cfg: lambda i: tmalang.gemm(a, w.t(), c, config=cfg))(cfg)
         good = {}
         for name, fn in runs.items():

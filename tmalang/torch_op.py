@@ -59,9 +59,17 @@ class TorchOp:
         self._register(sys.modules.get("torch") or _import_torch())
 
     def __call__(self, *args) -> None:
-        if unobserved_torch_call(args):   # nothing but the CUDA implementation would see the call
+        if self._direct(args):      # nothing but the CUDA implementation would see the call
             return self._on_cuda(*args)
         return self._op(*args)
+
+    def _direct(self, args: tuple) -> bool:
+        """A plain eager call (`unobserved_torch_call`) whose scalars are Python numbers, as the
+        schema would pass them (a 0-dim tensor for a scalar is the dispatcher's to convert)."""
+        specs = self.manifest.args
+        return len(args) == len(specs) and all(
+            isinstance(spec, TensorArg) or type(a) in (int, float) for a, spec in zip(args, specs)) \
+            and unobserved_torch_call(args)
 
     @property
     def op(self):

@@ -6,8 +6,6 @@ refusals.
 
 from __future__ import annotations
 
-import weakref
-
 import ml_dtypes
 import numpy as np
 
@@ -151,11 +149,11 @@ def test_padded_weights_are_zero_beyond_c_and_k():
     assert prepared[:10, :, :, :3].min() == 1 and prepared[10:].max() == 0 and prepared[..., 3:].max() == 0
 
 
-def test_channels_last_weights_are_read_in_place_and_padded_ones_kept_per_tensor():
-    """torch weights (CPU tensors stand in for CUDA ones: the layout logic is the same): a
-    channels_last weight needing no padding is a view of itself; a padded one is prepared once per
-    tensor object and version, and an entry whose tensor is another object (a new tensor at a freed
-    one's address, shape and version) is never returned for it."""
+def test_channels_last_weights_are_read_in_place_and_others_prepared_on_every_call():
+    """torch operands (CPU tensors stand in for CUDA ones: the layout logic is the same): a
+    channels_last weight needing no padding is a view of itself; a padded one is prepared afresh
+    each call, so a write through `.data` (which leaves torch's version counter alone) is seen; a
+    contiguous but misaligned channels_last activation is copied to an aligned one."""
     torch = pytest.importorskip("torch")
     dense = torch.randn(64, 64, 3, 3).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
     g = library.Geometry(1, 64, 8, 8, 64, 3, 3, (1, 1), (1, 1), (1, 1))
@@ -166,15 +164,18 @@ def test_channels_last_weights_are_read_in_place_and_padded_ones_kept_per_tensor
     w = torch.randn(10, 3, 3, 3).to(torch.bfloat16)
     g = library.Geometry(1, 3, 5, 5, 10, 3, 3, (1, 1), (1, 1), (1, 1))
     first = library._weights(w, g, torch=True)
-    assert library._weights(w, g, torch=True) is first                     # kept
-    key = next(k for k, (ref, _) in library._prepared_weights.items() if ref() is w)
-    stranger = torch.zeros(1)
-    library._prepared_weights[key] = (weakref.ref(stranger), torch.full_like(first, 7))
-    again = library._weights(w, g, torch=True)                             # not the stranger's
-    assert torch.equal(again, first)
-    w.mul_(2)                                                              # in place: prepared again
+    version = w._version
+    w.data.mul_(2)                                                         # no version bump
+    assert w._version == version
     doubled = library._weights(w, g, torch=True)
     assert torch.equal(doubled.float(), 2 * first.float())
+
+    n, c, h, wd = 1, 64, 3, 5
+    shifted = torch.randn(1 + n * h * wd * c).to(torch.bfloat16)[1:].view(n, h, wd, c).permute(0, 3, 1, 2)
+    assert shifted.is_contiguous(memory_format=torch.channels_last) and shifted.data_ptr() % 16
+    g = library.Geometry(n, c, h, wd, 8, 1, 1, (1, 1), (0, 0), (1, 1))
+    nhwc = library._activation(shifted, g, torch=True)
+    assert nhwc.data_ptr() % 16 == 0 and torch.equal(nhwc, shifted.permute(0, 2, 3, 1))
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -241,10 +241,12 @@ def _from_torch(tensor, name: str) -> ArrayView:
 
 def unobserved_torch_call(args) -> bool:
     """Whether a custom operator called on `args` would be seen by its CUDA implementation alone:
-    plain torch CUDA tensors (at least one) that need no gradient, outside torch.compile and any
-    dispatch or torch-function mode (fake tensors, functionalization, a profiler's mode). Then
-    calling that implementation directly computes what the operator would, without the
-    dispatcher's few microseconds of host time. torch must already be imported."""
+    plain torch CUDA tensors (at least one) that need no gradient, outside torch.compile, the JIT
+    tracer, torch.func transforms (vmap, grad, functionalize) and any dispatch or torch-function
+    mode (fake tensors, a dispatch-mode profiler). Then calling that implementation directly
+    computes what the operator would, without the dispatcher's few microseconds of host time
+    (torch.profiler then shows the kernel, not the operator's record). torch must already be
+    imported."""
     torch = sys.modules["torch"]
     seen = False
     for a in args:
@@ -255,8 +257,10 @@ def unobserved_torch_call(args) -> bool:
             seen = True
         elif isinstance(a, torch.Tensor):       # a subclass (a fake tensor, a parameter): the operator
             return False
-    return seen and not torch.compiler.is_compiling() and torch._C._len_torch_dispatch_stack() == 0 \
-        and not torch._C._is_torch_function_mode_enabled()
+    C = torch._C
+    return seen and not torch.compiler.is_compiling() and C._len_torch_dispatch_stack() == 0 \
+        and not C._is_torch_function_mode_enabled() and C._get_tracing_state() is None \
+        and C._functorch.peek_interpreter_stack() is None
 
 
 def torch_host_array(tensor, dtype: str) -> np.ndarray:

@@ -7,15 +7,13 @@ where it lies, any other is copied into that layout first. The kernel takes the 
 time (64, 32 or 16), so C that is not a multiple of 16 is padded with zeros, in a copy; the
 output's rows are whole 16-byte units, so K that is not a multiple of 8 is computed into a
 padded buffer and copied out. A channels_last weight that needs no padding is read as it lies;
-others are prepared once per weight tensor (the tensor object itself, its layout and torch's
-version counter, so an in-place update prepares them again).
+others are copied into that layout on every call.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,8 +30,6 @@ SOURCE = Path(__file__).with_name("conv2d_sm90.tma.j2")
 DTYPES = {"bfloat16": "bf16", "float16": "f16"}
 ACTIVATIONS = (None, "relu")
 ROW_ALIGN = 8                  # output channels per 16-byte row unit (2-byte elements)
-_prepared_weights: dict[tuple, tuple] = {}    # key -> (weak reference to the weights, prepared)
-PREPARED_WEIGHTS = 32          # weight layouts kept (a network's convolutions, roughly)
 INTERPRETER_SMS = 132          # NumPy operands: choose as for an H100
 BIAS_ROWS = 32                 # conv2d_sum's block rows (its BR)
 SMEM_BYTES = 227 * 1024        # the opt-in shared memory of one CTA on sm_90a
@@ -285,8 +281,9 @@ def _activation(x, g: Geometry, torch: bool):
     lies where C needs no padding and its rows are 16-byte aligned, else a copy."""
     nhwc = x.permute(0, 2, 3, 1) if torch else np.transpose(x, (0, 2, 3, 1))
     if g.padded_c == g.c:
-        if torch:
-            return nhwc if nhwc.is_contiguous() and nhwc.data_ptr() % 16 == 0 else nhwc.contiguous()
+        if torch:      # a copy (clone: contiguous() keeps a contiguous but misaligned view) where needed
+            return nhwc if nhwc.is_contiguous() and nhwc.data_ptr() % 16 == 0 else \
+                nhwc.clone(memory_format=sys.modules["torch"].contiguous_format)
         return np.ascontiguousarray(nhwc)
     padded = _zeros(x, (g.n, g.h, g.w, g.padded_c), torch)
     padded[..., :g.c] = nhwc
@@ -295,36 +292,15 @@ def _activation(x, g: Geometry, torch: bool):
 
 def _weights(w, g: Geometry, torch: bool):
     """w as KRSC [K', R·S·C'], channels (and filters, to the output's K') padded with zeros. A
-    channels_last weight that needs no padding is that already, as it lies (a view, no copy);
-    any other is prepared once per weight tensor on the GPU (`_kept_weights`)."""
+    channels_last weight that needs no padding is that already, as it lies (a view, no copy); any
+    other is prepared afresh on every call: a kept copy could not see every change to the weights
+    (`.data` swaps and writes through `.data` leave torch's version counter as it was)."""
     krsc = w.permute(0, 2, 3, 1) if torch else np.transpose(w, (0, 2, 3, 1))
     if torch and (g.padded_c, g.padded_k) == (g.c, g.k) and krsc.is_contiguous() and krsc.data_ptr() % 16 == 0:
         return krsc.reshape(g.k, g.r * g.s * g.c)
-    if torch:
-        return _kept_weights(w, g, krsc)
-    return _padded_weights(krsc, w, g, torch)
-
-
-def _padded_weights(krsc, w, g: Geometry, torch: bool):
     padded = _zeros(w, (g.padded_k, g.r, g.s, g.padded_c), torch)    # zero filters: zero padding columns
     padded[:g.k, ..., :g.c] = krsc
     return padded.reshape(g.padded_k, g.r * g.s * g.padded_c)
-
-
-def _kept_weights(w, g: Geometry, krsc):
-    """The prepared copy of torch weight `w`, kept for the last PREPARED_WEIGHTS weight tensors.
-    An entry belongs to the tensor object (a weak reference, so a new tensor that happens to get
-    a freed one's address and shape is never taken for it) in the state torch's version counter
-    names (an in-place update prepares the weights again)."""
-    key = (id(w), w.data_ptr(), tuple(w.shape), w.stride(), w.dtype, w._version, g.padded_c)
-    kept = _prepared_weights.get(key)
-    if kept is not None and kept[0]() is w:
-        return kept[1]
-    prepared = _padded_weights(krsc, w, g, True)
-    _prepared_weights[key] = (weakref.ref(w), prepared)
-    while len(_prepared_weights) > PREPARED_WEIGHTS:
-        del _prepared_weights[next(iter(_prepared_weights))]
-    return prepared
 
 
 def _bias(bias, g: Geometry, torch: bool):

@@ -24,10 +24,11 @@ _repeats: dict[tuple, object] = {}
 
 def key_of(x, w, bias, stride, padding, dilation, relu, split) -> tuple | None:
     """What a repeat depends on, for calls on plain CUDA tensors without a bias (None otherwise)."""
-    if bias is not None or not is_torch_type(type(x)) or not is_torch_type(type(w)) or not x.is_cuda:
+    if bias is not None or not is_torch_type(type(x)) or not is_torch_type(type(w)) or not x.is_cuda \
+            or not w.is_cuda:
         return None
     return (x.data_ptr(), x.shape, x.stride(), x.dtype, w.data_ptr(), w.shape, w.stride(), w.dtype,
-            stride, padding, dilation, relu, split, torch_current_stream((x,)))
+            stride, padding, dilation, relu, split, x.get_device(), torch_current_stream((x,)))
 
 
 def find(key: tuple | None):

@@ -43,7 +43,7 @@ _repeats: dict[tuple, list] = {}   # addresses, layouts and stream of a checked 
 def copy(src, out=None):
     """`out` (or a new contiguous tensor) holding src's values; see the module docstring."""
     torch = is_torch_type(type(src))
-    if torch and src.is_cuda and (out is None or is_torch_type(type(out))):
+    if torch and src.is_cuda and (out is None or is_torch_type(type(out))) and not (src.is_conj() or src.is_neg()):
         if out is None:
             out = _empty_like(src, True)
         key = (src.data_ptr(), src.shape, src.stride(), src.dtype, out.data_ptr(), out.shape, out.stride(),
