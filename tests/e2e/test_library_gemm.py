@@ -107,6 +107,16 @@ def test_the_rule_picks_by_how_the_ctas_fill_the_gpu(shape, kernel, tile, split)
     assert (pick.kernel, (pick.bindings()["BM"], pick.bindings()["BN"]), pick.split) == (kernel, tile, split)
 
 
+def test_fp8_decode_shapes_are_not_split_by_the_decode_rule():
+    """fp8 B is half the bytes: a split's second kernel costs more than it wins (H200)."""
+    def pick(*shape):
+        c = configs.ranked(*shape, 1, 2, n_major=False, sms=132)[0]
+        return c.kernel, (c.bindings()["BM"], c.bindings()["BN"]), c.split
+    assert pick(1, 8192, 8192) == ("gemm_tile", (64, 64), 1)
+    assert pick(2, 5120, 5120) == ("gemm_tile", (64, 64), 1)
+    assert pick(16, 14336, 4096) == ("gemm_tile", (64, 128), 1)     # fills more than half unsplit
+
+
 def test_n_major_b_picks_the_kn_kernels_and_fp8_a_k_major_copy():
     a, b, _ = _operands(8, 64, 64, BF16, "kn")
     assert tmalang.gemm_config(a, b).config.kernel.endswith("_kn")

@@ -152,7 +152,10 @@ def _decode(options: list[Config], m: int, n: int, steps: int, sms: int) -> Conf
     ring keeps more of B in flight than 64 x 64's twelve, and where they fill at most half of the
     GPU, K split into the most parts (of at least MIN_PART_STEPS slices) that still fit in one
     wave (H200, gemm-rule-2026-11-29-h200.json: 1 x 8192² split 2 0.86x cuBLAS against 0.78x
-    for 64 x 64, 1 x 4096² split 4 0.80x, 16 x 14336 x 4096 unsplit 0.98x against 0.77x)."""
+    for 64 x 64, 1 x 4096² split 4 0.80x, 16 x 14336 x 4096 unsplit 0.98x against 0.77x). fp8
+    is not split here (None: the general rule): in gemm-shapes-2026-11-29-h200.json fp8 1 x 8192²
+    ran at 0.84x split in two against 0.90x unsplit in 64 x 64 tiles, 2 x 5120² 0.72x against
+    0.81x, while 16 x 14336 x 4096 gained from 64 x 128 unsplit (0.95x against 0.81x)."""
     tiles = [c for c in options if (c.bindings()["BM"], c.bindings()["BN"]) == (64, 128)]
     unsplit = next((c for c in tiles if c.split == 1), None)
     if unsplit is None:
@@ -160,6 +163,8 @@ def _decode(options: list[Config], m: int, n: int, steps: int, sms: int) -> Conf
     count = ctas(unsplit, m, n)
     if 2 * count > sms:
         return unsplit
+    if unsplit.bindings()["BK"] != 64:      # fp8: B is half the bytes, and a split's second kernel and
+        return None                          # f32 workspace cost more than they win (0.84x against 0.90x)
     parts = [c for c in tiles if c.split > 1 and count * c.split <= sms and steps // c.split >= MIN_PART_STEPS]
     return max(parts, key=lambda c: c.split, default=unsplit)
 
