@@ -98,9 +98,9 @@ def run(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, relu: bool, 
     if g.n == 0 or g.k == 0:
         return _empty_result(x, g, torch)
     if by_gemm(g, bias, relu, split):
-        if key is not None:
+        if torch:      # plain CUDA tensors without a bias: `key` is set
             return repeats.remember(key, repeats.PointwiseRepeat(g))(x, w)
-        return _pointwise(x, w, g, torch)
+        return _pointwise(x, w, g)
     dtype = DTYPES[_dtype_name(x)]
     sms = _multiprocessors(x) if torch else INTERPRETER_SMS
     tile = tile_of(g, sms)
@@ -133,13 +133,12 @@ def by_gemm(g: Geometry, bias, relu: bool, split: int | None) -> bool:
         and split is None and g.c % ROW_ALIGN == 0 and g.k % ROW_ALIGN == 0 and g.k > 64
 
 
-def _pointwise(x, w, g: Geometry, torch: bool):
-    """The 1x1 convolution as C[N·H·W, K] = X[N·H·W, C] · W[K, C]ᵀ (`by_gemm`)."""
-    nhwc = x.permute(0, 2, 3, 1) if torch else np.transpose(x, (0, 2, 3, 1))
-    rows = nhwc.reshape(g.n * g.h * g.w, g.c)        # a view of a channels_last x, else a copy
-    weights = w.reshape(g.k, g.c)           # [K, C, 1, 1] lies as [K, C] in either memory format
-    out = gemm(rows, weights.t() if torch else weights.T, _empty(x, (g.n * g.p * g.q, g.k), torch))
-    return _result(out, g, torch)
+def _pointwise(x, w, g: Geometry):
+    """The 1x1 convolution on NumPy arrays (`by_gemm`) as C[N·H·W, K] = X[N·H·W, C] · W[K, C]ᵀ; on
+    CUDA tensors conv2d_repeat.PointwiseRepeat runs it (from the first call on)."""
+    rows = np.transpose(x, (0, 2, 3, 1)).reshape(g.n * g.h * g.w, g.c)
+    out = gemm(rows, w.reshape(g.k, g.c).T, _empty(x, (g.n * g.p * g.q, g.k), False))
+    return _result(out, g, False)
 
 
 def _launch(kernel, args: list, written, torch: bool):
