@@ -13,6 +13,8 @@ columns rows × span bytes apart, which is where a panelled box's copies put its
 
 from __future__ import annotations
 
+import functools
+
 from llvmlite import ir
 
 from ..ir import exprs as ex
@@ -172,7 +174,7 @@ def _acc_store(g, o: ops.AccStore) -> None:
     """Each thread writes its fragment: element i sits at the (row, col) wgmma.accumulator_coord
     gives. An `acc[col]` epilogue writes the registers of columns col .. col + dest width only."""
     acc = next(e for e in ex.walk(o.value) if isinstance(e, ex.AccRef))
-    cols = tma.matrix_shape(g.boxes[g.buffers[o.dest.name].box].shape)[1]
+    rows, cols = tma.matrix_shape(g.boxes[g.buffers[o.dest.name].box].shape)
     thread = g.here(g.b.sub(g.tid, I32(32 * g.role.first_warp)))
     group, lane = g.b.lshr(thread, I32(7)), g.b.and_(thread, I32(31))
     warp_in_group = g.b.and_(g.b.lshr(thread, I32(5)), I32(3))
@@ -188,7 +190,12 @@ def _acc_store(g, o: ops.AccStore) -> None:
         block, half = divmod(i, 4)
         row = g.b.add(row0, I32(8 * (half // 2)))
         col = g.b.add(col0, I32(8 * block))
-        store_epilogue_pair(g, o, row, col, [g.b.load(regs[i]), g.b.load(regs[i + 1])], half // 2)
+        write = functools.partial(store_epilogue_pair, g, o, row, col, [g.b.load(regs[i]), g.b.load(regs[i + 1])],
+                                  half // 2)
+        if rows % 64:     # a short accumulator: rows past the tile's are wgmma's, not the program's (the
+            g.if_then(g.b.icmp_unsigned("<", row, I32(rows)), write)   # test is uniform per warp)
+        else:
+            write()
 
 
 def store_epilogue_pair(g, o, row: ir.Value, col: ir.Value, accumulators: list[ir.Value], held: int = 0) -> None:

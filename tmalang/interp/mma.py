@@ -38,8 +38,9 @@ def acc_slice(m, w, name: str) -> np.ndarray:
 def acc_decl(m, w, o: ops.AccDecl) -> None:
     group, _ = rows_of(w)
     m.accumulator_decls[(w.role.symbol, o.symbol)] = o
-    width = o.shape[1] // o.parts
-    m.accumulators.setdefault((w.role.symbol, o.symbol, group), np.zeros((64, width), np.float32))
+    width = o.shape[1] // o.parts    # a short accumulator (R < 64 rows) is its R rows: the wgmma's others
+    rows = min(64, o.shape[0]) if o.parts == 1 else 64      # are no program's (no epilogue writes them)
+    m.accumulators.setdefault((w.role.symbol, o.symbol, group), np.zeros((rows, width), np.float32))
 
 
 def rounded_to(m, w, name: str, values: np.ndarray) -> np.ndarray:

@@ -6,18 +6,24 @@ Guarantees: `offset` of each buffer is a multiple of its alignment (128 B for TM
 aligned after the tiles, and `kernel.smem_bytes` is the dynamic smem to request: the plan plus
 the slack the backend needs to align the dynamic smem base at run time (the driver only
 guarantees 16 B). More than the target's shared memory per CTA is an error showing the map.
+The A tile of a short accumulator (R < 64 rows) spans 64 rows of its layout in every stage: the
+wgmma reads 64 rows whatever R is, and its rows past R (which TMA never writes, and whose
+accumulator rows no epilogue reads) stay inside the tile's own bytes.
 """
 
 from __future__ import annotations
 
 from ..diagnostics import error
+from ..ir import exprs as ex
 from ..ir import ops
 from ..targets.arch import Target
+from ..targets.dtypes import DTYPES
 
 BASE_ALIGN_GUARANTEED = 16
 
 
 def run(kernel: ops.KernelOp, target: Target) -> None:
+    _widen_short_operands(kernel)
     buffers = sorted(ops.decls(kernel, ops.BufferDecl).values(), key=lambda b: -b.align)
     offset = 0
     for b in buffers:
@@ -32,6 +38,17 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
         alloc.offset = offset       # tcgen05.alloc writes the 32-bit TMEM base address here
         offset += ops.TMEM_ADDRESS_BYTES
     _settle(kernel, target, buffers, offset)
+
+
+def _widen_short_operands(kernel: ops.KernelOp) -> None:
+    buffers, boxes = ops.decls(kernel, ops.BufferDecl), ops.decls(kernel, ops.BoxDecl)
+    for role in ops.roles(kernel):
+        rows = {d.symbol: d.shape[0] for d in ops.walk(role.body) if isinstance(d, ops.AccDecl)}
+        for o in ops.walk(role.body):
+            if isinstance(o, ops.Wgmma) and isinstance(o.a, ex.BufferRef) and rows.get(o.acc, 64) < 64:
+                b = buffers[o.a.name]
+                box = boxes[b.box]        # R rows of whole swizzle atoms: 64 rows are 64 / R times the bytes
+                b.bytes = max(b.bytes, box.bytes(DTYPES[box.dtype].itemsize) * 64 // rows[o.acc])
 
 
 def extend(kernel: ops.KernelOp, target: Target, nbytes: int, align: int) -> int:
