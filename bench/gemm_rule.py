@@ -5,6 +5,7 @@ warm-L2 CUDA-graph replay (bench/timing.py). Every output is checked against flo
 The rule's pick is listed as "rule"; the JSON keeps each candidate's ratio to cuBLAS.
 
     python bench/gemm_rule.py --out bench/results/gemm-rule-<date>-h200.json
+    python bench/gemm_rule.py --decode --out bench/results/gemm-decode-<date>-h200.json
 """
 
 from __future__ import annotations
@@ -30,17 +31,19 @@ from tmalang.library import configs  # noqa: E402
 SHAPES = [(25088, 128, 512), (25088, 256, 512), (6272, 1024, 256), (6272, 256, 1024), (6272, 512, 1024),
           (1568, 2048, 512), (1568, 512, 2048), (100352, 64, 64),        # ResNet-50's 1x1 layers, N = 32
           (3072, 768, 768), (77, 4096, 4096), (2, 5120, 5120), (1, 4096, 4096), (16, 14336, 4096),
-          (1, 8192, 8192), (16, 8192, 8192)]
+          (1, 8192, 8192), (16, 8192, 8192),
+          (8, 4096, 14336), (32, 4096, 4096), (4, 11008, 4096), (1, 14336, 4096)]    # more decode shapes
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--decode", action="store_true", help=f"only the shapes of M <= {configs.DECODE_M}")
     args = parser.parse_args()
     out = {"benchmark": "gemm rule candidates", "gpu": torch.cuda.get_device_name(), "date": str(datetime.date.today()),
            "method": "cold: timed_flushed (5 rounds); graph: timed_graph_replays (5 rounds of 20); ratios cuBLAS / candidate",
            "gemm": []}
-    for m, n, k in SHAPES:
+    for m, n, k in (s for s in SHAPES if not args.decode or s[0] <= configs.DECODE_M):
         a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         w = (torch.randn(n, k, device="cuda") / k ** 0.5).to(torch.bfloat16)
         ref = a.double() @ w.double().t()

@@ -17,6 +17,7 @@ calls (warm L2, no host) and a batch of eager calls closed by a synchronize (the
 call counts wherever it exceeds the GPU's).
 
     python bench/gemm_shapes.py --out bench/results/gemm-shapes-<date>-h100.json
+    python bench/gemm_shapes.py --decode --out bench/results/gemm-shapes-decode-<date>-h200.json   # M <= 32
 """
 
 from __future__ import annotations
@@ -194,12 +195,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument("--samples", type=int, default=9)
+    parser.add_argument("--decode", action="store_true", help="only the shapes of M <= 32 (short tiles)")
     args = parser.parse_args()
+    shapes = [s for s in SHAPES if not args.decode or s[0] <= 32]
     examples = ROOT / "examples"
     kernels = {name: tmalang.compile_file(examples / f"{file}.tma") for name, file in
                (("gemm", "gemm_sm90"), ("dynamic", "gemm_dynamic_sm90"), ("streamk", "gemm_streamk_sm90"))}
-    bf16 = [bf16_row(kernels, *shape, args.samples) for shape in SHAPES]
-    f8 = [fp8_row(*shape, args.samples) for shape in SHAPES if shape[2] % 16 == 0]
+    bf16 = [bf16_row(kernels, *shape, args.samples) for shape in shapes]
+    f8 = [fp8_row(*shape, args.samples) for shape in shapes if shape[2] % 16 == 0]
     report = {
         "benchmark": "GEMM at every shape (issue 15): tmalang's best GEMM kernel per shape vs cuBLAS, bf16 and fp8",
         "gpu": torch.cuda.get_device_name(), "date": datetime.date.today().isoformat(), "torch": torch.__version__,

@@ -56,6 +56,11 @@ CASES = [   # kernel, tile, split, input, output, B layout, M x N x K
     ("gemm_parts", (128, 128), 3, BF16, BF16, "nk", (40, 136, 400)),
     ("gemm_parts", (64, 64), 2, E4M3, np.float32, "nk", (3, 80, 512)),
     ("gemm_parts_kn", (128, 256), 2, F16, F16, "kn", (130, 264, 192)),
+    ("gemm_tile", (16, 64), 1, BF16, BF16, "nk", (1, 150, 136)),        # short accumulators: decode
+    ("gemm_tile", (16, 128), 1, BF16, BF16, "nk", (16, 136, 72)),
+    ("gemm_tile_kn", (16, 128), 1, F16, F16, "kn", (13, 136, 200)),
+    ("gemm_parts", (32, 64), 2, E4M3, np.float32, "nk", (17, 80, 512)),
+    ("gemm_tile", (32, 256), 1, BF16, np.float32, "nk", (32, 264, 64)),
 ]
 
 
@@ -85,10 +90,14 @@ def test_split_k_sums_its_parts_in_a_fixed_order():
 
 
 @pytest.mark.parametrize("shape, kernel, tile, split", [
-    ((1, 8192, 8192), "gemm_parts", (64, 128), 2),       # decode: 64 x 128 tiles, K split to fill
-    ((1, 4096, 4096), "gemm_parts", (64, 128), 4),
-    ((2, 5120, 5120), "gemm_parts", (64, 128), 2),       # 40 tiles: 4 parts would be 1.2 waves
-    ((16, 14336, 4096), "gemm_tile", (64, 128), 1),      # 112 tiles fill the GPU unsplit
+    ((1, 8192, 8192), "gemm_tile", (16, 64), 1),         # decode: short tiles, the most CTAs in one wave
+    ((1, 4096, 4096), "gemm_tile", (16, 64), 1),
+    ((2, 5120, 5120), "gemm_tile", (16, 64), 1),
+    ((16, 14336, 4096), "gemm_tile", (16, 128), 1),      # 224 64-wide tiles would take 1.7 waves
+    ((4, 11008, 4096), "gemm_tile", (16, 128), 1),
+    ((1, 32000, 4096), "gemm_tile", (16, 256), 1),       # 125 256-wide tiles
+    ((8, 4096, 14336), "gemm_parts", (16, 64), 2),       # half the GPU over a long K: split in two
+    ((32, 4096, 4096), "gemm_tile", (32, 64), 1),        # 17..32 rows: 32-row tiles
     ((64, 8192, 8192), "gemm_tile", (64, 64), 1),
     ((128, 8192, 8192), "gemm_tile", (64, 128), 1),
     ((256, 8192, 8192), "gemm_tile", (128, 128), 1),
@@ -112,14 +121,15 @@ def test_the_rule_picks_by_how_the_ctas_fill_the_gpu(shape, kernel, tile, split)
     assert (pick.kernel, (pick.bindings()["BM"], pick.bindings()["BN"]), pick.split) == (kernel, tile, split)
 
 
-def test_fp8_decode_shapes_are_not_split_by_the_decode_rule():
-    """fp8 B is half the bytes: a split's second kernel costs more than it wins (H200)."""
+def test_fp8_decode_shapes_take_short_tiles_as_bf16_does():
+    """fp8 K slices are 128 elements: 14336 is 112 of them, short of a split's long K."""
     def pick(*shape):
         c = configs.ranked(*shape, 1, 2, n_major=False, sms=132)[0]
         return c.kernel, (c.bindings()["BM"], c.bindings()["BN"]), c.split
-    assert pick(1, 8192, 8192) == ("gemm_tile", (64, 64), 1)
-    assert pick(2, 5120, 5120) == ("gemm_tile", (64, 64), 1)
-    assert pick(16, 14336, 4096) == ("gemm_tile", (64, 128), 1)     # fills more than half unsplit
+    assert pick(1, 8192, 8192) == ("gemm_tile", (16, 64), 1)
+    assert pick(2, 5120, 5120) == ("gemm_tile", (16, 64), 1)
+    assert pick(16, 14336, 4096) == ("gemm_tile", (16, 128), 1)
+    assert pick(8, 4096, 14336) == ("gemm_tile", (16, 64), 1)
 
 
 def test_n_major_b_picks_the_kn_kernels_and_fp8_a_k_major_copy():
@@ -135,8 +145,9 @@ def test_every_candidate_fits_shared_memory():
     for size, dtype in ((2, "bf16"), (1, "f8e4m3")):
         for out, out_size in (("bf16", 2), ("f32", 4)):
             for layout in (False, True) if size == 2 else (False,):
-                for config in configs.candidates(64, 8192, 8192, size, out_size, n_major=layout):
-                    library.kernel(config.kernel, config.constants, dtype, out)
+                for m in (64, 32, 16):       # 32 and 16: the short tiles of decode shapes too
+                    for config in configs.candidates(m, 8192, 8192, size, out_size, n_major=layout):
+                        library.kernel(config.kernel, config.constants, dtype, out)
 
 
 def test_unaligned_operands_are_copied_and_left_untouched():
@@ -185,7 +196,8 @@ def _torch_operands(torch, m, n, k, dtype, layout):
     return a, b, a.double() @ w.double().t()
 
 
-GPU_SHAPES = [(1, 8192, 4096), (77, 1531, 1000), (300, 700, 2050), (1000, 1000, 16384), (2049, 3000, 520)]
+GPU_SHAPES = [(1, 8192, 4096), (77, 1531, 1000), (300, 700, 2050), (1000, 1000, 16384), (2049, 3000, 520),
+              (7, 1000, 2056), (29, 1536, 520), (3, 4104, 14336)]     # decode: short tiles, one split
 
 
 @pytest.mark.gpu
@@ -204,6 +216,19 @@ def test_gemm_matches_float64_on_the_h100(torch, shape, dtype, layout):
                          ids=lambda c: c.describe())
 def test_every_candidate_runs_on_the_h100(torch, config):
     a, b, reference = _torch_operands(torch, 100, 600, 1200, torch.bfloat16, "nk")
+    c = tmalang.gemm(a, b, config=config)
+    assert _frobenius(c, reference) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 5, 16, 21, 32])
+@pytest.mark.parametrize("config", [c for c in configs.candidates(16, 600, 1200, 2, 2, n_major=False)
+                                    if c.bindings()["BM"] < 64], ids=lambda c: c.describe())
+def test_every_short_tile_runs_on_the_h100(torch, config, m):
+    """A short tile over M rows: up to its own (the epilogue writes M rows, TMA loads M rows of A),
+    and past them (M = 21, 32 > 16: two tiles of M), the rows of wgmma's 64 that are no
+    program's never reach C."""
+    a, b, reference = _torch_operands(torch, m, 600, 1200, torch.bfloat16, "nk")
     c = tmalang.gemm(a, b, config=config)
     assert _frobenius(c, reference) < 1e-2
 

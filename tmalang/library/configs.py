@@ -43,7 +43,9 @@ TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
 SPLITS = (2, 4, 8)
 CLUSTER_STEPS = 32               # K slices from which the cluster kernel is a candidate, whatever the waves
 CLUSTER_WAVES = 1.5              # or waves of its tiles past this many
-DECODE_M = 32                    # up to this M: 64 x 128 tiles, K split to fill the GPU
+DECODE_M = 32                    # up to this M: short tiles (16 or 32 rows), see _decode
+SHORT_BN = (64, 128, 256)        # their widths
+LONG_DECODE_STEPS = 128          # from this many K slices a decode tile filling half the GPU splits in two
 SHORT_STEPS = 64                 # up to this many K slices an unsplit narrow tile beats a split wide one
 
 
@@ -82,7 +84,18 @@ def candidates(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_ma
         for s in SPLITS:
             if s <= steps:
                 result.append(_config("gemm_parts_kn" if n_major else "gemm_parts", bm, bn, itemsize, 4, s))
+    if m <= DECODE_M:
+        for bn in SHORT_BN:
+            result.append(_config("gemm_tile_kn" if n_major else "gemm_tile", short_rows(m), bn, itemsize, out_itemsize))
+            for s in SPLITS[:2]:
+                if s <= steps:
+                    result.append(_config("gemm_parts_kn" if n_major else "gemm_parts", short_rows(m), bn, itemsize, 4, s))
     return result
+
+
+def short_rows(m: int) -> int:
+    """The rows of a short tile for M (up to DECODE_M): a short accumulator (language.md §15)."""
+    return 16 if m <= 16 else 32
 
 
 def _clustered(m: int, n: int, steps: int, sms: int) -> bool:
@@ -98,7 +111,8 @@ def _config(kernel: str, bm: int, bn: int, itemsize: int, out_itemsize: int, spl
     blocks = 8 if split > 1 else 4                 # the epilogue's column blocks
     block_bytes = bn // blocks * out_itemsize
     staging = 2 * bm * block_bytes
-    stages = min(MAX_STAGES, (SMEM_BYTES - SMEM_RESERVED - staging) // ((bm + bn) * bk * itemsize))
+    a_rows = max(bm, 64)                           # a short tile's A slot spans wgmma's 64 rows (plan_smem)
+    stages = min(MAX_STAGES, (SMEM_BYTES - SMEM_RESERVED - staging) // ((a_rows + bn) * bk * itemsize))
     constants = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "LAST": 11 if bm == 128 else 7,
                  "CSWIZZLE": _swizzle(block_bytes)}
     return Config(kernel, tuple(sorted(constants.items())), split)
@@ -148,30 +162,35 @@ def choose(options: list[Config], m: int, n: int, k: int, sms: int) -> Config:
 
 
 def _decode(options: list[Config], m: int, n: int, steps: int, sms: int) -> Config | None:
-    """A decode-shaped GEMM (one 64-row tile of M) streams B: 64 x 128 tiles, whose nine-stage
-    ring keeps more of B in flight than 64 x 64's twelve, and where they fill at most half of the
-    GPU, K split into the most parts (of at least MIN_PART_STEPS slices) that still fit in one
-    wave (H200, gemm-rule-2026-11-29-h200.json: 1 x 8192² split 2 0.86x cuBLAS against 0.78x
-    for 64 x 64, 1 x 4096² split 4 0.80x, 16 x 14336 x 4096 unsplit 0.98x against 0.77x). fp8
-    is not split here (None: the general rule): in gemm-shapes-2026-11-29-h200.json fp8 1 x 8192²
-    ran at 0.84x split in two against 0.90x unsplit in 64 x 64 tiles, 2 x 5120² 0.72x against
-    0.81x, while 16 x 14336 x 4096 gained from 64 x 128 unsplit (0.95x against 0.81x)."""
-    tiles = [c for c in options if (c.bindings()["BM"], c.bindings()["BN"]) == (64, 128)]
-    unsplit = next((c for c in tiles if c.split == 1), None)
-    if unsplit is None:
+    """A decode-shaped GEMM (M up to DECODE_M) streams B through short tiles of 16 or 32 rows.
+    A 64-row A box over a one-row A is 63 rows past the tensor's end, and TMA fills those rows
+    far slower than it loads real ones: the same 64 x 64 kernel ran 1 x 8192² in 57 µs, and in
+    45 µs with A padded to 64 real rows (H200, cuBLAS 44 µs). A short tile loads M's rows only.
+    The width: the most CTAs that fit one wave (64, else 128, else 256 columns); K split in two
+    where that fills at most half the GPU over a long K (H200, bench/results/
+    gemm-decode-2026-11-29-h200.json: 1 x 8192² 16 x 64 0.97x cuBLAS cold and 0.99x in graph
+    replay against 0.83x/0.83x for 64 x 128 split in two; 16 x 14336 x 4096 16 x 128 1.01x/1.00x;
+    2 x 5120² 16 x 64 1.00x/0.95x; 8 x 4096 x 14336 split in two 0.90x/0.91x against 0.90x/0.78x)."""
+    rows = short_rows(m)
+    unsplit = [c for c in options if c.bindings()["BM"] == rows and c.split == 1]
+    if not unsplit:
         return None
-    count = ctas(unsplit, m, n)
-    if 2 * count > sms:
-        return unsplit
-    if unsplit.bindings()["BK"] != 64:      # fp8: B is half the bytes, and a split's second kernel and
-        return None                          # f32 workspace cost more than they win (0.84x against 0.90x)
-    parts = [c for c in tiles if c.split > 1 and count * c.split <= sms and steps // c.split >= MIN_PART_STEPS]
-    return max(parts, key=lambda c: c.split, default=unsplit)
+    fitting = [c for c in unsplit if ctas(c, m, n) <= sms]
+    pick = max(fitting, key=lambda c: ctas(c, m, n)) if fitting else min(unsplit, key=lambda c: ctas(c, m, n))
+    if 2 * ctas(pick, m, n) <= sms and steps >= LONG_DECODE_STEPS:
+        tile = _tile(pick)
+        return next((c for c in options if c.split == 2 and _tile(c) == tile), pick)
+    return pick
+
+
+def _tile(config: Config) -> tuple[int, int]:
+    c = config.bindings()
+    return c["BM"], c["BN"]
 
 
 def _tile_rank(config: Config) -> int:
-    c = config.bindings()
-    return TILES.index((c["BM"], c["BN"]))
+    tile = _tile(config)
+    return TILES.index(tile) if tile in TILES else len(TILES) + SHORT_BN.index(tile[1])
 
 
 def ctas(config: Config, m: int, n: int) -> int:
