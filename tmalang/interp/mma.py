@@ -38,8 +38,8 @@ def acc_slice(m, w, name: str) -> np.ndarray:
 def acc_decl(m, w, o: ops.AccDecl) -> None:
     group, _ = rows_of(w)
     m.accumulator_decls[(w.role.symbol, o.symbol)] = o
-    width = o.shape[1] // o.parts    # a short accumulator (R < 64 rows) is its R rows: the wgmma's others
-    rows = min(64, o.shape[0]) if o.parts == 1 else 64      # are no program's (no epilogue writes them)
+    width = o.shape[1] // o.parts    # a short accumulator's last warpgroup holds its rows up to R: the
+    rows = min(64, o.shape[0] - 64 * group) if o.parts == 1 else 64   # wgmma's others are no program's
     m.accumulators.setdefault((w.role.symbol, o.symbol, group), np.zeros((rows, width), np.float32))
 
 

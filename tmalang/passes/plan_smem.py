@@ -6,9 +6,9 @@ Guarantees: `offset` of each buffer is a multiple of its alignment (128 B for TM
 aligned after the tiles, and `kernel.smem_bytes` is the dynamic smem to request: the plan plus
 the slack the backend needs to align the dynamic smem base at run time (the driver only
 guarantees 16 B). More than the target's shared memory per CTA is an error showing the map.
-The A tile of a short accumulator (R < 64 rows) spans 64 rows of its layout in every stage: the
-wgmma reads 64 rows whatever R is, and its rows past R (which TMA never writes, and whose
-accumulator rows no epilogue reads) stay inside the tile's own bytes.
+The A tile of a short accumulator (R rows, not a multiple of 64) spans R rounded up to 64 rows
+of its layout in every stage: each wgmma reads 64 rows, and the last one's rows past R (which
+TMA never writes, and whose accumulator rows no epilogue reads) stay inside the tile's bytes.
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ def _widen_short_operands(kernel: ops.KernelOp) -> None:
     for role in ops.roles(kernel):
         rows = {d.symbol: d.shape[0] for d in ops.walk(role.body) if isinstance(d, ops.AccDecl)}
         for o in ops.walk(role.body):
-            if isinstance(o, ops.Wgmma) and isinstance(o.a, ex.BufferRef) and rows.get(o.acc, 64) < 64:
-                b = buffers[o.a.name]
-                box = boxes[b.box]        # R rows of whole swizzle atoms: 64 rows are 64 / R times the bytes
-                b.bytes = max(b.bytes, box.bytes(DTYPES[box.dtype].itemsize) * 64 // rows[o.acc])
+            if isinstance(o, ops.Wgmma) and isinstance(o.a, ex.BufferRef) and rows.get(o.acc, 64) % 64:
+                b, r = buffers[o.a.name], rows[o.acc]
+                box = boxes[b.box]        # R rows of whole swizzle atoms: 64 W rows are 64 W / R times the bytes
+                b.bytes = max(b.bytes, box.bytes(DTYPES[box.dtype].itemsize) // r * (-(-r // 64) * 64))
 
 
 def extend(kernel: ops.KernelOp, target: Target, nbytes: int, align: int) -> int:

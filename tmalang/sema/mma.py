@@ -2,7 +2,7 @@
 
 Hardware rules (PTX ISA, wgmma): a warpgroup is 4 consecutive warps starting at a multiple of
 4, and each wgmma computes a 64-row slice, so an accumulator of R rows needs R / 64 warpgroups
-in its role (or one, for a short accumulator of 8 .. 56 rows); N is a multiple of 8 up to 256; f16/bf16 operands take K in steps of 16. Both
+in its role (R / 64 rounded up for a short accumulator, R a multiple of 8); N is a multiple of 8 up to 256; f16/bf16 operands take K in steps of 16. Both
 operands are read K-major from swizzled smem tiles whose rows are one swizzle span, the layout a
 TMA box of [rows, 64 x bf16] with `swizzle 128B` produces, or whole spans, the panels of a panelled
 box (§4); with `kn`, b is read MN-major: a [K, 64·P] f16/bf16 tile, 128B-swizzled, as TMA
@@ -59,19 +59,21 @@ def declare(info: KernelInfo, s: ast.AccumulatorDecl, scope) -> None:
 
 
 def _short(rows: int, role, s: ast.AccumulatorDecl) -> bool:
-    """A short accumulator: fewer than 64 rows (8, 16, .. 56) in a role of one warpgroup, for
-    an M smaller than wgmma's 64 (decode GEMMs): its A tile has those rows only, so TMA loads no
-    rows past the tensor's end, and the epilogue writes those rows only. The wgmma still computes
-    64 rows; the rows past R read the A slot's spare footprint (plan_smem) and are never written
-    out (language.md §15, short accumulators)."""
-    if not (0 < rows < 64 and rows % 8 == 0):
+    """A short accumulator: R rows, a multiple of 8 but not of 64, for an M that is not whole
+    wgmma tiles (a decode GEMM's 1..32 rows, 77 rows in two warpgroups): warpgroup g holds rows
+    64g .. up to R - 1, so its A tile has R rows, TMA loads no rows past the tensor's end, and
+    the epilogue writes those rows only. The last warpgroup's wgmma still computes 64 rows; the
+    rows past R read the A slot's spare footprint (plan_smem) and are never written out
+    (language.md §15, short accumulators)."""
+    if not (rows > 0 and rows % 8 == 0 and rows % 64):
         return False
-    if role.warps != 4 or role.by_warpgroup or s.dtype.name != "f32":
-        raise error("E087", f"an accumulator of {rows} rows (fewer than one wgmma's 64) is an f32 tile of a role "
-                    f"of one warpgroup; role '{role.name}' has {role.warps // 4} warpgroup(s)"
+    need = -(-rows // 64)
+    if role.warps != 4 * need or role.by_warpgroup or s.dtype.name != "f32":
+        raise error("E087", f"an accumulator of {rows} rows (the last warpgroup's short of wgmma's 64) is an f32 "
+                    f"tile of a role of {need} warpgroup(s); role '{role.name}' has {role.warps // 4}"
                     + (" walked by warpgroup" if role.by_warpgroup else "")
                     + ("" if s.dtype.name == "f32" else f" and '{s.name}' is {s.dtype.name}"), s.span,
-                    "give the role warps 4k..4k+3 only, or make the accumulator 64 rows")
+                    f"give the role {need} warpgroup(s), or make the rows a multiple of 64")
     return True
 
 
@@ -119,7 +121,7 @@ def check_mma(info: KernelInfo, s: ast.Mma, scope) -> None:
     else:
         a = tile_ref(info, s.a, scope)
         if s.km:
-            if acc.shape[0] < 64:
+            if acc.shape[0] % 64:
                 raise error("E088", f"'km' reads a's 64 rows from one MN-major panel; '{acc.name}' has "
                             f"{acc.shape[0]} rows", s.span, "store a K-major ([M, K]) for a short accumulator")
             _check_mn_major(s.a, a, "a", "km")
@@ -221,10 +223,10 @@ def _register_a(p: Accumulator, acc: Accumulator, dtype: str, span) -> tuple[str
     multiple of one wgmma's K in `dtype`."""
     if p.name == acc.name:
         raise error("E088", f"mma reads and writes accumulator '{acc.name}'", span)
-    if min(p.shape[0], acc.shape[0]) < 64:
+    if p.shape[0] % 64 or acc.shape[0] % 64:
         raise error("E088", "an A operand from registers feeds an accumulator of 64 rows per warpgroup; "
                     f"'{p.name}' has {p.shape[0]} and '{acc.name}' {acc.shape[0]}", span,
-                    "short accumulators (fewer than 64 rows) take their A from shared memory")
+                    "short accumulators (rows not a multiple of 64) take their A from shared memory")
     k_step = REGISTER_A_DTYPES[dtype]
     if p.shape[1] % k_step:
         raise error("E088", f"accumulator '{p.name}' has {p.shape[1]} columns; as a {dtype} mma operand they "

@@ -23,7 +23,7 @@ class Accumulator:
 
     @property
     def warpgroups(self) -> int:
-        return max(1, self.shape[0] // 64) if self.parts == 1 else self.parts   # short (< 64 rows): one
+        return -(-self.shape[0] // 64) if self.parts == 1 else self.parts   # a short one's last is part-full
 
 
 def check_operand(ref: ast.Ref, tile: Box, dtypes: tuple[str, ...] = MMA_INPUT_DTYPES,

@@ -233,7 +233,7 @@ def _row_accumulator(scope, ref: ast.Ref):
         raise error("E553", f"row math on '{ref.name}', whose columns are split over {acc.parts} warpgroups: a row's "
                     "values lie in several warpgroups", ref.span,
                     "row math works on accumulators split by rows (declared without 'by columns')")
-    if acc.shape[0] < 64:
+    if acc.shape[0] % 64:
         raise error("E553", f"row math on '{ref.name}', a short accumulator of {acc.shape[0]} rows: its registers "
                     "hold wgmma's 64 rows, and row math does not yet tell its own rows from the rest", ref.span,
                     "declare the accumulator with 64 rows for row math")
