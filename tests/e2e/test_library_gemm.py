@@ -61,6 +61,9 @@ CASES = [   # kernel, tile, split, input, output, B layout, M x N x K
     ("gemm_tile_kn", (16, 128), 1, F16, F16, "kn", (13, 136, 200)),
     ("gemm_parts", (32, 64), 2, E4M3, np.float32, "nk", (17, 80, 512)),
     ("gemm_tile", (32, 256), 1, BF16, np.float32, "nk", (32, 264, 64)),
+    ("gemm_tile", (80, 32), 1, BF16, BF16, "nk", (77, 100, 136)),       # ragged: the second warpgroup short
+    ("gemm_parts", (112, 64), 2, F16, np.float32, "nk", (100, 72, 256)),
+    ("gemm_tile", (128, 160), 1, BF16, BF16, "nk", (130, 200, 72)),     # widths that fit one wave
 ]
 
 
@@ -98,6 +101,10 @@ def test_split_k_sums_its_parts_in_a_fixed_order():
     ((1, 32000, 4096), "gemm_tile", (16, 256), 1),       # 125 256-wide tiles
     ((8, 4096, 14336), "gemm_parts", (16, 64), 2),       # half the GPU over a long K: split in two
     ((32, 4096, 4096), "gemm_tile", (32, 64), 1),        # 17..32 rows: 32-row tiles
+    ((77, 4096, 4096), "gemm_tile", (80, 32), 1),        # one ragged tile of M, 128 CTAs
+    ((3072, 768, 768), "gemm_tile", (128, 160), 1),      # 120 tiles: one wave, where 128 x 128 takes 1.09
+    ((4096, 4096, 128), "gemm_tile", (128, 256), 1),     # two K slices: no cluster, whatever the waves
+    ((4096, 4096, 512), "gemm_cluster", (128, 256), 1),
     ((64, 8192, 8192), "gemm_tile", (64, 64), 1),
     ((128, 8192, 8192), "gemm_tile", (64, 128), 1),
     ((256, 8192, 8192), "gemm_tile", (128, 128), 1),
@@ -145,7 +152,7 @@ def test_every_candidate_fits_shared_memory():
     for size, dtype in ((2, "bf16"), (1, "f8e4m3")):
         for out, out_size in (("bf16", 2), ("f32", 4)):
             for layout in (False, True) if size == 2 else (False,):
-                for m in (64, 32, 16):       # 32 and 16: the short tiles of decode shapes too
+                for m in (64, 32, 16, 77):   # 32, 16 and 77: short and ragged tiles too
                     for config in configs.candidates(m, 8192, 8192, size, out_size, n_major=layout):
                         library.kernel(config.kernel, config.constants, dtype, out)
 
@@ -216,6 +223,17 @@ def test_gemm_matches_float64_on_the_h100(torch, shape, dtype, layout):
                          ids=lambda c: c.describe())
 def test_every_candidate_runs_on_the_h100(torch, config):
     a, b, reference = _torch_operands(torch, 100, 600, 1200, torch.bfloat16, "nk")
+    c = tmalang.gemm(a, b, config=config)
+    assert _frobenius(c, reference) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [65, 77, 80, 93])
+@pytest.mark.parametrize("config", [c for c in configs.candidates(77, 600, 1200, 2, 2, n_major=False)
+                                    if c.bindings()["BM"] % 64], ids=lambda c: c.describe())
+def test_every_ragged_tile_runs_on_the_h100(torch, config, m):
+    """An 80-row tile: its second warpgroup holds 16 rows; M = 93 takes two tiles of M."""
+    a, b, reference = _torch_operands(torch, m, 600, 1200, torch.bfloat16, "nk")
     c = tmalang.gemm(a, b, config=config)
     assert _frobenius(c, reference) < 1e-2
 

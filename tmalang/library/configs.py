@@ -39,12 +39,14 @@ FILL = 0.75                      # a wave this full counts as filling the GPU
 WAVES = 3                        # past this many waves, the last one's idle SMs matter little
 NARROW_M = 128                   # 64-row tiles (one consumer warpgroup) only up to this M
 MIN_PART_STEPS = 16              # a split part streams at least this many K slices
-TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
+TILES = ((128, 256), (128, 128), (128, 192), (128, 160), (64, 128), (64, 64))   # 192, 160: one wave where 128 is not
 SPLITS = (2, 4, 8)
 CLUSTER_STEPS = 32               # K slices from which the cluster kernel is a candidate, whatever the waves
 CLUSTER_WAVES = 1.5              # or waves of its tiles past this many
 DECODE_M = 32                    # up to this M: short tiles (16 or 32 rows), see _decode
 SHORT_BN = (64, 128, 256)        # their widths
+RAGGED_BN = (32, 64, 128)        # the widths of one ragged tile of M rows (DECODE_M < M < 128, M not 64)
+CLUSTER_MIN_STEPS = 8            # past 1.5 waves, the cluster kernel still needs this many K slices
 LONG_DECODE_STEPS = 128          # from this many K slices a decode tile filling half the GPU splits in two
 SHORT_STEPS = 64                 # up to this many K slices an unsplit narrow tile beats a split wide one
 
@@ -76,34 +78,48 @@ def candidates(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_ma
     for bm, bn in TILES:
         if bm < 128 and m > NARROW_M and not (small and sectors):      # half the MMA rate, for nothing
             continue
-        if bn == 256 and n <= 128:                                      # half of every tile idle
-            continue
+        if bn == 256 and n <= 128 or n_major and bn % 64:                # half of every tile idle; an
+            continue                                                    # N-major B is read in 64-wide panels
         if (bm, bn) == (128, 256) and clusters and not n_major and _clustered(m, n, steps, sms):
             result.append(_config("gemm_cluster", bm, bn, itemsize, out_itemsize))
         result.append(_config("gemm_tile_kn" if n_major else "gemm_tile", bm, bn, itemsize, out_itemsize))
         for s in SPLITS:
-            if s <= steps:
+            if s <= steps and _splittable(bn):
                 result.append(_config("gemm_parts_kn" if n_major else "gemm_parts", bm, bn, itemsize, 4, s))
-    if m <= DECODE_M:
-        for bn in SHORT_BN:
-            result.append(_config("gemm_tile_kn" if n_major else "gemm_tile", short_rows(m), bn, itemsize, out_itemsize))
-            for s in SPLITS[:2]:
-                if s <= steps:
-                    result.append(_config("gemm_parts_kn" if n_major else "gemm_parts", short_rows(m), bn, itemsize, 4, s))
+    rows = short_rows(m)
+    for bn in (SHORT_BN if m <= DECODE_M else RAGGED_BN) if rows else ():
+        if n_major and bn % 64:
+            continue
+        result.append(_config("gemm_tile_kn" if n_major else "gemm_tile", rows, bn, itemsize, out_itemsize))
+        for s in SPLITS[:2]:
+            if s <= steps and _splittable(bn):
+                result.append(_config("gemm_parts_kn" if n_major else "gemm_parts", rows, bn, itemsize, 4, s))
     return result
 
 
-def short_rows(m: int) -> int:
-    """The rows of a short tile for M (up to DECODE_M): a short accumulator (language.md §15)."""
-    return 16 if m <= 16 else 32
+def _splittable(bn: int) -> bool:
+    """gemm_parts writes its f32 slab in 8 column blocks, each a whole number of 8 columns."""
+    return bn % 64 == 0
+
+
+def short_rows(m: int) -> int | None:
+    """The rows of one short tile holding all of M, a short accumulator (language.md §15): 16 or
+    32 for decode shapes (M up to DECODE_M), below 128 M rounded up to 16 where that is not whole
+    64-row tiles (77 rows: 80, in two warpgroups, the second holding 16); else None."""
+    if m <= DECODE_M:
+        return 16 if m <= 16 else 32
+    rows = -(-m // 16) * 16
+    return rows if m < 128 and rows % 64 else None
 
 
 def _clustered(m: int, n: int, steps: int, sms: int) -> bool:
     """Whether the cluster kernel is a candidate: its pairs pay off over long K loops or several
     waves. Over short ones its CTAs wait on each other's slots (H200, bench/results/
     gemm-rule-2026-11-29-h200.json: 1568 x 2048 x 512 cluster 0.60x cuBLAS against 0.92x
-    unclustered, 6272 x 512 x 1024 0.54x against 0.88x, 25088 x 256 x 512 0.81x against 0.95x)."""
-    return steps >= CLUSTER_STEPS or -(-m // 128) * -(-n // 256) > CLUSTER_WAVES * sms
+    unclustered, 6272 x 512 x 1024 0.54x against 0.88x, 25088 x 256 x 512 0.81x against 0.95x);
+    past 1.5 waves it needs CLUSTER_MIN_STEPS slices still (4096² x 128, two slices: 0.91x cuBLAS
+    cold, 0.99x in graph replay clustered, 0.94x/1.03x not: gemm-tiles-2026-11-29-h200.json)."""
+    return steps >= CLUSTER_STEPS or (-(-m // 128) * -(-n // 256) > CLUSTER_WAVES * sms and steps >= CLUSTER_MIN_STEPS)
 
 
 def _config(kernel: str, bm: int, bn: int, itemsize: int, out_itemsize: int, split: int = 1) -> Config:
@@ -111,9 +127,9 @@ def _config(kernel: str, bm: int, bn: int, itemsize: int, out_itemsize: int, spl
     blocks = 8 if split > 1 else 4                 # the epilogue's column blocks
     block_bytes = bn // blocks * out_itemsize
     staging = 2 * bm * block_bytes
-    a_rows = max(bm, 64)                           # a short tile's A slot spans wgmma's 64 rows (plan_smem)
+    a_rows = -(-bm // 64) * 64                     # a short tile's A slot spans whole 64-row wgmma tiles (plan_smem)
     stages = min(MAX_STAGES, (SMEM_BYTES - SMEM_RESERVED - staging) // ((a_rows + bn) * bk * itemsize))
-    constants = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "LAST": 11 if bm == 128 else 7,
+    constants = {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "LAST": 11 if bm > 64 else 7,
                  "CSWIZZLE": _swizzle(block_bytes)}
     return Config(kernel, tuple(sorted(constants.items())), split)
 
@@ -148,7 +164,7 @@ def choose(options: list[Config], m: int, n: int, k: int, sms: int) -> Config:
     narrow = [c for c in options if c.split == 1 and c.bindings()["BM"] < 128]
     split = sorted((c for c in options if c.split > 1 and steps // c.split >= MIN_PART_STEPS),
                    key=lambda c: (_tile_rank(c), c.split))
-    if m <= DECODE_M:
+    if short_rows(m):
         decode = _decode(options, m, n, steps, sms)
         if decode is not None:
             return decode
@@ -170,7 +186,10 @@ def _decode(options: list[Config], m: int, n: int, steps: int, sms: int) -> Conf
     where that fills at most half the GPU over a long K (H200, bench/results/
     gemm-decode-2026-11-29-h200.json: 1 x 8192² 16 x 64 0.97x cuBLAS cold and 0.99x in graph
     replay against 0.83x/0.83x for 64 x 128 split in two; 16 x 14336 x 4096 16 x 128 1.01x/1.00x;
-    2 x 5120² 16 x 64 1.00x/0.95x; 8 x 4096 x 14336 split in two 0.90x/0.91x against 0.90x/0.78x)."""
+    2 x 5120² 16 x 64 1.00x/0.95x; 8 x 4096 x 14336 split in two 0.90x/0.91x against 0.90x/0.78x).
+    Up to 128 rows one ragged tile holds M, its last warpgroup short, and the widths go down to 32
+    (77 x 4096²: 80 x 32 0.93x/0.64x against 0.78x/0.49x for 64 x 64, which reads B twice, its
+    second tile 51 rows past A's end; gemm-tiles-2026-11-29-h200.json)."""
     rows = short_rows(m)
     unsplit = [c for c in options if c.bindings()["BM"] == rows and c.split == 1]
     if not unsplit:
@@ -190,7 +209,8 @@ def _tile(config: Config) -> tuple[int, int]:
 
 def _tile_rank(config: Config) -> int:
     tile = _tile(config)
-    return TILES.index(tile) if tile in TILES else len(TILES) + SHORT_BN.index(tile[1])
+    widths = sorted({*SHORT_BN, *RAGGED_BN}, reverse=True)
+    return TILES.index(tile) if tile in TILES else len(TILES) + widths.index(tile[1])
 
 
 def ctas(config: Config, m: int, n: int) -> int:

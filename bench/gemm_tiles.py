@@ -1,0 +1,80 @@
+"""Tile shapes outside the rule's usual set, at the shapes of bench/gemm_shapes.py still below
+cuBLAS (issue 31): widths that fit one wave (128 x 160, 128 x 192), ragged tiles of M rows (80
+rows for M = 77, language.md §15), narrow and unclustered tiles, each against cuBLAS
+(torch.matmul(out=)) in the same run, cold-L2 GPU time and warm-L2 CUDA-graph replay
+(bench/timing.py). Every output is checked against float64 first. The rule's pick runs as "rule".
+
+    python bench/gemm_tiles.py --out bench/results/gemm-tiles-<date>-h200.json
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# bench/copy.py would shadow the standard library's `copy` module: drop this folder from sys.path.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse  # noqa: E402
+import datetime  # noqa: E402
+import json  # noqa: E402
+
+import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import timed_flushed, timed_graph_replays  # noqa: E402
+
+import tmalang  # noqa: E402
+from tmalang.library import configs  # noqa: E402
+
+T, P = "gemm_tile", "gemm_parts"
+PLAN = {   # shape -> (kernel, BM, BN[, split]) tried besides the rule's pick
+    (77, 4096, 4096): [(T, 80, 32), (T, 80, 64), (T, 80, 128), (P, 80, 64, 2), (P, 80, 128, 2), (T, 64, 64),
+                       (T, 128, 64), (T, 128, 32)],
+    (3072, 768, 768): [(T, 128, 96), (T, 128, 128), (T, 128, 160), (T, 128, 192), (T, 128, 256), (T, 64, 192),
+                       (T, 64, 128), (T, 128, 64)],
+    (1000, 1000, 1000): [(T, 128, 64), (T, 128, 96), (T, 128, 128), (T, 64, 64), (T, 64, 128), (T, 128, 32)],
+    (3000, 5000, 2008): [(T, 128, 160), (T, 128, 192), (T, 128, 224), (T, 128, 256), (T, 128, 128)],
+    (4096, 4096, 128): [(T, 128, 128), (T, 128, 192), (T, 128, 256), (T, 64, 256)],
+    (512, 512, 512): [(T, 64, 64), (T, 64, 32), (T, 128, 32), (T, 128, 64)],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    out = {"benchmark": "gemm tile shapes beyond the rule's set", "gpu": torch.cuda.get_device_name(),
+           "date": str(datetime.date.today()),
+           "method": "cold: timed_flushed (5 rounds); graph: timed_graph_replays (5 rounds of 20); ratios cuBLAS / "
+                     "candidate", "gemm": []}
+    for (m, n, k), plan in PLAN.items():
+        a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
+        w = (torch.randn(n, k, device="cuda") / k ** 0.5).to(torch.bfloat16)
+        ref = a.double() @ w.double().t()
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        runs = {"cublas": lambda i: torch.matmul(a, w.t(), out=c), "rule": lambda i: tmalang.gemm(a, w.t(), c)}
+        for tile in plan:
+            cfg = configs._config(tile[0], tile[1], tile[2], 2, 2, tile[3] if len(tile) > 3 else 1)
+            runs[cfg.describe()] = (lambda cfg: lambda i: tmalang.gemm(a, w.t(), c, config=cfg))(cfg)
+        for name, fn in runs.items():
+            c.fill_(float("nan"))
+            fn(0)
+            torch.cuda.synchronize()
+            err = ((c.double() - ref).norm() / ref.norm()).item()
+            assert err < 1e-2, f"{name} at {(m, n, k)}: relative error {err}"
+        cold, graph = timed_flushed(runs, 5), timed_graph_replays(runs, 5, 20)
+        rule = tmalang.gemm_config(a, w.t()).describe()
+        print((m, n, k), "cuBLAS %.1f / %.1f us, rule %s" % (cold["cublas"] * 1e3, graph["cublas"] * 1e3, rule))
+        for name in runs:
+            print("    %.3f %.3f %s" % (cold["cublas"] / cold[name], graph["cublas"] / graph[name], name), flush=True)
+        out["gemm"].append({"shape": [m, n, k], "rule": rule, "cublas_cold_ms": cold["cublas"],
+                            "cublas_graph_ms": graph["cublas"],
+                            "cold": {nm: cold["cublas"] / t for nm, t in cold.items()},
+                            "graph": {nm: graph["cublas"] / t for nm, t in graph.items()}})
+        if args.out:
+            args.out.write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
