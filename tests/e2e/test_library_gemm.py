@@ -297,6 +297,16 @@ def test_a_call_without_out_repeats_exactly_and_sees_new_data(torch):
         assert _frobenius(c, reference) < 1e-2
         del c
     assert len(library._repeats) == 1
+    kept = []
+    for alpha in (1.0, 1.0, -0.5, -0.5, 2):     # results kept: new addresses; alpha's bits in the key
+        a.copy_(torch.randn_like(a, dtype=torch.float32).to(torch.bfloat16))
+        kept.append((alpha, a.double() @ b.double(), tmalang.gemm(a, b, alpha=alpha)))
+    for alpha, reference, c in kept:
+        assert _frobenius(c, alpha * reference) < 1e-2
+    assert len({c.data_ptr() for _, _, c in kept}) == len(kept)
+    for out in (None, kept[0][2]):             # an unhashable out_dtype: a diagnostic, not a TypeError
+        with pytest.raises(LaunchError):
+            tmalang.gemm(a, b, out=out, out_dtype=[1])
     odd = tmalang.gemm(a, b[:, :261])          # 261 bf16 columns: rows TMA cannot write, padded by prepare
     assert odd.shape == (77, 261) and odd.is_contiguous()
     assert ((odd.double() - a.double() @ b[:, :261].double()).norm() / odd.double().norm()).item() < 1e-2
