@@ -439,11 +439,12 @@ CASES = {"tma_copy": copy_case, "copy_explicit": copy_case, "saxpy": saxpy_case,
          "gemm_residual": gemm_residual_case, "multistage": gemm_case, "reduce_rows": reduce_rows_case,
          "bulk_copy": bulk_copy_case, "stencil": stencil_case, "moe_gemm": moe_gemm_case, "dsmem_ring": dsmem_ring_case,
          "conv2d": conv2d_case, "conv2d_s2": lambda rng, shape: conv2d_case(rng, shape, stride=2),
-         "gemm_splitk": gemm_splitk_case, "gemm_streamk": gemm_streamk_case, "gemm_pingpong": gemm_case}
+         "gemm_splitk": gemm_splitk_case, "gemm_streamk": gemm_streamk_case, "gemm_pingpong": gemm_case,
+         "gemv": gemm_case}
 RTOL = {"multistage": 1e-2, "gemm": 1e-2, "gemm_cluster2x2": 1e-2, "gemm_pair": 1e-2, "gemm_multicast": 1e-2, "gemm_residual": 1e-2, "gemm_fp8": 1e-2, "gemm_bias_relu": 1e-2, "gemm_chain": 1e-2, "attention": 1e-2,
         "flash_attention": 1e-2, "attention_bwd": 1e-2, "attention_varlen": 1e-2, "attention_decode": 1e-2, "attention_fp8": 3e-2, "attention_varlen_bwd_dkdv": 1e-2,
         "moe_gemm": 1e-2, "conv2d": 1e-2, "conv2d_s2": 1e-2, "reduce_rows": 1e-5, "gemm_splitk": 1e-5,
-        "gemm_streamk": 1e-5, "gemm_pingpong": 1e-2}   # relative Frobenius error against float64; others are exact
+        "gemm_streamk": 1e-5, "gemm_pingpong": 1e-2, "gemv": 1e-2}   # relative Frobenius error against float64; others are exact
 
 
 def check(name, out, expected) -> None:
