@@ -47,6 +47,7 @@ class KernelCodegen:
         module.context = ir.Context()
         self.boxes = ops.decls(kernel, ops.BoxDecl)
         self.buffers = ops.decls(kernel, ops.BufferDecl)
+        self.short_operands = ops.short_a_operands(ops.roles(kernel))   # stages wider than their tiles
         self.barriers = ops.decls(kernel, ops.MbarrierDecl)
         self.queues = ops.decls(kernel, ops.TileQueueDecl)
         self.roles = ops.roles(kernel)
@@ -180,6 +181,14 @@ class KernelCodegen:
             EMITTERS[type(o)](self, o)
         else:
             timeline_codegen.around(self, o, site, lambda: EMITTERS[type(o)](self, o))
+
+    def tile_bytes(self, name: str) -> int:
+        """The bytes of one tile of buffer `name`, which a copy into or out of it moves: a stage's,
+        but for a short accumulator's A, whose stages span whole 64-row tiles (plan_smem): its box's."""
+        if name not in self.short_operands:
+            return self.buffers[name].bytes
+        box = self.boxes[self.buffers[name].box]
+        return box.bytes(dtypes.itemsize(box.dtype))
 
     def address(self, ref: ex.BufferRef) -> ir.Value:
         """The 32-bit shared address of stage `ref.index` of a buffer or mbarrier."""
@@ -393,7 +402,7 @@ def _tma_load(g: KernelCodegen, o: ops.TmaLoad) -> None:
         else:
             part = g.b.and_(g._sreg("cluster.ctarank"), I32(1))
         coords[-1] = g.b.add(coords[-1], g.b.mul(part, I32(box.shape[0] // parts)))
-    tile_bytes = g.buffers[o.dest.name].bytes
+    tile_bytes = g.tile_bytes(o.dest.name)
     if o.multicast:   # ... and writes it into every CTA of its set, at its place in the box (in each panel)
         dest = g.b.add(dest, g.b.mul(part, I32(tile_bytes // box.panels() // parts)))
         if o.ctas == "cluster":   # a constant mask, 2^N - 1
@@ -416,7 +425,7 @@ def _tma_store(g: KernelCodegen, o: ops.TmaStore) -> None:
     coords = g.element_coords(box, o.coords, o.elements)
     tensor_map, source = g.tensor_map(o.box), g.address(o.source)
     template = ptx_asm.cache_hint(ptx_asm.tma_store(len(coords), o.reduce), ".bulk_group", box.cache)
-    for at, smem in panel_codegen.copies(g, box, coords, source, g.buffers[o.source.name].bytes):
+    for at, smem in panel_codegen.copies(g, box, coords, source, g.tile_bytes(o.source.name)):
         g.asm(template, ",".join(["l"] + ["r"] * len(coords) + ["r"]), [tensor_map, *at, smem])
 
 

@@ -40,7 +40,7 @@ def emit_tile_assign(g, o: ops.TileAssign) -> None:
     dest_dtype = _dtype_of(g, o.dest.name)
     refs = [o.dest, *ex.buffer_refs(o.value)]
     width = 16 // max(DTYPES[_dtype_of(g, r.name)].itemsize for r in refs)
-    elements = g.buffers[o.dest.name].bytes // DTYPES[dest_dtype].itemsize
+    elements = g.tile_bytes(o.dest.name) // DTYPES[dest_dtype].itemsize
     threads = g.role_threads()
     lane = g.b.sub(g.tid, I32(32 * g.role.first_warp))
     k_var = g.alloca("k")

@@ -162,8 +162,8 @@ def _evaluate(m, w, e: ex.Expr, acc: np.ndarray, at: tuple[slice, slice]):
     """The epilogue over this warp's elements `at` (rows, columns); a row vector broadcasts over them."""
     if isinstance(e, (ex.AccRef, ex.TmemRef)):
         return acc
-    if isinstance(e, ex.RowVar):
-        return w.rows[e.name]
+    if isinstance(e, ex.RowVar):      # the warp's 16 rows; a short accumulator's warp holds fewer
+        return w.rows[e.name][:acc.shape[0]]
     if isinstance(e, ex.BufferRef):
         tile = convert(m.matrix(w, e), np.float32)     # widened as cvt.f32.f16/bf16 do
         return tile[None, at[1]] if tile.ndim == 1 else tile[at]

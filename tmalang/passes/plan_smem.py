@@ -14,7 +14,6 @@ TMA never writes, and whose accumulator rows no epilogue reads) stay inside the 
 from __future__ import annotations
 
 from ..diagnostics import error
-from ..ir import exprs as ex
 from ..ir import ops
 from ..targets.arch import Target
 from ..targets.dtypes import DTYPES
@@ -42,13 +41,10 @@ def run(kernel: ops.KernelOp, target: Target) -> None:
 
 def _widen_short_operands(kernel: ops.KernelOp) -> None:
     buffers, boxes = ops.decls(kernel, ops.BufferDecl), ops.decls(kernel, ops.BoxDecl)
-    for role in ops.roles(kernel):
-        rows = {d.symbol: d.shape[0] for d in ops.walk(role.body) if isinstance(d, ops.AccDecl)}
-        for o in ops.walk(role.body):
-            if isinstance(o, ops.Wgmma) and isinstance(o.a, ex.BufferRef) and rows.get(o.acc, 64) % 64:
-                b, r = buffers[o.a.name], rows[o.acc]
-                box = boxes[b.box]        # R rows of whole swizzle atoms: 64 W rows are 64 W / R times the bytes
-                b.bytes = max(b.bytes, box.bytes(DTYPES[box.dtype].itemsize) // r * (-(-r // 64) * 64))
+    for name, rows in ops.short_a_operands(ops.roles(kernel)).items():
+        b = buffers[name]
+        box = boxes[b.box]        # R rows of whole swizzle atoms: 64 W rows are 64 W / R times the bytes
+        b.bytes = max(b.bytes, box.bytes(DTYPES[box.dtype].itemsize) // rows * (-(-rows // 64) * 64))
 
 
 def extend(kernel: ops.KernelOp, target: Target, nbytes: int, align: int) -> int:

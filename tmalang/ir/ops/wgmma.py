@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from ..exprs import AccRef, Bin, BufferRef, Call, Cast, Expr, Neg
 from ..exprs import walk as walk_expr
-from .base import Op, op
+from .base import Op, op, walk
 
 
 @op("accumulator")
@@ -97,3 +97,16 @@ def accumulators_touched(o: Op) -> set[str]:
     values = [getattr(o, f.name) for f in o.operand_fields()]
     return {e.name for v in values if isinstance(v, (Bin, Neg, Cast, Call, AccRef))
             for e in walk_expr(v) if isinstance(e, AccRef)}
+
+
+def short_a_operands(roles: list[Op]) -> dict[str, int]:
+    """The smem buffers read as the A operand of a short accumulator (rows not a multiple of 64),
+    with its rows (the most rows where several read it): plan_smem gives each stage of them whole
+    64-row tiles, which only the stage stride counts; a copy into or out of one moves its box."""
+    short: dict[str, int] = {}
+    for role in roles:
+        rows = {d.symbol: d.shape[0] for d in walk(role.body) if isinstance(d, AccDecl)}
+        for o in walk(role.body):
+            if isinstance(o, Wgmma) and isinstance(o.a, BufferRef) and rows.get(o.acc, 64) % 64:
+                short[o.a.name] = max(short.get(o.a.name, 0), rows[o.acc])
+    return short

@@ -151,14 +151,24 @@ def _tensormap_prefetch(v: Scope, o: ops.TensorMapPrefetch) -> None:
     one_thread(v, o)
 
 
+def _tile_bytes(v: Scope, name: str) -> set | None:
+    """What a buffer's tile may span: a stage, or its box (a short accumulator's A, whose stages
+    plan_smem widened); None for an unknown buffer (the tile check reports it)."""
+    decl = v.symbols.get(name)
+    if not isinstance(decl, ops.BufferDecl):
+        return None
+    box = v.symbols.get(decl.box)
+    return {decl.bytes} | ({box.bytes(DTYPES[box.dtype].itemsize)} if isinstance(box, ops.BoxDecl) else set())
+
+
 def _bulk_push(v: Scope, o: ops.BulkPush) -> None:
     """One thread pushes a whole smem tile into the same tile of a peer CTA."""
     barrier_op(v, o)
     v.tile(o, "source", "smem")
     v.tile(o, "dest", "smem")
     peer(v, o, 1)
-    sizes = {getattr(v.symbols.get(r.name), "bytes", None) for r in (o.source, o.dest)}
-    v.check(o, "bytes", sizes <= {o.bytes, None} and 0 < o.bytes <= 0xFFFFF and o.bytes % 16 == 0,
+    tiles = all(spans is None or o.bytes in spans for spans in (_tile_bytes(v, r.name) for r in (o.source, o.dest)))
+    v.check(o, "bytes", tiles and 0 < o.bytes <= 0xFFFFF and o.bytes % 16 == 0,
             "not the bytes of its tiles, a positive multiple of 16 below 2^20")
     one_thread(v, o)
 
