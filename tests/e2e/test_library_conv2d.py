@@ -277,6 +277,22 @@ def test_h100_repeated_calls_follow_the_data_the_outputs_and_the_stream(r, split
 
 
 @pytest.mark.gpu
+def test_h100_a_1x1_layer_on_an_nchw_activation_reads_each_calls_data():
+    """An NCHW-contiguous activation's NHWC rows are a copy, made anew each call: a repeat must
+    not launch on the address of an earlier call's (freed) copy."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(3, 64, 11, 9, device="cuda").to(torch.bfloat16)          # NCHW, not channels_last
+    w = (torch.randn(72, 64, 1, 1, device="cuda") / 8).to(torch.bfloat16)
+    repeats.clear()
+    for _ in range(4):
+        x.copy_(torch.randn_like(x))
+        y = tmalang.conv2d(x, w)
+        expected = torch.nn.functional.conv2d(x.double(), w.double())
+        assert ((y.double() - expected).norm() / expected.norm()).item() < 1e-2
+        del y
+
+
+@pytest.mark.gpu
 def test_h100_sees_weights_updated_in_place():
     torch = pytest.importorskip("torch")
     x = torch.randn(2, 64, 9, 9, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)

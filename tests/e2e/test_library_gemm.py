@@ -101,6 +101,8 @@ def test_split_k_sums_its_parts_in_a_fixed_order():
     ((1, 32000, 4096), "gemm_tile", (16, 256), 1),       # 125 256-wide tiles
     ((8, 4096, 14336), "gemm_parts", (16, 64), 2),       # half the GPU over a long K: split in two
     ((32, 4096, 4096), "gemm_tile", (32, 64), 1),        # 17..32 rows: 32-row tiles
+    ((77, 512, 65536), "gemm_parts", (80, 64), 8),       # 16 ragged tiles over a long K: split in 8
+    ((1, 128, 131072), "gemm_parts", (16, 64), 8),
     ((77, 4096, 4096), "gemm_tile", (80, 32), 1),        # one ragged tile of M, 128 CTAs
     ((3072, 768, 768), "gemm_tile", (128, 160), 1),      # 120 tiles: one wave, where 128 x 128 takes 1.09
     ((4096, 4096, 128), "gemm_tile", (128, 256), 1),     # two K slices: no cluster, whatever the waves

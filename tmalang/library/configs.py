@@ -88,10 +88,10 @@ def candidates(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_ma
                 result.append(_config("gemm_parts_kn" if n_major else "gemm_parts", bm, bn, itemsize, 4, s))
     rows = short_rows(m)
     for bn in (SHORT_BN if m <= DECODE_M else RAGGED_BN) if rows else ():
-        if n_major and bn % 64:
+        if n_major and bn % 64 or bn == 256 and n <= 128:
             continue
         result.append(_config("gemm_tile_kn" if n_major else "gemm_tile", rows, bn, itemsize, out_itemsize))
-        for s in SPLITS[:2]:
+        for s in SPLITS:
             if s <= steps and _splittable(bn):
                 result.append(_config("gemm_parts_kn" if n_major else "gemm_parts", rows, bn, itemsize, 4, s))
     return result
@@ -182,8 +182,9 @@ def _decode(options: list[Config], m: int, n: int, steps: int, sms: int) -> Conf
     A 64-row A box over a one-row A is 63 rows past the tensor's end, and TMA fills those rows
     far slower than it loads real ones: the same 64 x 64 kernel ran 1 x 8192² in 57 µs, and in
     45 µs with A padded to 64 real rows (H200, cuBLAS 44 µs). A short tile loads M's rows only.
-    The width: the most CTAs that fit one wave (64, else 128, else 256 columns); K split in two
-    where that fills at most half the GPU over a long K (H200, bench/results/
+    The width: the most CTAs that fit one wave (64, else 128, else 256 columns); where that fills
+    at most half the GPU over a long K, K split into the parts that put the most CTAs in one wave,
+    in as few parts as that takes (H200, bench/results/
     gemm-decode-2026-11-29-h200.json: 1 x 8192² 16 x 64 0.97x cuBLAS cold and 0.99x in graph
     replay against 0.83x/0.83x for 64 x 128 split in two; 16 x 14336 x 4096 16 x 128 1.01x/1.00x;
     2 x 5120² 16 x 64 1.00x/0.95x; 8 x 4096 x 14336 split in two 0.90x/0.91x against 0.90x/0.78x).
@@ -196,10 +197,11 @@ def _decode(options: list[Config], m: int, n: int, steps: int, sms: int) -> Conf
         return None
     fitting = [c for c in unsplit if ctas(c, m, n) <= sms]
     pick = max(fitting, key=lambda c: ctas(c, m, n)) if fitting else min(unsplit, key=lambda c: ctas(c, m, n))
-    if 2 * ctas(pick, m, n) <= sms and steps >= LONG_DECODE_STEPS:
-        tile = _tile(pick)
-        return next((c for c in options if c.split == 2 and _tile(c) == tile), pick)
-    return pick
+    if 2 * ctas(pick, m, n) > sms or steps < LONG_DECODE_STEPS:
+        return pick
+    parts = [c for c in options if c.bindings()["BM"] == rows and c.split > 1 and ctas(c, m, n) <= sms
+             and steps // c.split >= MIN_PART_STEPS and ctas(c, m, n) > ctas(pick, m, n)]
+    return max(parts, key=lambda c: (ctas(c, m, n), -c.split), default=pick)
 
 
 def _tile(config: Config) -> tuple[int, int]:

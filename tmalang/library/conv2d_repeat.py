@@ -110,7 +110,8 @@ class PointwiseRepeat:
             return y
         operands = (x.permute(0, 2, 3, 1).reshape(g.n * g.h * g.w, g.c), w.reshape(g.k, g.c).t(), _rows(y, g))
         gemm(*operands)
-        launch = launch_of(*operands)
+        views = operands[0].data_ptr() == x.data_ptr() and operands[1].data_ptr() == w.data_ptr()
+        launch = launch_of(*operands) if views else None    # a reshape that copied: a temporary's address
         if launch is not None and len(self.launches) < ENTRIES:
             self.launches[y.data_ptr()] = launch
         return y

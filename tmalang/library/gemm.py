@@ -68,13 +68,13 @@ def gemm(a, b, out=None, *, alpha: float = 1.0, out_dtype=None, tune: bool = Fal
     if out is None:
         entry = _fresh.get(fresh) if fresh is not None else None
         if entry is not None:          # a recent call's operands, alpha and stream: its result's kind,
-            out = entry.allocate()     # and per result address the launch that wrote it
+            out = entry.allocate(stream)   # and per result address the launch that wrote it
             launch = entry.launches.get(out.data_ptr())
             if launch is not None:
                 launch()
                 return out
         else:
-            out = _fresh_output(a, b, out_dtype)     # C as `prepare` would allocate it, where that is cheap
+            out = _fresh_output(a, b, out_dtype, stream)   # C as `prepare` would allocate it, where that is cheap
     signature = _signature(a, b, out, alpha, out_dtype, tune, config, stream)
     repeat = _repeats.get(signature) if signature is not None else None
     if repeat is not None and finite_f32(alpha):   # the same operands and stream as a recent call:
@@ -107,8 +107,8 @@ class FreshRepeat:
     device: object
     launches: dict = field(default_factory=dict)
 
-    def allocate(self):
-        return sys.modules["torch"].empty(self.shape, dtype=self.dtype, device=self.device)
+    def allocate(self, stream):
+        return _used_by(sys.modules["torch"].empty(self.shape, dtype=self.dtype, device=self.device), stream)
 
 
 _fresh: OrderedDict[tuple, FreshRepeat] = OrderedDict()
@@ -133,7 +133,15 @@ def _remember_fresh(key: tuple, out, launch) -> None:
         entry.launches[out.data_ptr()] = launch
 
 
-def _fresh_output(a, b, out_dtype):
+def _used_by(out, stream):
+    """`out`, with torch's caching allocator told when a torch stream other than the current one
+    writes it, so that its memory is not handed out again while that stream's kernels run."""
+    if stream is not None and out is not None and isinstance(stream, sys.modules["torch"].cuda.Stream):
+        out.record_stream(stream)
+    return out
+
+
+def _fresh_output(a, b, out_dtype, stream=None):
     """An uninitialised C for torch operands, allocated as `prepare` would (contiguous [M, N]),
     when its rows are whole 16-byte units; None otherwise (prepare pads it, and checks the call)."""
     if not is_torch_type(type(a)) or type(b) is not type(a) or len(a.shape) != 2 or len(b.shape) != 2:
@@ -144,7 +152,7 @@ def _fresh_output(a, b, out_dtype):
         return None
     if dtype is None or b.shape[1] * dtype.itemsize % 16:
         return None
-    return sys.modules["torch"].empty((a.shape[0], b.shape[1]), dtype=dtype, device=a.device)
+    return _used_by(sys.modules["torch"].empty((a.shape[0], b.shape[1]), dtype=dtype, device=a.device), stream)
 
 
 @functools.lru_cache(maxsize=64)
