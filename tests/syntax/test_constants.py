@@ -193,9 +193,9 @@ def test_missing_binding_points_at_the_declaration():
 
 
 def test_error_at_a_use_notes_the_binding():
-    e = error_of(GEMM.read_text(), name=str(GEMM), constants={"BM": 96})
+    e = error_of(GEMM.read_text(), name=str(GEMM), constants={"BM": 192})   # 96 would be short: 64 + 32
     assert e.code == "E087" and "accumulator acc: f32[BM, BN]" in e.render()
-    assert e.notes == ["BM = 96 (bound by compile(constants=...))", "BN = 256 (default)"]
+    assert e.notes == ["BM = 192 (bound by compile(constants=...))", "BN = 256 (default)"]
     with pytest.raises(tmalang.TmalangError) as caught:
         tmalang.compile_file(GEMM, constants={"BK": 128})
     assert caught.value.notes[-1] == "BK = 128 (bound by compile_file(constants=...))"
