@@ -23,30 +23,16 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__)
 import argparse  # noqa: E402
 import datetime  # noqa: E402
 import json  # noqa: E402
-import statistics  # noqa: E402
 
 import torch  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import timed_in_turns  # noqa: E402
 
 import tmalang  # noqa: E402
 from tmalang.backend import ptxas  # noqa: E402
 from tmalang.library.copy import SOURCE  # noqa: E402
 from tmalang.runtime.launch import Launcher  # noqa: E402
-
-
-def median_ms(fn, samples: int = 30, batch: int = 10) -> float:
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(batch):
-            fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / batch)
-    return statistics.median(times)
 
 
 def main() -> None:
@@ -58,8 +44,6 @@ def main() -> None:
     for nbytes in (1 << 30, 64 << 20):
         x = torch.randn(nbytes // 4, device="cuda")
         y = torch.empty_like(x)
-        base = median_ms(lambda: y.copy_(x))
-        ratios[f"torch copy_ ms @ {nbytes >> 20} MiB"] = base
         for chunk in (4096, 2048):
             for stages in (3, 4, 6, 8, 12):
                 kernel = tmalang.compile(source, kernel="copy_rows", constants=dict(T="u32", CHUNK=chunk, STAGES=stages))
@@ -68,11 +52,13 @@ def main() -> None:
                     launch = Launcher(kernel.manifest, ptxas.assemble(ptx, kernel.manifest.arch)[0])
                     src, dst = x.view(torch.uint32).view(-1, chunk), y.view(torch.uint32).view(-1, chunk)
                     name = f"{nbytes >> 20} MiB, chunk {chunk} u32, {stages} stages, wait_group.read {depth}"
-                    ratios[name] = base / median_ms(lambda: launch(src, dst))
+                    times = timed_in_turns({"torch": lambda i: y.copy_(x), name: lambda i: launch(src, dst)}, 30, 10)
+                    ratios[name] = times["torch"] / times[name]
                     print(f"{name}: {ratios[name]:.3f}x torch", flush=True)
     report = {"benchmark": "bulk copy with up to N+1 stores in flight (timing only) vs torch copy_",
               "gpu": torch.cuda.get_device_name(), "date": str(datetime.date.today()),
-              "method": "median of 30 samples, each 10 back-to-back launches between CUDA events", "ratios": ratios}
+              "method": "bench/timing.py timed_in_turns: 30 rounds of 10 back-to-back calls, each variant in turns "
+                        "with torch copy_", "ratios": ratios}
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
 
