@@ -82,24 +82,20 @@ def candidates(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_ma
             continue                                                    # N-major B is read in 64-wide panels
         if (bm, bn) == (128, 256) and clusters and not n_major and _clustered(m, n, steps, sms):
             result.append(_config("gemm_cluster", bm, bn, itemsize, out_itemsize))
-        result.append(_config("gemm_tile_kn" if n_major else "gemm_tile", bm, bn, itemsize, out_itemsize))
-        for s in SPLITS:
-            if s <= steps and _splittable(bn):
-                result.append(_config("gemm_parts_kn" if n_major else "gemm_parts", bm, bn, itemsize, 4, s))
+        result += _tile_configs(bm, bn, steps, itemsize, out_itemsize, n_major)
     rows = short_rows(m)
     for bn in (SHORT_BN if m <= DECODE_M else RAGGED_BN) if rows else ():
-        if n_major and bn % 64 or bn == 256 and n <= 128:
-            continue
-        result.append(_config("gemm_tile_kn" if n_major else "gemm_tile", rows, bn, itemsize, out_itemsize))
-        for s in SPLITS:
-            if s <= steps and _splittable(bn):
-                result.append(_config("gemm_parts_kn" if n_major else "gemm_parts", rows, bn, itemsize, 4, s))
+        if not (n_major and bn % 64 or bn == 256 and n <= 128):
+            result += _tile_configs(rows, bn, steps, itemsize, out_itemsize, n_major)
     return result
 
 
-def _splittable(bn: int) -> bool:
-    """gemm_parts writes its f32 slab in 8 column blocks, each a whole number of 8 columns."""
-    return bn % 64 == 0
+def _tile_configs(bm: int, bn: int, steps: int, itemsize: int, out_itemsize: int, n_major: bool) -> list[Config]:
+    """A tile unsplit and split in each of SPLITS parts (no more parts than K steps; gemm_parts
+    writes its f32 slab in 8 column blocks of whole 8 columns, so only widths of 64 multiples)."""
+    kn = "_kn" if n_major else ""
+    return [_config("gemm_tile" + kn, bm, bn, itemsize, out_itemsize),
+            *(_config("gemm_parts" + kn, bm, bn, itemsize, 4, s) for s in SPLITS if s <= steps and bn % 64 == 0)]
 
 
 def short_rows(m: int) -> int | None:
@@ -119,7 +115,8 @@ def _clustered(m: int, n: int, steps: int, sms: int) -> bool:
     unclustered, 6272 x 512 x 1024 0.54x against 0.88x, 25088 x 256 x 512 0.81x against 0.95x);
     past 1.5 waves it needs CLUSTER_MIN_STEPS slices still (4096² x 128, two slices: 0.91x cuBLAS
     cold, 0.99x in graph replay clustered, 0.94x/1.03x not: gemm-tiles-2026-11-29-h200.json)."""
-    return steps >= CLUSTER_STEPS or (-(-m // 128) * -(-n // 256) > CLUSTER_WAVES * sms and steps >= CLUSTER_MIN_STEPS)
+    waves = -(-m // 128) * -(-n // 256) / sms
+    return steps >= CLUSTER_STEPS or (waves > CLUSTER_WAVES and steps >= CLUSTER_MIN_STEPS)
 
 
 def _config(kernel: str, bm: int, bn: int, itemsize: int, out_itemsize: int, split: int = 1) -> Config:

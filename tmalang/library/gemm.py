@@ -35,7 +35,8 @@ from ..caches.disk import default_root
 from ..tuning import read_json, time_launches, write_json
 from . import configs
 from ..runtime.launch import stream_handle, torch_current_stream
-from .operands import Operands, finite_f32, is_torch_type, operand_output_dtype, prepare, torch_workspace
+from .operands import (Operands, finite_f32, is_torch_type, operand_output_dtype, prepare, torch_workspace,
+                       used_by)
 
 SOURCE = Path(__file__).with_name("gemm_sm90.tma")
 TUNE_CANDIDATES = 4
@@ -108,7 +109,7 @@ class FreshRepeat:
     launches: dict = field(default_factory=dict)
 
     def allocate(self, stream):
-        return _used_by(sys.modules["torch"].empty(self.shape, dtype=self.dtype, device=self.device), stream)
+        return used_by(sys.modules["torch"].empty(self.shape, dtype=self.dtype, device=self.device), stream)
 
 
 _fresh: OrderedDict[tuple, FreshRepeat] = OrderedDict()
@@ -119,8 +120,8 @@ def _fresh_key(a, b, alpha, out_dtype, tune, config, stream) -> tuple | None:
     and layouts, alpha's bits, the options and the stream (None where calls are not repeated so)."""
     if type(alpha) is not float and type(alpha) is not int or not finite_f32(alpha):
         return None
-    signature = _signature(a, b, a, alpha, out_dtype, tune, config, stream)     # a stands in for C
-    return None if signature is None else (*signature[:8], _bits(float(alpha)), *signature[12:])
+    inputs = _inputs(a, b, alpha, out_dtype, tune, config, stream)
+    return None if inputs is None else (*inputs, _bits(float(alpha)))
 
 
 def _remember_fresh(key: tuple, out, launch) -> None:
@@ -131,14 +132,6 @@ def _remember_fresh(key: tuple, out, launch) -> None:
             _fresh.popitem(last=False)
     if len(entry.launches) < WORKSPACES:
         entry.launches[out.data_ptr()] = launch
-
-
-def _used_by(out, stream):
-    """`out`, with torch's caching allocator told when a torch stream other than the current one
-    writes it, so that its memory is not handed out again while that stream's kernels run."""
-    if stream is not None and out is not None and isinstance(stream, sys.modules["torch"].cuda.Stream):
-        out.record_stream(stream)
-    return out
 
 
 def _fresh_output(a, b, out_dtype, stream=None):
@@ -152,7 +145,7 @@ def _fresh_output(a, b, out_dtype, stream=None):
         return None
     if dtype is None or b.shape[1] * dtype.itemsize % 16:
         return None
-    return _used_by(sys.modules["torch"].empty((a.shape[0], b.shape[1]), dtype=dtype, device=a.device), stream)
+    return used_by(sys.modules["torch"].empty((a.shape[0], b.shape[1]), dtype=dtype, device=a.device), stream)
 
 
 @functools.lru_cache(maxsize=64)
@@ -213,7 +206,16 @@ def _signature(a, b, out, alpha, out_dtype, tune, config, stream) -> tuple | Non
     address, shape, strides and dtype (alignment and layout decide copies and kernels) and the
     stream (alpha's value is the Repeat's to judge). Equal signatures mean equal launches, whatever
     tensor objects carry them, so nothing is held on to."""
-    if out is None or not is_torch_type(type(a)) or not is_torch_type(type(b)) or not is_torch_type(type(out)):
+    if out is None or not is_torch_type(type(out)):
+        return None
+    inputs = _inputs(a, b, alpha, out_dtype, tune, config, stream)
+    return None if inputs is None else (*inputs, out.data_ptr(), out.shape, out.stride(), out.dtype)
+
+
+def _inputs(a, b, alpha, out_dtype, tune, config, stream) -> tuple | None:
+    """A signature's part without C: the operands' addresses and layouts, the options and the
+    stream handle (None where the call is not repeated: not torch tensors, an unhashable option)."""
+    if not is_torch_type(type(a)) or not is_torch_type(type(b)):
         return None
     try:
         handle = stream_handle(stream if stream is not None else torch_current_stream((a,)))
@@ -225,7 +227,7 @@ def _signature(a, b, out, alpha, out_dtype, tune, config, stream) -> tuple | Non
         except TypeError:      # prepare reports it
             return None
     return (a.data_ptr(), a.shape, a.stride(), a.dtype, b.data_ptr(), b.shape, b.stride(), b.dtype,
-            out.data_ptr(), out.shape, out.stride(), out.dtype, type(alpha), out_dtype, tune, config, handle)
+            type(alpha), out_dtype, tune, config, handle)
 
 
 def launch_of(a, b, out):

@@ -217,10 +217,15 @@ def torch_workspace(device, split: int, m: int, n: int, stream=None):
     allocator is told when a torch stream other than the current one uses it, so the memory is
     not handed out again while that stream's kernels still write it."""
     torch = sys.modules["torch"]
-    buffer = torch.empty(_workspace_shape(split, m, n), dtype=torch.float32, device=device)
-    if isinstance(stream, torch.cuda.Stream):
-        buffer.record_stream(stream)
-    return buffer[:, :, :n]
+    return used_by(torch.empty(_workspace_shape(split, m, n), dtype=torch.float32, device=device), stream)[:, :, :n]
+
+
+def used_by(tensor, stream):
+    """`tensor`, with torch's caching allocator told when a torch stream other than the current
+    one writes it, so that its memory is not handed out again while that stream's kernels run."""
+    if stream is not None and tensor is not None and isinstance(stream, sys.modules["torch"].cuda.Stream):
+        tensor.record_stream(stream)
+    return tensor
 
 
 def _workspace_shape(split: int, m: int, n: int) -> tuple:

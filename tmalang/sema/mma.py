@@ -2,7 +2,8 @@
 
 Hardware rules (PTX ISA, wgmma): a warpgroup is 4 consecutive warps starting at a multiple of
 4, and each wgmma computes a 64-row slice, so an accumulator of R rows needs R / 64 warpgroups
-in its role (R / 64 rounded up for a short accumulator, R a multiple of 8); N is a multiple of 8 up to 256; f16/bf16 operands take K in steps of 16. Both
+in its role (rounded up for a short accumulator, R a multiple of 8); N is a multiple of 8 up to
+256; f16/bf16 operands take K in steps of 16. Both
 operands are read K-major from swizzled smem tiles whose rows are one swizzle span, the layout a
 TMA box of [rows, 64 x bf16] with `swizzle 128B` produces, or whole spans, the panels of a panelled
 box (§4); with `kn`, b is read MN-major: a [K, 64·P] f16/bf16 tile, 128B-swizzled, as TMA

@@ -74,7 +74,8 @@ from .control import (
 from .copies import (BulkCommit, BulkLoad, BulkPrefetch, BulkPush, BulkStore, BulkWait, GatherLoad, GatherPrefetch,
                      Im2colLoad, Im2colPrefetch, ScatterStore, StagedStore, TensorLoad, TensorMapPrefetch,
                      TensorPrefetch, TensorStore, TmaLoad, TmaPrefetch, TmaStore)
-from .wgmma import AccDecl, AccStore, AccZero, Wgmma, WgmmaCommit, WgmmaFence, WgmmaWait, accumulators_touched, short_a_operands
+from .wgmma import (AccDecl, AccStore, AccZero, Wgmma, WgmmaCommit, WgmmaFence, WgmmaWait, accumulators_touched,
+                    short_a_operands)
 from .barriers import (
     NAMED_BARRIERS,
     Fence,
