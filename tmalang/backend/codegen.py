@@ -18,7 +18,7 @@ from ..ir import ops
 from ..passes.dispatch_roles import register_limit
 from ..targets import dtypes
 from ..targets.tcgen05 import instructions as tcgen05
-from . import (cluster_codegen, emit, line_info, pair_codegen, panel_codegen, ptx_asm,
+from . import (cluster_codegen, emit, line_info, pair_codegen, panel_codegen, prior_grid, ptx_asm,
                tcgen05_codegen, timeline_codegen, watchdog_codegen)
 from .bulk_codegen import BULK_EMITTERS
 from .claim_codegen import CLAIM_EMITTERS
@@ -89,12 +89,19 @@ class KernelCodegen:
         self.tid = self._sreg("tid.x")
         self.warp = self.b.lshr(self.tid, I32(5), name="warp")
         self.smem_base = self._aligned_smem_base()
+        waited = self.traced                 # a traced build waits first: its stamps are global stores
         if self.traced:
+            prior_grid.wait(self)
             timeline_codegen.prologue(self)
         for o in self.kernel.body:
             if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.WarpgroupBlock, ops.Fence, ops.TmemAlloc,
                               ops.TmemDealloc)):
+                if not waited and not prior_grid.before_global_memory(o):
+                    prior_grid.wait(self)
+                    waited = True
                 self.op(o)
+        if not waited:
+            prior_grid.wait(self)            # a kernel of set-up only still ends after the one before
         if self.traced:
             timeline_codegen.epilogue(self)
         self.b.ret_void()

@@ -46,7 +46,7 @@ def build_manifest(kernel: ops.KernelOp, arch: str, grid: GridSpec, waits=(), ev
     return Manifest(kernel.symbol, arch, tuple(args), tuple(ptx_params(kernel)), kernel.threads,
                     kernel.smem_bytes, grid, cluster=(kernel.cluster, 1, 1),
                     assumptions=manifest_assumptions(kernel), waits=tuple(site for _, site in waits),
-                    events=tuple(site for _, site in events))
+                    events=tuple(site for _, site in events), overlaps_prior=True)
 
 
 def grid_spec(kernel: ops.KernelOp) -> GridSpec:

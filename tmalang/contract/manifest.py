@@ -206,6 +206,9 @@ class Manifest:
     waits: tuple[WaitSite, ...] = ()   # the watchdog's wait sites; empty when compiled without it
     events: tuple[EventSite, ...] = ()   # the timeline's event sites; empty when compiled without it
     assumptions: tuple[Assumption, ...] = ()   # the kernel's `assume` lines, checked at every launch
+    # the cubin waits for the kernel before it (backend/prior_grid.py), so the runtime may launch it
+    # to overlap that kernel's end; False for a manifest written before it did
+    overlaps_prior: bool = False
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -221,6 +224,8 @@ class Manifest:
             del data["events"]
         if not self.assumptions:   # or without assumptions
             del data["assumptions"]
+        if not self.overlaps_prior:
+            del data["overlaps_prior"]
         return data
 
     @staticmethod
@@ -249,4 +254,5 @@ class Manifest:
             events=tuple(EventSite(**e) for e in data.get("events", ())),
             assumptions=tuple(Assumption(**{**a, "lhs": _tree(a["lhs"]), "rhs": _tree(a["rhs"])})
                               for a in data.get("assumptions", ())),
+            overlaps_prior=data.get("overlaps_prior", False),
         )

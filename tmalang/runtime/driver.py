@@ -13,8 +13,13 @@ and kept for the life of the process, like the runtime does.
 from __future__ import annotations
 
 import functools
+import os
 
 from ..contract.errors import DRIVER_CALL, NO_DRIVER, LaunchError
+
+
+# launches may overlap the kernel before them on the stream (backend/prior_grid.py) unless this is 0
+OVERLAP_PRIOR = os.environ.get("TMALANG_OVERLAP", "1") != "0"
 
 
 @functools.cache
@@ -177,22 +182,31 @@ def max_active_clusters(function, config) -> int:
     return int(call("cuOccupancyMaxActiveClusters", function, config))
 
 
-def launch_config(grid: int, block: int, smem: int, stream: int, cluster: tuple[int, int, int]):
-    """A CUlaunchConfig for a 1-D grid, with a cluster-dimension attribute if clustered."""
+def launch_config(grid: int, block: int, smem: int, stream: int, cluster: tuple[int, int, int],
+                  overlap_prior: bool = False):
+    """A CUlaunchConfig for a 1-D grid, with a cluster-dimension attribute if clustered, and
+    programmatic stream serialization if `overlap_prior` (the kernel waits for the one before it
+    itself: backend/prior_grid.py)."""
     cu = api()
     config = cu.CUlaunchConfig()
     config.gridDimX, config.gridDimY, config.gridDimZ = grid, 1, 1
     config.blockDimX, config.blockDimY, config.blockDimZ = block, 1, 1
     config.sharedMemBytes = smem
     config.hStream = stream
-    config.numAttrs = 0
+    attributes = []
     if cluster != (1, 1, 1):
         attribute = cu.CUlaunchAttribute()
         attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
         dim = attribute.value.clusterDim
         dim.x, dim.y, dim.z = cluster
-        config.attrs = [attribute]
-        config.numAttrs = 1
+        attributes.append(attribute)
+    if overlap_prior:
+        attribute = cu.CUlaunchAttribute()
+        attribute.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        attribute.value.programmaticStreamSerializationAllowed = 1
+        attributes.append(attribute)
+    config.attrs = attributes
+    config.numAttrs = len(attributes)
     return config
 
 

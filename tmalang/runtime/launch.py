@@ -129,7 +129,8 @@ class Launcher:
         loaded = self._load(device)
         _wait_for_producers(binding, handle)
         grid = grid_size(m.grid.kind, binding.tile_count(), m.cluster, lambda: loaded.capacity)
-        config = driver.launch_config(grid, m.block_threads, m.smem_bytes, handle, m.cluster)
+        config = driver.launch_config(grid, m.block_threads, m.smem_bytes, handle, m.cluster,
+                                      m.overlaps_prior and driver.OVERLAP_PRIOR)
         with Staging(binding, handle) as staging:
             staging.upload()
 
