@@ -3,11 +3,10 @@ cuBLAS (issue 31): widths that fit one wave (128 x 160, 128 x 192), ragged tiles
 rows for M = 77, language.md §15), narrow and unclustered tiles, each against cuBLAS
 (torch.matmul(out=)) in the same run, cold-L2 GPU time and warm-L2 CUDA-graph replay
 (bench/timing.py). Every output is checked against float64 first. The rule's pick runs as "rule".
-With --row: gemm_row, whose cluster rows of two CTAs share A by multicast, against gemm_tile on
-shapes of one short or ragged tile row.
+gemm_row (a cluster row sharing A by multicast) was measured with --row at commit cb9a118
+(bench/results/gemm-row-2026-11-29-h200.json: slower than gemm_tile at every shape) and removed.
 
     python bench/gemm_tiles.py --out bench/results/gemm-tiles-<date>-h200.json
-    python bench/gemm_tiles.py --row --out bench/results/gemm-row-<date>-h200.json
 """
 
 from __future__ import annotations
@@ -41,28 +40,17 @@ PLAN = {   # shape -> (kernel, BM, BN[, split]) tried besides the rule's pick
     (4096, 4096, 128): [(T, 128, 128), (T, 128, 192), (T, 128, 256), (T, 64, 256)],
     (512, 512, 512): [(T, 64, 64), (T, 64, 32), (T, 128, 32), (T, 128, 64)],
 }
-R = "gemm_row"
-ROW_PLAN = {   # --row: one short or ragged tile row, A shared by a cluster row (gemm_row) or not
-    (77, 4096, 4096): [(T, 80, 32), (R, 80, 32), (R, 80, 64), (R, 80, 128), (T, 80, 64)],
-    (2, 5120, 5120): [(T, 16, 64), (R, 16, 64), (R, 16, 128)],
-    (1, 8192, 8192): [(T, 16, 64), (R, 16, 64), (R, 16, 128)],
-    (16, 14336, 4096): [(T, 16, 128), (R, 16, 128), (R, 16, 64)],
-    (1, 4096, 4096): [(T, 16, 64), (R, 16, 64)],
-    (32, 4096, 4096): [(T, 32, 64), (R, 32, 64), (R, 32, 128)],
-    (100, 8192, 8192): [(T, 112, 64), (R, 112, 64), (R, 112, 128)],
-}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--row", action="store_true", help="gemm_row (A multicast in a cluster row) against gemm_tile")
     args = parser.parse_args()
     out = {"benchmark": "gemm tile shapes beyond the rule's set", "gpu": torch.cuda.get_device_name(),
            "date": str(datetime.date.today()),
            "method": "cold: timed_flushed (5 rounds); graph: timed_graph_replays (5 rounds of 20); ratios cuBLAS / "
                      "candidate", "gemm": []}
-    for (m, n, k), plan in (ROW_PLAN if args.row else PLAN).items():
+    for (m, n, k), plan in PLAN.items():
         a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         w = (torch.randn(n, k, device="cuda") / k ** 0.5).to(torch.bfloat16)
         ref = a.double() @ w.double().t()

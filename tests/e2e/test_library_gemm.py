@@ -64,9 +64,6 @@ CASES = [   # kernel, tile, split, input, output, B layout, M x N x K
     ("gemm_tile", (80, 32), 1, BF16, BF16, "nk", (77, 100, 136)),       # ragged: the second warpgroup short
     ("gemm_parts", (112, 64), 2, F16, np.float32, "nk", (100, 72, 256)),
     ("gemm_tile", (128, 160), 1, BF16, BF16, "nk", (130, 200, 72)),     # widths that fit one wave
-    ("gemm_row", (80, 32), 1, BF16, BF16, "nk", (77, 130, 136)),        # A shared by a cluster row;
-    ("gemm_row", (16, 64), 1, F16, np.float32, "nk", (3, 200, 72)),      # 5 and 4 tile columns
-    ("gemm_row", (128, 64), 1, BF16, BF16, "nk", (130, 136, 64)),        # two tile rows, 3 columns
 ]
 
 
