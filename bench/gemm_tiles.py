@@ -5,8 +5,10 @@ rows for M = 77, language.md §15), narrow and unclustered tiles, each against c
 (bench/timing.py). Every output is checked against float64 first. The rule's pick runs as "rule".
 gemm_row (a cluster row sharing A by multicast) was measured with --row at commit cb9a118
 (bench/results/gemm-row-2026-11-29-h200.json: slower than gemm_tile at every shape) and removed.
+With --cluster: the cluster kernel at widths besides 256.
 
     python bench/gemm_tiles.py --out bench/results/gemm-tiles-<date>-h200.json
+    python bench/gemm_tiles.py --cluster --out bench/results/gemm-cluster-widths-<date>-h200.json
 """
 
 from __future__ import annotations
@@ -40,17 +42,27 @@ PLAN = {   # shape -> (kernel, BM, BN[, split]) tried besides the rule's pick
     (4096, 4096, 128): [(T, 128, 128), (T, 128, 192), (T, 128, 256), (T, 64, 256)],
     (512, 512, 512): [(T, 64, 64), (T, 64, 32), (T, 128, 32), (T, 128, 64)],
 }
+CL = "gemm_cluster"
+CLUSTER_PLAN = {   # --cluster: the cluster kernel (B multicast to a vertical pair) at widths besides 256
+    (3000, 5000, 2008): [(CL, 128, 256), (CL, 128, 192), (CL, 128, 160), (CL, 128, 128)],
+    (8000, 8000, 8000): [(CL, 128, 256), (CL, 128, 192)],
+    (6144, 6144, 6144): [(CL, 128, 256), (CL, 128, 192)],
+    (4096, 4096, 4096): [(CL, 128, 256), (CL, 128, 192)],
+    (2048, 2048, 2048): [(CL, 128, 256), (CL, 128, 192), (CL, 128, 128), (T, 128, 128)],
+    (3072, 768, 768): [(T, 128, 160), (CL, 128, 160), (CL, 128, 192), (CL, 128, 128)],
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--cluster", action="store_true", help="the cluster kernel at tile widths besides 256")
     args = parser.parse_args()
     out = {"benchmark": "gemm tile shapes beyond the rule's set", "gpu": torch.cuda.get_device_name(),
            "date": str(datetime.date.today()),
            "method": "cold: timed_flushed (5 rounds); graph: timed_graph_replays (5 rounds of 20); ratios cuBLAS / "
                      "candidate", "gemm": []}
-    for (m, n, k), plan in PLAN.items():
+    for (m, n, k), plan in (CLUSTER_PLAN if args.cluster else PLAN).items():
         a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         w = (torch.randn(n, k, device="cuda") / k ** 0.5).to(torch.bfloat16)
         ref = a.double() @ w.double().t()
