@@ -308,9 +308,12 @@ inline Error encode_im2col_wide(CUtensorMap* map, CUtensorMapDataType dtype, con
 
 inline uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
-// A 1-D launch configuration; `attribute` (kept alive by the caller) carries the cluster shape.
+// A 1-D launch configuration; `attributes` (two, kept alive by the caller) carry the cluster shape
+// and, with `overlap_prior`, programmatic stream serialization: the kernel's CTAs may start before
+// the previous kernel on the stream has finished, because the kernel itself waits
+// (griddepcontrol.wait) before it touches global memory (tmalang/backend/prior_grid.py).
 inline CUlaunchConfig launch_config(unsigned grid, unsigned block, unsigned smem, CUstream stream, unsigned cluster,
-                                    CUlaunchAttribute* attribute) {
+                                    CUlaunchAttribute* attributes, bool overlap_prior = false) {
   CUlaunchConfig config = {};
   config.gridDimX = grid;
   config.gridDimY = config.gridDimZ = 1;
@@ -318,13 +321,19 @@ inline CUlaunchConfig launch_config(unsigned grid, unsigned block, unsigned smem
   config.blockDimY = config.blockDimZ = 1;
   config.sharedMemBytes = smem;
   config.hStream = stream;
+  config.attrs = attributes;
   if (cluster > 1) {
-    *attribute = {};
-    attribute->id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute->value.clusterDim.x = cluster;
-    attribute->value.clusterDim.y = attribute->value.clusterDim.z = 1;
-    config.attrs = attribute;
-    config.numAttrs = 1;
+    CUlaunchAttribute& attribute = attributes[config.numAttrs++];
+    attribute = {};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = cluster;
+    attribute.value.clusterDim.y = attribute.value.clusterDim.z = 1;
+  }
+  if (overlap_prior) {
+    CUlaunchAttribute& attribute = attributes[config.numAttrs++];
+    attribute = {};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
   }
   return config;
 }
@@ -335,14 +344,15 @@ inline Error opt_in_smem(CUfunction f, unsigned smem) {
   return check(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem)), "cuFuncSetAttribute");
 }
 
-// Launches with cuLaunchKernelEx, with a cluster-dimension attribute for clustered kernels.
+// Launches with cuLaunchKernelEx, with a cluster-dimension attribute for clustered kernels and
+// programmatic stream serialization for kernels that wait for the one before them.
 inline Error launch(CUfunction f, unsigned grid, unsigned block, unsigned smem, CUstream stream, void** params,
-                    unsigned cluster = 1) {
+                    unsigned cluster = 1, bool overlap_prior = false) {
   if (grid == 0) return {};
   Error e = opt_in_smem(f, smem);
   if (e) return e;
-  CUlaunchAttribute attribute;
-  CUlaunchConfig config = launch_config(grid, block, smem, stream, cluster, &attribute);
+  CUlaunchAttribute attributes[2];
+  CUlaunchConfig config = launch_config(grid, block, smem, stream, cluster, attributes, overlap_prior);
   return check(cuLaunchKernelEx(&config, f, params, nullptr), "cuLaunchKernelEx");
 }
 
@@ -350,8 +360,8 @@ inline Error launch(CUfunction f, unsigned grid, unsigned block, unsigned smem, 
 inline Error cluster_capacity(CUfunction f, unsigned block, unsigned smem, unsigned cluster, unsigned* capacity) {
   Error e = opt_in_smem(f, smem);   // the occupancy of a >48 KB kernel is defined once it opted in
   if (e) return e;
-  CUlaunchAttribute attribute;
-  CUlaunchConfig config = launch_config(cluster, block, smem, nullptr, cluster, &attribute);
+  CUlaunchAttribute attributes[2];
+  CUlaunchConfig config = launch_config(cluster, block, smem, nullptr, cluster, attributes);
   int clusters = 0;
   e = check(cuOccupancyMaxActiveClusters(&clusters, f, &config), "cuOccupancyMaxActiveClusters");
   if (!e && clusters == 0) e = fail(CUDA_ERROR_INVALID_VALUE, "no cluster of this kernel fits on the device");

@@ -327,9 +327,17 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction funct
     values += std::string(index ? ", " : "") + "\"" + hex(params[index], std::stoul(sizes.substr(start, end - start))) + "\"";
     start = end + 1;
   }
-  unsigned cluster = config->numAttrs ? config->attrs[0].value.clusterDim.x : 1;
-  std::fprintf(log_file(), "{\"launch\": {\"grid\": %u, \"block\": %u, \"smem\": %u, \"cluster\": %u, \"params\": [%s]}}\n",
-               config->gridDimX, config->blockDimX, config->sharedMemBytes, cluster, values.c_str());
+  unsigned cluster = 1, overlap = 0;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& attribute = config->attrs[i];
+    if (attribute.id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) cluster = attribute.value.clusterDim.x;
+    if (attribute.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      overlap = attribute.value.programmaticStreamSerializationAllowed;
+  }
+  std::fprintf(log_file(),
+               "{\"launch\": {\"grid\": %u, \"block\": %u, \"smem\": %u, \"cluster\": %u, \"overlap_prior\": %u, "
+               "\"params\": [%s]}}\n",
+               config->gridDimX, config->blockDimX, config->sharedMemBytes, cluster, overlap, values.c_str());
   Module& module = module_of(reinterpret_cast<CUmodule>(uintptr_t(function_of(function).module)));
   if (module.armed) watchdog_launch(module, function_of(function));
   std::fflush(log_file());

@@ -244,6 +244,7 @@ def _check_launches(log: list[dict], k: tmalang.Kernel, binding, launches: int) 
     assert len(counters) == (launches > 1)
     for run in runs:
         assert (run["grid"], run["block"], run["smem"], run["cluster"]) == (grid, m.block_threads, m.smem_bytes, cluster)
+        assert run["overlap_prior"] == 1     # it waits for the kernel before it (backend/prior_grid.py)
         for i, param in enumerate(m.ptx_params):
             got = bytes.fromhex(run["params"][i])
             if isinstance(param, CounterParam):
