@@ -1,6 +1,7 @@
-"""Host cost per repeat call: `tmalang.gemm` (with and without `out`), `Kernel.__call__`, a
-`launch_repeatable` launch, `as_torch_op`, `tmalang.conv2d` and `tmalang.copy`, against
-torch.matmul, torch.add, cuDNN's conv2d and Tensor.copy_ in the same run (issue 31).
+"""Host cost per repeat call: `tmalang.gemm` (with and without `out`, and an `out` whose rows TMA
+cannot write), `Kernel.__call__`, a `launch_repeatable` launch, `as_torch_op`, `tmalang.conv2d` and
+`tmalang.copy`, against torch.matmul, torch.add, cuDNN's conv2d and Tensor.copy_ in the same run
+(issue 31).
 
 Each sample queues N calls behind a spin kernel (torch.cuda._sleep) that keeps the GPU busy for
 longer than the host needs to queue them, and times the loop alone with perf_counter: the GPU's
@@ -87,6 +88,7 @@ def main() -> None:
     op = saxpy.as_torch_op("saxpy_host_cost")
     xs = torch.randn(2, 64, 8, 8, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
     ws = (torch.randn(64, 64, 3, 3, device="cuda") / 24).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    c_odd = torch.empty(128, 125, device="cuda", dtype=torch.bfloat16)   # rows of 250 bytes: C staged
     flat = torch.randn(1, 1 << 20, device="cuda").to(torch.bfloat16)
     flat_out = torch.empty(1, 1 << 20, device="cuda", dtype=torch.bfloat16)
     contenders = {
@@ -97,6 +99,10 @@ def main() -> None:
         "tmalang.gemm(out=)": (lambda: tmalang.gemm(a, b, out=c), lambda: (c, a.double() @ b.double())),
         "tmalang.gemm(out=), K-major b": (lambda: tmalang.gemm(a, b.t(), out=c),
                                           lambda: (c, a.double() @ b.double().t())),
+        "torch.matmul(out=), 125 columns": (lambda: torch.matmul(a, b[:, :125], out=c_odd),
+                                            lambda: (c_odd, a.double() @ b[:, :125].double())),
+        "tmalang.gemm(out=), 125 columns": (lambda: tmalang.gemm(a, b[:, :125], out=c_odd),
+                                            lambda: (c_odd, a.double() @ b[:, :125].double())),
         "Kernel.__call__ (saxpy)": (lambda: saxpy(1.5, x, y, o), lambda: (o, 1.5 * x.double() + y.double())),
         "launch_repeatable (saxpy)": (again, lambda: (o, 1.5 * x.double() + y.double())),
         "as_torch_op (saxpy)": (lambda: op(1.5, x, y, o), lambda: (o, 1.5 * x.double() + y.double())),
@@ -112,7 +118,7 @@ def main() -> None:
               "tmalang.conv2d": relative_error(tmalang.conv2d(xs, ws, padding=1), conv)}
     for name, (fn, check) in contenders.items():
         if check is not None:
-            o.fill_(float("nan")), c.fill_(float("nan")), flat_out.fill_(float("nan"))
+            o.fill_(float("nan")), c.fill_(float("nan")), c_odd.fill_(float("nan")), flat_out.fill_(float("nan"))
             fn()
             got, expected = check()
             errors[name] = relative_error(got, expected)

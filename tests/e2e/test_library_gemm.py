@@ -331,6 +331,44 @@ def test_a_repeat_on_another_stream_is_another_launch(torch):
 
 
 @pytest.mark.gpu
+def test_an_out_tma_cannot_write_repeats_through_a_staged_c_and_sees_new_data(torch):
+    """`out` of 1531 bf16 columns (rows of 3062 bytes): the kernel writes an aligned C that is
+    copied into `out`; a repeat of the call runs the plan again, checking and choosing nothing."""
+    a, b, _ = _torch_operands(torch, 77, 1531, 136, torch.bfloat16, "nk")
+    out = torch.empty(77, 1531, device="cuda", dtype=torch.bfloat16)
+    library._repeats.clear()
+    for alpha in (1.0, -0.5, -0.5, 2.0):
+        a.copy_(torch.randn_like(a, dtype=torch.float32).to(torch.bfloat16))
+        out.fill_(float("nan"))
+        assert tmalang.gemm(a, b, out, alpha=alpha) is out
+        assert _frobenius(out, alpha * (a.double() @ b.double())) < 1e-2
+    assert [type(r).__name__ for r in library._repeats.values()] == ["StagedRepeat"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("aligned_a", [True, False], ids=["staged-out", "staged-out-and-a"])
+def test_copies_of_a_call_on_a_given_stream_wait_for_its_kernel(torch, aligned_a):
+    """The stream passed is busy (a long sleep) when the call is made: the copy of the staged C
+    into `out`, and of an unaligned A into an aligned one, must queue behind it on that stream,
+    not run at once on the current one; the first call and its repeat (a StagedRepeat where A is
+    read as it is, the whole call again where it is copied) alike."""
+    k = 136 if aligned_a else 137             # rows of 272 bytes, or 274: A and B copied into aligned ones
+    a, b, _ = _torch_operands(torch, 77, 1531, k, torch.bfloat16, "nk")
+    out = torch.empty(77, 1531, device="cuda", dtype=torch.bfloat16)
+    side = torch.cuda.Stream()
+    library._repeats.clear()
+    for _ in range(2):
+        out.fill_(float("nan"))
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            torch.cuda._sleep(20_000_000)     # ~10 ms of GPU time before the kernel can start
+        tmalang.gemm(a, b, out, stream=side)
+        torch.cuda.synchronize()
+        assert _frobenius(out, a.double() @ b.double()) < 1e-2
+    assert [type(r).__name__ for r in library._repeats.values()] == (["StagedRepeat"] if aligned_a else [])
+
+
+@pytest.mark.gpu
 def test_launch_repeatable_launches_again_with_new_data(torch):
     saxpy = tmalang.compile_file(ROOT / "examples" / "saxpy.tma")
     x, y = torch.randn(130, 72, device="cuda"), torch.randn(130, 72, device="cuda")

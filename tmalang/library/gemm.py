@@ -22,6 +22,7 @@ on the reference interpreter, which makes every configuration testable without a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import struct
 import sys
@@ -83,19 +84,60 @@ def gemm(a, b, out=None, *, alpha: float = 1.0, out_dtype=None, tune: bool = Fal
         if fresh is not None and repeat.exact is not None and repeat.exact[0] == _bits(float(alpha)):
             _remember_fresh(fresh, out, repeat.exact[1])
         return out
-    ops = prepare(a, b, out, out_dtype, alpha)
-    if ops.empty:
+    with _on(stream, a):        # the call's own copies queue on the stream its kernels run on
+        ops = prepare(a, b, out, out_dtype, alpha)
+        if ops.empty:
+            return ops.finish()
+        plan = Plan(config, ops.dtype, ops.out_dtype) if config is not None else _plan(ops, tune, stream)
+        launched = _run(plan, ops, stream)
+        if signature is not None and ops.in_place():
+            exact = None if launched is None else (_bits(ops.alpha), launched)
+            _remember(signature, Repeat.of(plan, ops.n_major, exact))
+            if fresh is not None and exact is not None:
+                _remember_fresh(fresh, out, exact[1])
+        elif signature is not None and ops.staged_output():
+            _remember(signature, StagedRepeat(Repeat.of(plan, ops.n_major), ops.c.stride(0)))
         return ops.finish()
-    plan = Plan(config, ops.dtype, ops.out_dtype) if config is not None else _plan(ops, tune, stream)
-    launched = _run(plan, ops, stream)
-    if signature is not None and ops.in_place():
-        exact = None if launched is None else (_bits(ops.alpha), launched)
-        _repeats[signature] = Repeat.of(plan, ops.n_major, exact)
-        while len(_repeats) > REPEAT_ENTRIES:
-            _repeats.popitem(last=False)
-        if fresh is not None and exact is not None:
-            _remember_fresh(fresh, out, exact[1])
-    return ops.finish()
+
+
+def _remember(signature: tuple, repeat) -> None:
+    _repeats[signature] = repeat
+    while len(_repeats) > REPEAT_ENTRIES:
+        _repeats.popitem(last=False)
+
+
+@contextlib.contextmanager
+def _on(stream, a):
+    """torch's current stream made `stream` while a call copies operands into aligned buffers and
+    its result out of one, so that those copies stay in order with its kernels, which run on
+    `stream`; nothing to do without one (the kernels run on the current stream) or for NumPy."""
+    if stream is None or not is_torch_type(type(a)):
+        yield
+        return
+    torch = sys.modules["torch"]
+    if not isinstance(stream, torch.cuda.Stream):
+        stream = torch.cuda.ExternalStream(stream_handle(stream), device=a.device)
+    with torch.cuda.stream(stream):
+        yield
+
+
+@dataclass(frozen=True)
+class StagedRepeat:
+    """A checked call whose `out` TMA cannot write (its rows are not whole 16-byte units), run
+    again: the plan on a fresh C of aligned rows (torch's caching allocator), then C copied into
+    `out`, on the call's stream."""
+
+    inner: Repeat
+    row: int                 # C's row stride, in elements
+    exact = None             # no launch is repeated as is: C's address is the allocator's
+
+    def __call__(self, a, b, out, alpha: float, stream) -> None:
+        torch = sys.modules["torch"]
+        m, n = out.shape
+        c = used_by(torch.empty((m, self.row), dtype=out.dtype, device=out.device), stream)[:, :n]
+        self.inner(a, b, c, alpha, stream)
+        with _on(stream, a):
+            out.copy_(c)
 
 
 @dataclass

@@ -105,6 +105,12 @@ class Operands:
         """Whether the kernels read and write the caller's own tensors (no aligned copies)."""
         return self.c is self.out and self.a is self._given[0] and self.b is self._given[1]
 
+    def staged_output(self) -> bool:
+        """Whether only the caller's `out` is not the kernels' own: A and B are read as they are,
+        C is written into an aligned buffer and copied to `out` (torch, `finish`)."""
+        return (self.torch and self.out is not None and self.c is not self.out
+                and self.a is self._given[0] and self.b is self._given[1])
+
     # -- running -----------------------------------------------------------------------------
     def launch(self, kernel, args: list, stream, writes: str = "c"):
         """On the GPU (torch; returns the launch's repeat, Kernel.launch_repeatable) or the
@@ -122,7 +128,10 @@ class Operands:
             self.c[...] = 0
         if self.out is not None:
             if self.c is not self.out:
-                self.out[...] = self.c
+                if self.torch:
+                    self.out.copy_(self.c)
+                else:
+                    self.out[...] = self.c
             return self.out
         if self.torch:
             return self.c.contiguous()
