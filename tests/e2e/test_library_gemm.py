@@ -193,6 +193,15 @@ def test_bad_calls_say_what_is_wrong(call, message):
 
 # -- H100 ------------------------------------------------------------------------------------
 
+def test_cpu_torch_tensors_with_a_stream_get_the_diagnostic():
+    """The stream is entered only for CUDA tensors: CPU ones reach prepare's E212, not a torch error."""
+    torch = pytest.importorskip("torch")
+    a, b = torch.ones(4, 8, dtype=torch.bfloat16), torch.ones(8, 4, dtype=torch.bfloat16)
+    for stream in (None, 5):
+        with pytest.raises(LaunchError, match="CUDA torch tensors"):
+            tmalang.gemm(a, b, stream=stream)
+
+
 @pytest.fixture
 def torch():
     return pytest.importorskip("torch")

@@ -111,7 +111,7 @@ def _on(stream, a):
     """torch's current stream made `stream` while a call copies operands into aligned buffers and
     its result out of one, so that those copies stay in order with its kernels, which run on
     `stream`; nothing to do without one (the kernels run on the current stream) or for NumPy."""
-    if stream is None or not is_torch_type(type(a)):
+    if stream is None or not is_torch_type(type(a)) or not a.is_cuda:     # prepare refuses a CPU tensor
         yield
         return
     torch = sys.modules["torch"]
