@@ -89,14 +89,14 @@ class KernelCodegen:
         self.tid = self._sreg("tid.x")
         self.warp = self.b.lshr(self.tid, I32(5), name="warp")
         self.smem_base = self._aligned_smem_base()
-        waited = self.traced                 # a traced build waits first: its stamps are global stores
+        waited = bool(self.traced)           # a traced build waits first: its stamps are global stores
         if self.traced:
             prior_grid.wait(self)
             timeline_codegen.prologue(self)
         for o in self.kernel.body:
             if isinstance(o, (ops.RoleOp, ops.Elect, ops.Sync, ops.WarpgroupBlock, ops.Fence, ops.TmemAlloc,
                               ops.TmemDealloc)):
-                if not waited and not prior_grid.before_global_memory(o):
+                if not waited and not prior_grid.is_set_up(o):
                     prior_grid.wait(self)
                     waited = True
                 self.op(o)

@@ -149,8 +149,8 @@ PTX = {
     "sync_warp": "bar.warp.sync -1;",
     "sync_cluster": "barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;",
     "setmaxnreg_inc": "setmaxnreg.inc.sync.aligned.u32 $0;",
+    "setmaxnreg_dec": "setmaxnreg.dec.sync.aligned.u32 $0;",
     # programmatic dependent launch (backend/prior_grid.py): wait until the kernel before this one
     # in the stream has finished and its writes are visible
     "wait_prior_grid": "griddepcontrol.wait;",
-    "setmaxnreg_dec": "setmaxnreg.dec.sync.aligned.u32 $0;",
 }

@@ -28,6 +28,7 @@ import struct
 import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import ClassVar
 from pathlib import Path
 
 from ..api import compile as compile_source
@@ -129,14 +130,14 @@ class StagedRepeat:
 
     inner: Repeat
     row: int                 # C's row stride, in elements
-    exact = None             # no launch is repeated as is: C's address is the allocator's
+    exact: ClassVar[None] = None     # no launch is repeated as is: C's address is the allocator's
 
     def __call__(self, a, b, out, alpha: float, stream) -> None:
         torch = sys.modules["torch"]
         m, n = out.shape
-        c = used_by(torch.empty((m, self.row), dtype=out.dtype, device=out.device), stream)[:, :n]
-        self.inner(a, b, c, alpha, stream)
-        with _on(stream, a):
+        with _on(stream, a):     # C from the pool of the stream that writes it, and copied there
+            c = torch.empty((m, self.row), dtype=out.dtype, device=out.device)[:, :n]
+            self.inner(a, b, c, alpha, stream)
             out.copy_(c)
 
 
@@ -230,7 +231,8 @@ class Repeat:
             self.main(alpha, a, b, out, stream=stream)
             return
         m, n = out.shape
-        workspace = torch_workspace(out.device, self.split, m, n, stream)
+        with _on(stream, a):      # from the pool of the stream that writes it, whatever its kind
+            workspace = torch_workspace(out.device, self.split, m, n, stream)
         key = (_bits(alpha), workspace.data_ptr())
         launches = self.parts.get(key)
         if launches is not None:       # the signature holds every other address, layout and the stream
