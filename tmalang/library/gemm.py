@@ -232,7 +232,7 @@ class Repeat:
             return
         m, n = out.shape
         with _on(stream, a):      # from the pool of the stream that writes it, whatever its kind
-            workspace = torch_workspace(out.device, self.split, m, n, stream)
+            workspace = torch_workspace(out.device, self.split, m, n)
         key = (_bits(alpha), workspace.data_ptr())
         launches = self.parts.get(key)
         if launches is not None:       # the signature holds every other address, layout and the stream
@@ -321,7 +321,7 @@ def _run(plan: Plan, ops: Operands, stream=None):
     main = kernel(config.kernel, config.constants, plan.dtype, plan.out_dtype)
     if config.split == 1:
         return ops.launch(main, [ops.alpha, ops.a, ops.b, ops.c], stream)
-    workspace = ops.workspace(config.split, stream)
+    workspace = ops.workspace(config.split)
     ops.launch(main, [config.split, ops.a, ops.b, workspace, ops.c], stream, writes="w")
     total = kernel("splitk_sum", (), plan.dtype, plan.out_dtype)
     ops.launch(total, [config.split, ops.alpha, ops.workspace(config.split), ops.c], stream)

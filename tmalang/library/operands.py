@@ -87,12 +87,12 @@ class Operands:
         size = dtypes.itemsize(self.out_dtype)
         return _empty(self, (m, _round_up(n, ALIGN // size)), _out_dtype(self, self.out_dtype))[:, :n]
 
-    def workspace(self, split: int, stream=None):
+    def workspace(self, split: int):
         """The f32 partial sums [split, M, N] of a split of K (one per split: tuning tries several)."""
         if self.w is None or self.w.shape[0] != split:
             m, n, _ = self.shape
             if self.torch:
-                self.w = torch_workspace(self.device, split, m, n, stream)
+                self.w = torch_workspace(self.device, split, m, n)
             else:
                 self.w = np.zeros(_workspace_shape(split, m, n), dtype=np.float32)[:, :, :n]
         return self.w
@@ -221,12 +221,12 @@ def _addressable(x, torch: bool) -> bool:
     return (col == 1 or cols == 1) and (row * size) % ALIGN == 0 and address % ALIGN == 0 and row >= cols
 
 
-def torch_workspace(device, split: int, m: int, n: int, stream=None):
-    """A split's f32 partial sums [split, M, N] on the GPU, rows padded for TMA. torch's caching
-    allocator is told when a torch stream other than the current one uses it, so the memory is
-    not handed out again while that stream's kernels still write it."""
+def torch_workspace(device, split: int, m: int, n: int):
+    """A split's f32 partial sums [split, M, N] on the GPU, rows padded for TMA, from the pool of
+    torch's current stream: gemm allocates it with the call's stream made current (gemm._on), so
+    the memory goes back to the stream whose kernels write it, whatever kind of stream that is."""
     torch = sys.modules["torch"]
-    return used_by(torch.empty(_workspace_shape(split, m, n), dtype=torch.float32, device=device), stream)[:, :, :n]
+    return torch.empty(_workspace_shape(split, m, n), dtype=torch.float32, device=device)[:, :, :n]
 
 
 def used_by(tensor, stream):
