@@ -5,10 +5,12 @@ rows for M = 77, language.md §15), narrow and unclustered tiles, each against c
 (bench/timing.py). Every output is checked against float64 first. The rule's pick runs as "rule".
 gemm_row (a cluster row sharing A by multicast) was measured with --row at commit cb9a118
 (bench/results/gemm-row-2026-11-29-h200.json: slower than gemm_tile at every shape) and removed.
-With --cluster: the cluster kernel at widths besides 256.
+With --cluster: the cluster kernel at widths besides 256. With --slim: an unsplit 128 x 64 tile against
+the split of K the rule took before it (configs.SLIM), and where it lost.
 
     python bench/gemm_tiles.py --out bench/results/gemm-tiles-<date>-h200.json
     python bench/gemm_tiles.py --cluster --out bench/results/gemm-cluster-widths-<date>-h200.json
+    python bench/gemm_tiles.py --slim --out bench/results/gemm-slim-<date>-h200.json
 """
 
 from __future__ import annotations
@@ -51,25 +53,38 @@ CLUSTER_PLAN = {   # --cluster: the cluster kernel (B multicast to a vertical pa
     (2048, 2048, 2048): [(CL, 128, 256), (CL, 128, 192), (CL, 128, 128), (T, 128, 128)],
     (3072, 768, 768): [(T, 128, 160), (CL, 128, 160), (CL, 128, 192), (CL, 128, 128)],
 }
+SLIM_PLAN = {   # --slim: 128 x 64 unsplit against the split the rule took before configs.SLIM
+    (1568, 512, 4608): [(T, 128, 64), (P, 128, 256, 4), (T, 128, 128)],     # a deep 3x3 convolution's GEMM
+    (3136, 256, 2304): [(T, 128, 64), (P, 128, 128, 2)],
+    (1280, 640, 5120): [(T, 128, 64), (P, 128, 256, 4)],
+    (2048, 512, 8192): [(T, 128, 64), (P, 128, 256, 4)],
+    (1024, 768, 8192): [(T, 128, 64), (P, 128, 192, 4)],
+    (1536, 512, 16384): [(T, 128, 64), (P, 64, 128, 8)],                     # past SLIM_STEPS
+    (1024, 1024, 65536): [(T, 128, 64), (P, 128, 256, 4)],
+    (1000, 1000, 1000): [(T, 128, 64), (T, 128, 128)],                       # short of SLIM_STEPS
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument("--cluster", action="store_true", help="the cluster kernel at tile widths besides 256")
+    parser.add_argument("--slim", action="store_true", help="an unsplit 128 x 64 tile against a split of K")
     args = parser.parse_args()
     out = {"benchmark": "gemm tile shapes beyond the rule's set", "gpu": torch.cuda.get_device_name(),
            "date": str(datetime.date.today()),
            "method": "cold: timed_flushed (5 rounds); graph: timed_graph_replays (5 rounds of 20); ratios cuBLAS / "
                      "candidate", "gemm": []}
-    for (m, n, k), plan in (CLUSTER_PLAN if args.cluster else PLAN).items():
+    plan_of = SLIM_PLAN if args.slim else CLUSTER_PLAN if args.cluster else PLAN
+    for (m, n, k), plan in plan_of.items():
         a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         w = (torch.randn(n, k, device="cuda") / k ** 0.5).to(torch.bfloat16)
         ref = a.double() @ w.double().t()
         c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
         runs = {"cublas": lambda i: torch.matmul(a, w.t(), out=c), "rule": lambda i: tmalang.gemm(a, w.t(), c)}
         for tile in plan:
-            cfg = configs._config(tile[0], tile[1], tile[2], 2, 2, tile[3] if len(tile) > 3 else 1)
+            out_size = 4 if tile[0] == P else 2      # gemm_parts writes f32 slabs
+            cfg = configs._config(tile[0], tile[1], tile[2], 2, out_size, tile[3] if len(tile) > 3 else 1)
             runs[cfg.describe()] = (lambda cfg: lambda i: tmalang.gemm(a, w.t(), c, config=cfg))(cfg)
         for name, fn in runs.items():
             c.fill_(float("nan"))

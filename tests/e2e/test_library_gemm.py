@@ -123,6 +123,11 @@ def test_split_k_sums_its_parts_in_a_fixed_order():
     ((1568, 2048, 512), "gemm_tile", (128, 256), 1),     # a short K loop: no cluster
     ((25088, 128, 512), "gemm_tile", (128, 128), 1),     # N = 128: no 256-wide tile
     ((1568, 512, 2048), "gemm_tile", (64, 128), 1),      # 32 K slices: a narrow tile before a split
+    ((1568, 512, 4608), "gemm_tile", (128, 64), 1),      # 104 128 x 64 tiles fill one wave: no split
+    ((3136, 256, 2304), "gemm_tile", (128, 64), 1),
+    ((1280, 640, 5120), "gemm_tile", (128, 64), 1),
+    ((1536, 512, 16384), "gemm_parts", (64, 128), 8),    # past 128 K slices a split still
+    ((25088, 256, 512), "gemm_tile", (128, 128), 1),     # 128 x 64 tiles: more than a wave
 ])
 def test_the_rule_picks_by_how_the_ctas_fill_the_gpu(shape, kernel, tile, split):
     sectors = shape[2] * 2 % 32 == 0       # K = 1000 bf16 rows are 2000 bytes apart

@@ -13,8 +13,12 @@ one's idle SMs matter little). Candidates go largest tile first: the 128 x 256 c
 (B K-major), then 128 x 128; then, for M up to NARROW_M, the 64-row tiles (one consumer
 warpgroup, so half the MMA rate, but a decode-shaped M = 1..64 with N = 8192 runs 128 CTAs of
 64 x 64 tiles and streams B at the HBM's rate, where one 128 x 256 tile per 32 SMs would leave
-most of the GPU idle) before splits of K; for larger M the splits first (long-K problems with
-few tiles): the largest tile whose split fills, in the fewest parts, each at least
+most of the GPU idle) before splits of K; for larger M, a 128 x 64 tile that fills one wave over
+32 to 128 K slices comes before any split (H200, bench/results/gemm-slim-2026-11-29-h200.json:
+1568 x 512 x 4608, a deep 3x3 convolution's GEMM, 0.88x cuBLAS cold against 0.72x split in
+four; 1280 x 640 x 5120 0.96x against 0.78x; 3136 x 256 x 2304 0.86x against 0.72x; over 16 K
+slices, 1000³, it lost to 128 x 128, over 1024, 1024² x 65536, to a split); then the splits
+(long-K problems with few tiles): the largest tile whose split fills, in the fewest parts, each at least
 MIN_PART_STEPS K slices deep (1024² x 65536 bf16 on the H100: 128 x 256 in 4 parts 0.98x
 cuBLAS, 128 x 128 in 2 parts 0.90x: the wider tile reads half the L2 bytes per MMA, which
 outweighs twice the workspace). When nothing fills the
@@ -39,7 +43,9 @@ FILL = 0.75                      # a wave this full counts as filling the GPU
 WAVES = 3                        # past this many waves, the last one's idle SMs matter little
 NARROW_M = 128                   # 64-row tiles (one consumer warpgroup) only up to this M
 MIN_PART_STEPS = 16              # a split part streams at least this many K slices
-TILES = ((128, 256), (128, 128), (128, 192), (128, 160), (64, 128), (64, 64))   # 192, 160: one wave where 128 is not
+TILES = ((128, 256), (128, 128), (128, 192), (128, 160), (64, 128), (64, 64), (128, 64))   # 192, 160: one wave where 128 is not
+SLIM = (128, 64)                 # unsplit, it comes before a split of K (see `choose`), never before a wider tile
+SLIM_STEPS = (32, 128)           # over this many K slices, in one wave
 SPLITS = (2, 4, 8)
 CLUSTER_STEPS = 32               # K slices from which the cluster kernel is a candidate, whatever the waves
 CLUSTER_WAVES = 1.5              # or waves of its tiles past this many
@@ -157,15 +163,20 @@ def choose(options: list[Config], m: int, n: int, k: int, sms: int) -> Config:
         return FILL * sms <= ctas(c, m, n) <= sms or ctas(c, m, n) > WAVES * sms
 
     steps = -(-k // options[0].bindings()["BK"])
-    wide = [c for c in options if c.split == 1 and c.bindings()["BM"] == 128]
+    wide = [c for c in options if c.split == 1 and c.bindings()["BM"] == 128 and _tile(c) != SLIM]
     narrow = [c for c in options if c.split == 1 and c.bindings()["BM"] < 128]
+    slim = [c for c in options if c.split == 1 and _tile(c) == SLIM and ctas(c, m, n) <= sms
+            and SLIM_STEPS[0] <= steps <= SLIM_STEPS[1]]
     split = sorted((c for c in options if c.split > 1 and steps // c.split >= MIN_PART_STEPS),
                    key=lambda c: (_tile_rank(c), c.split))
     if short_rows(m):
         decode = _decode(options, m, n, steps, sms)
         if decode is not None:
             return decode
-    order = wide + (narrow + split if m <= NARROW_M or steps <= SHORT_STEPS else split + narrow)
+    if m <= NARROW_M:
+        order = wide + narrow + split
+    else:
+        order = wide + (narrow + slim + split if steps <= SHORT_STEPS else slim + split + narrow)
     for config in order:
         if fills(config):
             return config
