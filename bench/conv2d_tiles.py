@@ -7,6 +7,11 @@ float64 first. The library's rule functions are replaced while a variant runs (t
 not a use).
 
     python bench/conv2d_tiles.py --out bench/results/conv2d-tiles-<date>-h200.json
+    python bench/conv2d_tiles.py --clusters --out bench/results/conv2d-clusters-<date>-h200.json
+
+With --clusters: the 3x3 and 7x7 layers, 128 x 64, 128 x 128 and 64 x 128 tiles in 1, 2 or 4 parts,
+each with CTAs paired in clusters that share the weight tile by multicast ("c") and alone ("u"),
+the measurements behind conv2d_kernels.clustered.
 """
 import argparse
 import datetime
@@ -34,50 +39,59 @@ LAYERS = [(32, 3, 224, 64, 7, 2, 3), (32, 512, 28, 128, 1, 1, 0), (32, 512, 28, 
           (32, 64, 56, 64, 3, 1, 1), (32, 128, 28, 128, 3, 1, 1), (32, 192, 35, 192, 3, 1, 1), (8, 256, 32, 256, 3, 1, 1)]
 TILES = [(128, 64), (128, 128), (128, 256), (64, 64), (64, 128)]
 SPLITS = [1, 2, 4]
-real_tile_of, real_by_gemm = L.tile_of, L.by_gemm
-choice = {"v": None, "gemm": False}
+CLUSTER_TILES = [(128, 64), (128, 128), (64, 128)]
+real_tile_of, real_by_gemm, real_clustered = L.tile_of, L.by_gemm, L.clustered
+choice = {"v": None, "gemm": False, "cluster": None}
 L.tile_of = lambda g, sms=132: choice["v"] or real_tile_of(g, sms)
 L.by_gemm = lambda *a: choice["gemm"] and real_by_gemm(*a)
+L.clustered = lambda *a: real_clustered(*a) if choice["cluster"] is None else choice["cluster"]
 
 def ok(k, tile, sp, steps):
     bm, bn = tile
     return not (bn > 64 and k <= 64 or (bn == 256 and k < 256) or (sp > 1 and steps // sp < 4))
 
 def warm(job):
-    g, tile, split = job
-    L.conv_kernel("bf16", False, False, split, L.constants(g, tile))
+    g, tile, split, cluster = job
+    L.conv_kernel("bf16", False, False, split, L.constants(g, tile), cluster=cluster)
     return job
 
 def main() -> None:
     import multiprocessing as mp
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--clusters", action="store_true", help="each tile and split clustered and alone")
     args = parser.parse_args()
+    layers = [x for x in LAYERS if x[4] > 1] if args.clusters else LAYERS
+    tiles = CLUSTER_TILES if args.clusters else TILES
+    clusters = (True, False) if args.clusters else (None,)
     jobs = []
-    for n, c, hw, k, r, s, p in LAYERS:
+    for n, c, hw, k, r, s, p in layers:
         g = L.Geometry(n, c, hw, hw, k, r, r, (s, s), (p, p), (1, 1))
-        jobs += [(g, t, sp) for t in TILES for sp in (False, True) if ok(k, t, 1, 99)]
+        jobs += [(g, t, sp, cl is not False) for t in tiles for sp in (False, True) for cl in clusters if ok(k, t, 1, 99)]
     t0 = time.time()
     with mp.get_context("fork").Pool(15) as pool:
         list(pool.imap_unordered(warm, jobs))
     print("warmed", len(jobs), "kernels in %.0f s" % (time.time() - t0), flush=True)
     out = {"benchmark": "conv2d tiles", "gpu": torch.cuda.get_device_name(), "date": str(datetime.date.today()),
            "method": "cold-L2 GPU time (timed_flushed, 5 rounds); ratios cuDNN / variant", "layers": []}
-    for n, c, hw, k, r, s, p in LAYERS:
+    for n, c, hw, k, r, s, p in layers:
         x = torch.randn(n, c, hw, hw, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
         w = (torch.randn(k, c, r, r, device="cuda") / (c * r * r) ** 0.5).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
         ref = F.conv2d(x.double(), w.double(), stride=s, padding=p)
         runs = {"cudnn": lambda i: F.conv2d(x, w, stride=s, padding=p)}
         g = L.checked(x, w, s, p, 1, None, None)
         steps = r * r * g.padded_c // g.channel_block
-        def setting(tile, sp, by_gemm):
+        def setting(tile, sp, by_gemm, cluster=None):
             def run(i=0):
-                choice["v"], choice["gemm"] = tile, by_gemm
+                choice["v"], choice["gemm"], choice["cluster"] = tile, by_gemm, cluster
                 L.repeats.clear()          # a repeated call would launch the previous variant's kernel
                 return tmalang.conv2d(x, w, stride=s, padding=p, split=sp)
             return run
-        variants = {f"{t[0]}x{t[1]} split{sp}": setting(t, sp, False) for t in TILES for sp in SPLITS if ok(k, t, sp, steps)}
-        if r == 1 and s == 1:
+        variants = {f"{t[0]}x{t[1]} split{sp}" + {None: "", True: " c", False: " u"}[cl]: setting(t, sp, False, cl)
+                    for t in tiles for sp in SPLITS for cl in clusters if ok(k, t, sp, steps)}
+        if args.clusters:
+            variants["rule"] = setting(None, None, False)
+        if r == 1 and s == 1 and not args.clusters:
             variants["gemm"] = setting(None, None, True)
             rows, w2 = x.permute(0, 2, 3, 1).reshape(-1, c), w.reshape(k, c)
             variants["gemm tuned"] = lambda i: tmalang.gemm(rows, w2.t(), tune=True)

@@ -103,11 +103,21 @@ def test_every_tile_on_the_interpreter(case, tile, monkeypatch):
 
 def test_the_split_rule_fills_idle_multiprocessors_only():
     deep = library.Geometry(32, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1), (1, 1))      # 13 x 4 tiles, 72 K steps
+    small = library.Geometry(8, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1), (1, 1))      # 7 x 4 64-pixel tiles
     wide = library.Geometry(32, 64, 56, 56, 64, 3, 3, (1, 1), (1, 1), (1, 1))      # 784 tiles
     short = library.Geometry(1, 16, 8, 8, 16, 1, 1, (1, 1), (0, 0), (1, 1))        # 1 tile, 1 K step
-    assert library.split_of(deep, (128, 128), 132) == 4
+    assert library.split_of(deep, (128, 128), 132) == 2          # 104 CTAs: four parts would be 208
+    assert library.split_of(deep, (64, 128), 132) == 1           # 100 tiles: more than half a wave
+    assert library.split_of(small, (64, 128), 132) == 4          # 112 CTAs, 18 K steps a part
     assert library.split_of(wide, (128, 64), 132) == 1
     assert library.split_of(short, (128, 64), 132) == 1
+
+
+def test_convolutions_run_unclustered():
+    g = library.Geometry(32, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1), (1, 1))
+    assert not library.clustered(g, library.tile_of(g, 132), 1, 132)
+    assert "multicast" not in library.conv_kernel("bf16", False, False, False, library.constants(g), cluster=False).ptx
+    assert "multicast" in library.conv_kernel("bf16", False, False, False, library.constants(g), cluster=True).ptx
 
 
 def test_pointwise_layers_go_to_gemm_only_without_padding_epilogue_or_pinned_split():
@@ -126,12 +136,13 @@ def test_the_tile_rule_by_how_the_tiles_fill_the_gpu():
     def tile(n, c, hw, k, r, stride):
         return library.tile_of(library.Geometry(n, c, hw, hw, k, r, r, (stride, stride), (r // 2, r // 2), (1, 1)), 132)
     assert tile(32, 64, 56, 64, 3, 1) == (128, 64)            # K = 64
+    assert tile(32, 192, 35, 192, 3, 1) == (128, 64)          # K = 192: 128-wide tiles a quarter idle
     assert tile(32, 128, 28, 128, 3, 1) == (128, 128)         # 196 tiles
     assert tile(8, 256, 32, 256, 3, 1) == (128, 128)          # 128 tiles: 0.97 of a wave
-    assert tile(32, 256, 14, 256, 3, 1) == (64, 128)          # 98 tiles: 196 of 64 x 128
-    assert tile(32, 512, 7, 512, 3, 1) == (128, 128)          # 52 tiles: split instead
+    assert tile(32, 256, 14, 256, 3, 1) == (128, 128)         # 98 tiles: more than half a wave
+    assert tile(32, 512, 7, 512, 3, 1) == (64, 128)           # 52 tiles: 100 of 64 x 128
     g = library.Geometry(32, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1), (1, 1))
-    assert library.split_of(g, library.tile_of(g, 132), 132) == 4
+    assert library.split_of(g, library.tile_of(g, 132), 132) == 1
 
 
 def test_f16_on_the_interpreter():

@@ -107,7 +107,7 @@ def run(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, relu: bool, 
     parts = split or split_of(g, tile, sms)
     bound = constants(g, tile, bias is not None and parts == 1)
     operands = [_activation(x, g, torch), _weights(w, g, torch)]
-    kernel = conv_kernel(dtype, bias is not None, relu, parts > 1, bound)
+    kernel = conv_kernel(dtype, bias is not None, relu, parts > 1, bound, cluster=clustered(g, tile, parts, sms))
     total = conv_kernel(dtype, bias is not None, relu, True, (), "conv2d_sum") if parts > 1 else None
     if key is not None and g.padded_k == g.k and (operands[0].data_ptr(), operands[1].data_ptr()) == (
             x.data_ptr(), w.data_ptr()):          # read in place: later calls repeat the launches
@@ -151,29 +151,43 @@ def _launch(kernel, args: list, written, torch: bool):
 
 
 def split_of(g: Geometry, tile: tuple[int, int], sms: int) -> int:
-    """Parts to split K into: where the BM x BN tiles fill at most half of the multiprocessors,
-    four (fewer where a part would keep less than 16 K steps). On the H200 the 3x3 layers of 512
-    channels at 7² and stride 2 at 14² (52 tiles) ran at 0.60-0.64x cuDNN in four parts, 0.51-0.55x
-    in three, 0.39-0.43x in two, 0.34-0.37x unsplit (conv2d-tiles-2026-11-29-h200.json)."""
+    """Parts to split K into: where the BM x BN tiles fill at most half of the multiprocessors, as
+    many (two or four) as still fit one wave, each keeping 16 K steps at least. Where `tile_of`
+    gives 64 x 128 tiles that fill more than half (3x3 layers of 512 channels at 7² and stride 2 at
+    14²: 100 tiles) none: 0.80-0.87x cuDNN, against 0.81-0.83x for 128 x 128 in two parts and
+    0.74-0.76x in four (H200, unclustered, conv2d-clusters-2026-11-29-h200.json)."""
     bm, bn = tile
     tiles = -(-g.n * g.p * g.q // bm) * -(-g.padded_k // bn)
     steps = g.r * g.s * g.padded_c // g.channel_block
-    parts = max(1, min(4, steps // 16))
-    return parts if 2 * tiles <= sms else 1
+    if 2 * tiles > sms:
+        return 1
+    return max(p for p in (1, 2, 4) if p == 1 or (tiles * p <= sms and steps // p >= 16))
+
+
+def clustered(g: Geometry, tile: tuple[int, int], parts: int, sms: int) -> bool:
+    """Whether CTAs pair in clusters of two that share the weight tile by multicast: never. Over
+    the K steps of a convolution the pair waits on each other's ring slots more than the shared
+    load saves; on the H200 (conv2d-clusters-2026-11-29-h200.json, same run, every 3x3 layer,
+    each tile and split clustered and alone) the best unclustered variant beat the best clustered
+    one on every layer but the 7x7 stem (0.50x cuDNN against 0.52x): 14² and stride-2 28² layers
+    of 256 channels 1.04-1.07x against 0.76-0.77x, 512 channels at 7² and 14² 0.81-0.87x against
+    0.63-0.66x. The template keeps the
+    clustered form for that comparison (bench/conv2d_tiles.py --clusters)."""
+    return False
 
 
 def tile_of(g: Geometry, sms: int = INTERPRETER_SMS) -> tuple[int, int]:
-    """The tile, BM output pixels by BN output channels (H200, bench/results/
-    conv2d-tiles-2026-11-29-h200.json, every tile against cuDNN on the layers below 0.95x):
-    - K ≤ 64: 128 x 64 (0.93-0.95x; 128 x 128 would leave half of each tile idle);
-    - 128 x 128 tiles that nearly fill the GPU (0.9 of a wave or more): those (0.88-1.24x);
-    - fewer, but more than half a wave: 64 x 128, twice as many CTAs (14² and stride-2 28²
-      layers of 256 channels: 0.75-0.77x against 0.60-0.61x);
-    - fewer still: 128 x 128, and `split_of` splits K."""
-    if g.k <= 64:
+    """The tile, BM output pixels by BN output channels, for the unclustered kernel (H200, bench/
+    results/conv2d-clusters-2026-11-29-h200.json, against cuDNN in the same run):
+    - K ≤ 64, or K an odd number of 64-channel halves (192: 128 x 128 tiles would leave a quarter
+      of the columns idle): 128 x 64 (0.84-1.01x; K = 192 at 35²: 0.91x against 0.79x);
+    - 128 x 128 tiles that fill half the GPU or more: those (1.03-1.30x; the 14² and stride-2 28²
+      layers of 256 channels, 98 tiles: 1.04-1.07x, against 0.79-0.81x for 64 x 128);
+    - fewer: 64 x 128, twice as many CTAs, and `split_of` splits K where those are still few."""
+    if g.k <= 64 or g.padded_k % 128 == 64:
         return (128, 64)
     tiles = -(-g.n * g.p * g.q // 128) * -(-g.padded_k // 128)
-    return (64, 128) if sms / 2 < tiles < 0.9 * sms else (128, 128)
+    return (128, 128) if tiles >= sms / 2 else (64, 128)
 
 
 def stages_of(bm: int, bn: int, block: int, whole_tile: bool = False) -> int:
@@ -202,11 +216,12 @@ def constants(g: Geometry, tile: tuple[int, int] | None = None, bias_epilogue: b
 
 
 @functools.cache
-def conv_kernel(dtype: str, bias: bool, relu: bool, split: bool, bound: tuple, name: str = "conv2d"):
+def conv_kernel(dtype: str, bias: bool, relu: bool, split: bool, bound: tuple, name: str = "conv2d",
+                cluster: bool = True):
     """Kernel `name` of the template rendered with or without bias, ReLU and a split of K, bound
     to the dtype and `bound`, compiled once per process (the cubin is cached on disk across
     processes). Split, conv2d writes f32 parts and conv2d_sum adds them (with bias and ReLU)."""
-    text = _template().render(bias=bias, relu=relu, split=split)
+    text = _template().render(bias=bias, relu=relu, split=split, cluster=cluster)
     types = {"T": dtype, "OUT": dtype} if name == "conv2d" else {"OUT": dtype}
     return compile_source(text, kernel=name, name=str(SOURCE), constants={**dict(bound), **types})
 
