@@ -6,11 +6,14 @@ rows for M = 77, language.md §15), narrow and unclustered tiles, each against c
 gemm_row (a cluster row sharing A by multicast) was measured with --row at commit cb9a118
 (bench/results/gemm-row-2026-11-29-h200.json: slower than gemm_tile at every shape) and removed.
 With --cluster: the cluster kernel at widths besides 256. With --slim: an unsplit 128 x 64 tile against
-the split of K the rule took before it (configs.SLIM), and where it lost.
+the split of K the rule took before it (configs.SLIM), and where it lost. With --row: gemm_row (a
+pair of CTAs sharing A by multicast) where rows of A are off 32-byte sectors, against what the rule
+took before it, and on sectors.
 
     python bench/gemm_tiles.py --out bench/results/gemm-tiles-<date>-h200.json
     python bench/gemm_tiles.py --cluster --out bench/results/gemm-cluster-widths-<date>-h200.json
     python bench/gemm_tiles.py --slim --out bench/results/gemm-slim-<date>-h200.json
+    python bench/gemm_tiles.py --row --out bench/results/gemm-row-<date>-h200-sectors.json
 """
 
 from __future__ import annotations
@@ -63,6 +66,15 @@ SLIM_PLAN = {   # --slim: 128 x 64 unsplit against the split the rule took befor
     (1024, 1024, 65536): [(T, 128, 64), (P, 128, 256, 4)],
     (1000, 1000, 1000): [(T, 128, 64), (T, 128, 128)],                       # short of SLIM_STEPS
 }
+R = "gemm_row"
+ROW_PLAN = {   # --row: rows of A off 32-byte sectors (K * 2 bytes not a multiple of 32), and on them
+    (1000, 1000, 1000): [(R, 128, 64), (T, 128, 128), (T, 128, 64)],
+    (1100, 600, 4104): [(R, 128, 64), (P, 128, 256, 4), (T, 128, 64)],
+    (1000, 1024, 3000): [(R, 128, 64), (T, 128, 64)],
+    (2000, 512, 1000): [(R, 128, 64), (T, 128, 128), (T, 128, 64)],
+    (1000, 1000, 1008): [(R, 128, 64), (T, 64, 128)],                        # on sectors
+    (1024, 1024, 1024): [(R, 128, 64), (T, 64, 128)],
+}
 
 
 def main() -> None:
@@ -70,12 +82,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--cluster", action="store_true", help="the cluster kernel at tile widths besides 256")
     parser.add_argument("--slim", action="store_true", help="an unsplit 128 x 64 tile against a split of K")
+    parser.add_argument("--row", action="store_true", help="gemm_row where rows of A are off sectors")
     args = parser.parse_args()
     out = {"benchmark": "gemm tile shapes beyond the rule's set", "gpu": torch.cuda.get_device_name(),
            "date": str(datetime.date.today()),
            "method": "cold: timed_flushed (5 rounds); graph: timed_graph_replays (5 rounds of 20); ratios cuBLAS / "
                      "candidate", "gemm": []}
-    plan_of = SLIM_PLAN if args.slim else CLUSTER_PLAN if args.cluster else PLAN
+    plan_of = ROW_PLAN if args.row else SLIM_PLAN if args.slim else CLUSTER_PLAN if args.cluster else PLAN
     for (m, n, k), plan in plan_of.items():
         a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         w = (torch.randn(n, k, device="cuda") / k ** 0.5).to(torch.bfloat16)

@@ -64,6 +64,8 @@ CASES = [   # kernel, tile, split, input, output, B layout, M x N x K
     ("gemm_tile", (80, 32), 1, BF16, BF16, "nk", (77, 100, 136)),       # ragged: the second warpgroup short
     ("gemm_parts", (112, 64), 2, F16, np.float32, "nk", (100, 72, 256)),
     ("gemm_tile", (128, 160), 1, BF16, BF16, "nk", (130, 200, 72)),     # widths that fit one wave
+    ("gemm_row", (128, 64), 1, BF16, BF16, "nk", (130, 136, 100)),      # A shared by a cluster row:
+    ("gemm_row", (128, 64), 1, F16, np.float32, "nk", (257, 250, 72)),  # 3 and 4 tile columns
 ]
 
 
@@ -115,7 +117,9 @@ def test_split_k_sums_its_parts_in_a_fixed_order():
     ((2048, 1024, 16384), "gemm_tile", (128, 128), 1),   # an unsplit tile that fills comes first
     ((8192, 8192, 8192), "gemm_cluster", (128, 256), 1),
     ((512, 512, 512), "gemm_tile", (64, 64), 1),         # latency-bound: the most CTAs in one wave
-    ((1000, 1000, 1000), "gemm_tile", (128, 128), 1),    # rows off 32-byte sectors: 128-row tiles
+    ((1000, 1000, 1000), "gemm_row", (128, 64), 1),      # rows off 32-byte sectors: A shared in pairs
+    ((1100, 600, 4104), "gemm_row", (128, 64), 1),       # (before a split)
+    ((1000, 936, 1000), "gemm_tile", (128, 128), 1),     # 15 tile columns: no pairs, 128-row tiles
     ((1000, 1000, 1024), "gemm_tile", (64, 128), 1),
     ((1000, 1000, 1008), "gemm_tile", (64, 128), 1),     # 2016-byte rows: on sectors, off 128-byte lines
     ((777, 1531, 1000), "gemm_tile", (128, 128), 1),     # 64-row tiles would take 1.2 waves
@@ -241,6 +245,20 @@ def test_every_candidate_runs_on_the_h100(torch, config):
     a, b, reference = _torch_operands(torch, 100, 600, 1200, torch.bfloat16, "nk")
     c = tmalang.gemm(a, b, config=config)
     assert _frobenius(c, reference) < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1000, 1000, 1000), (1100, 600, 4104), (257, 250, 72), (130, 136, 100)])
+def test_gemm_row_runs_on_the_h100(torch, shape):
+    """The rule's pick where rows of A are off sectors (a pair of CTAs shares each A tile), and
+    the kernel bound by hand where a cluster's second tile column is past N (3 columns)."""
+    m, n, k = shape
+    a, b, reference = _torch_operands(torch, m, n, k, torch.bfloat16, "nk")
+    row = _config("gemm_row", 128, 64, BF16, BF16)
+    c = tmalang.gemm(a, b, config=row if m < 1000 else None)
+    assert _frobenius(c, reference) < 1e-2
+    if m >= 1000:
+        assert tmalang.gemm_config(a, b).config.kernel == "gemm_row"
 
 
 @pytest.mark.gpu

@@ -21,7 +21,14 @@ slices, 1000³, it lost to 128 x 128, over 1024, 1024² x 65536, to a split); th
 (long-K problems with few tiles): the largest tile whose split fills, in the fewest parts, each at least
 MIN_PART_STEPS K slices deep (1024² x 65536 bf16 on the H100: 128 x 256 in 4 parts 0.98x
 cuBLAS, 128 x 128 in 2 parts 0.90x: the wider tile reads half the L2 bytes per MMA, which
-outweighs twice the workspace). When nothing fills the
+outweighs twice the workspace). Where rows of A do
+not start on 32-byte L2 sectors (`sectors`, below) and 128 x 64 tiles fill half a wave to one
+wave in pairs of tile columns, gemm_row runs them, each pair of CTAs sharing its A tile by
+multicast, so that each sector is read once for two tiles (H200, same run, bench/results/
+gemm-row-2026-11-29-h200-sectors.json, cuBLAS cold/graph: 1000³ 0.91x/0.89x against 0.85x/0.80x
+for 128 x 128 tiles; 1100 x 600 x 4104 0.94x/1.00x against 0.82x/0.86x split in four; 1000 x
+1024 x 3000 0.95x/0.95x against 0.72x/0.74x unpaired; on sectors, 1000 x 1000 x 1008 and 1024³,
+it lost to 64 x 128 tiles, 0.85x/0.82x against 0.93x/1.04x). When nothing fills the
 GPU the problem is small and bound by latency: the tile that puts the most CTAs to work in one
 wave (64-row tiles too, whatever M is), unless the operands' rows do not start on 32-byte L2
 sectors (`sectors`: K = 1000 bf16 rows are 2000 bytes apart), which makes every 128-byte K slice
@@ -46,6 +53,7 @@ MIN_PART_STEPS = 16              # a split part streams at least this many K sli
 TILES = ((128, 256), (128, 128), (128, 192), (128, 160), (64, 128), (64, 64), (128, 64))   # 192, 160: one wave where 128 is not
 SLIM = (128, 64)                 # unsplit, it comes before a split of K (see `choose`), never before a wider tile
 SLIM_STEPS = (32, 128)           # over this many K slices, in one wave
+ROW = (128, 64)                  # gemm_row's tile, where rows of A are off 32-byte sectors (see `choose`)
 SPLITS = (2, 4, 8)
 CLUSTER_STEPS = 32               # K slices from which the cluster kernel is a candidate, whatever the waves
 CLUSTER_WAVES = 1.5              # or waves of its tiles past this many
@@ -89,6 +97,8 @@ def candidates(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_ma
         if (bm, bn) == (128, 256) and clusters and not n_major and _clustered(m, n, steps, sms):
             result.append(_config("gemm_cluster", bm, bn, itemsize, out_itemsize))
         result += _tile_configs(bm, bn, steps, itemsize, out_itemsize, n_major)
+    if not sectors and itemsize == 2 and not n_major and m > NARROW_M and -(-n // ROW[1]) % 2 == 0:
+        result.append(_config("gemm_row", *ROW, itemsize, out_itemsize))
     rows = short_rows(m)
     for bn in (SHORT_BN if m <= DECODE_M else RAGGED_BN) if rows else ():
         if not (n_major and bn % 64 or bn == 256 and n <= 128):
@@ -173,6 +183,9 @@ def choose(options: list[Config], m: int, n: int, k: int, sms: int) -> Config:
         decode = _decode(options, m, n, steps, sms)
         if decode is not None:
             return decode
+    row = [c for c in options if c.kernel == "gemm_row" and sms / 2 <= ctas(c, m, n) <= sms]
+    if row:
+        return row[0]
     if m <= NARROW_M:
         order = wide + narrow + split
     else:
