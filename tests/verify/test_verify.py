@@ -92,6 +92,16 @@ def test_a_claiming_walk_on_one_cta_is_verified_for_every_schedule(name):
     assert many.error is not None or "tile_claim" in many.not_covered
 
 
+def test_a_verdict_prints_what_was_established_not_its_recording():
+    """The recording, trace and certificate stay reachable as fields but out of the repr, which a
+    REPL prints: a verified launch of a few dozen agents is one line, not thousands of steps."""
+    kernel = tmalang.compile((ROOT / "examples" / "tma_copy.tma").read_text())
+    src = np.random.default_rng(1).standard_normal((70, 100)).astype(np.float32)
+    verdict = kernel.verify(src, np.zeros_like(src))
+    assert verdict.verified and verdict.recording is not None
+    assert len(repr(verdict)) < 300 and "recording" not in repr(verdict)
+
+
 def test_the_cli_reports_the_counterexample_and_writes_its_trace(tmp_path, capsys):
     from tmalang.cli.main import main
     trace = tmp_path / "cx.json"

@@ -43,11 +43,11 @@ class Verdict:
     dims: dict = field(default_factory=dict)
     ctas: int | None = None
     error: TmalangError | None = None      # the counterexample, in the interpreter's words
-    trace: object = None                   # contract.trace.Trace of that schedule
+    trace: object = field(default=None, repr=False)       # contract.trace.Trace of that schedule
     not_covered: str | None = None         # why only the recorded schedule was checked
     method: str = "order"
-    certificate: dict | None = None        # what was proved, for certificate_check (certificate.py)
-    recording: object = None               # the recorded run (record.Recording) the order method checked
+    certificate: dict | None = field(default=None, repr=False)   # what was proved (certificate.py)
+    recording: object = field(default=None, repr=False)   # the recorded run the order method checked
 
     def summary(self) -> str:
         launch = ", ".join(f"{k}={v}" for k, v in self.dims.items())
