@@ -14,11 +14,12 @@ one's idle SMs matter little). Candidates go largest tile first: the 128 x 256 c
 warpgroup, so half the MMA rate, but a decode-shaped M = 1..64 with N = 8192 runs 128 CTAs of
 64 x 64 tiles and streams B at the HBM's rate, where one 128 x 256 tile per 32 SMs would leave
 most of the GPU idle) before splits of K; for larger M, a 128 x 64 tile that fills one wave over
-32 to 128 K slices comes before any split (H200, bench/results/gemm-slim-2026-11-29-h200.json:
-1568 x 512 x 4608, a deep 3x3 convolution's GEMM, 0.88x cuBLAS cold against 0.72x split in
-four; 1280 x 640 x 5120 0.96x against 0.78x; 3136 x 256 x 2304 0.86x against 0.72x; over 16 K
-slices, 1000³, it lost to 128 x 128, over 1024, 1024² x 65536, to a split); then the splits
-(long-K problems with few tiles): the largest tile whose split fills, in the fewest parts, each at least
+32 to 128 K slices comes before any split (H200, bench/results/gemm-slim-2026-11-29-h200.json,
+cuBLAS cold/graph: 1568 x 512 x 4608, a deep 3x3 convolution's GEMM, 0.93x/0.88x against
+0.75x/0.69x split in four; 1280 x 640 x 5120 0.94x/0.90x against 0.76x/0.69x; 3136 x 256 x 2304
+0.87x/0.86x against 0.72x/0.66x; over 16 K slices, 1000³, it did not beat 128 x 128, over 1024,
+1024² x 65536, it lost to a split); then the splits (long-K problems with few tiles): the largest
+tile whose split fills, in the fewest parts, each at least
 MIN_PART_STEPS K slices deep (1024² x 65536 bf16 on the H100: 128 x 256 in 4 parts 0.98x
 cuBLAS, 128 x 128 in 2 parts 0.90x: the wider tile reads half the L2 bytes per MMA, which
 outweighs twice the workspace). Where rows of A do

@@ -171,8 +171,8 @@ def clustered(g: Geometry, tile: tuple[int, int], parts: int, sms: int) -> bool:
     each tile and split clustered and alone) the best unclustered variant beat the best clustered
     one on every layer but the 7x7 stem (0.50x cuDNN against 0.52x): 14² and stride-2 28² layers
     of 256 channels 1.04-1.07x against 0.76-0.77x, 512 channels at 7² and 14² 0.81-0.87x against
-    0.63-0.66x. The template keeps the
-    clustered form for that comparison (bench/conv2d_tiles.py --clusters)."""
+    0.63-0.66x. The template keeps the clustered form, and this hook its arguments, for that
+    comparison (bench/conv2d_tiles.py --clusters replaces it)."""
     return False
 
 
