@@ -1,10 +1,11 @@
 """Tile shapes outside the rule's usual set, at the shapes of bench/gemm_shapes.py still below
 cuBLAS (issue 31): widths that fit one wave (128 x 160, 128 x 192), ragged tiles of M rows (80
 rows for M = 77, language.md §15), narrow and unclustered tiles, each against cuBLAS
-(torch.matmul(out=)) in the same run, cold-L2 GPU time and warm-L2 CUDA-graph replay
-(bench/timing.py). Every output is checked against float64 first. The rule's pick runs as "rule".
-gemm_row (a cluster row sharing A by multicast) was measured with --row at commit cb9a118
-(bench/results/gemm-row-2026-11-29-h200.json: slower than gemm_tile at every shape) and removed.
+(torch.matmul(out=)) in the same run, cold-L2 GPU time, warm-L2 CUDA-graph replay and
+host-inclusive eager calls (bench/timing.py; results before 2026-11-30 have the first two only).
+Every output is checked against float64 first. The rule's pick runs as "rule". gemm_row (a
+cluster row sharing A by multicast) was measured on ragged and decode tiles at commit cb9a118
+(bench/results/gemm-row-2026-11-29-h200.json: slower than gemm_tile at every shape).
 With --cluster: the cluster kernel at widths besides 256. With --slim: an unsplit 128 x 64 tile against
 the split of K the rule took before it (configs.SLIM), and where it lost. With --row: gemm_row (a
 pair of CTAs sharing A by multicast) where rows of A are off 32-byte sectors, against what the rule
@@ -31,7 +32,7 @@ import json  # noqa: E402
 import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from timing import timed_flushed, timed_graph_replays  # noqa: E402
+from timing import timed_eager, timed_flushed, timed_graph_replays  # noqa: E402
 
 import tmalang  # noqa: E402
 from tmalang.library import configs  # noqa: E402
@@ -86,8 +87,8 @@ def main() -> None:
     args = parser.parse_args()
     out = {"benchmark": "gemm tile shapes beyond the rule's set", "gpu": torch.cuda.get_device_name(),
            "date": str(datetime.date.today()),
-           "method": "cold: timed_flushed (5 rounds); graph: timed_graph_replays (5 rounds of 20); ratios cuBLAS / "
-                     "candidate", "gemm": []}
+           "method": "cold: timed_flushed (5 rounds); graph: timed_graph_replays (5 rounds of 20); eager: "
+                     "timed_eager (5 rounds of 20, host-inclusive); ratios cuBLAS / candidate", "gemm": []}
     plan_of = ROW_PLAN if args.row else SLIM_PLAN if args.slim else CLUSTER_PLAN if args.cluster else PLAN
     for (m, n, k), plan in plan_of.items():
         a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
@@ -105,15 +106,17 @@ def main() -> None:
             torch.cuda.synchronize()
             err = ((c.double() - ref).norm() / ref.norm()).item()
             assert err < 1e-2, f"{name} at {(m, n, k)}: relative error {err}"
-        cold, graph = timed_flushed(runs, 5), timed_graph_replays(runs, 5, 20)
+        cold, graph, eager = timed_flushed(runs, 5), timed_graph_replays(runs, 5, 20), timed_eager(runs, 5, 20)
         rule = tmalang.gemm_config(a, w.t()).describe()
         print((m, n, k), "cuBLAS %.1f / %.1f us, rule %s" % (cold["cublas"] * 1e3, graph["cublas"] * 1e3, rule))
         for name in runs:
-            print("    %.3f %.3f %s" % (cold["cublas"] / cold[name], graph["cublas"] / graph[name], name), flush=True)
+            print("    %.3f %.3f %.3f %s" % (cold["cublas"] / cold[name], graph["cublas"] / graph[name],
+                                         eager["cublas"] / eager[name], name), flush=True)
         out["gemm"].append({"shape": [m, n, k], "rule": rule, "cublas_cold_ms": cold["cublas"],
                             "cublas_graph_ms": graph["cublas"],
                             "cold": {nm: cold["cublas"] / t for nm, t in cold.items()},
-                            "graph": {nm: graph["cublas"] / t for nm, t in graph.items()}})
+                            "graph": {nm: graph["cublas"] / t for nm, t in graph.items()},
+                            "eager": {nm: eager["cublas"] / t for nm, t in eager.items()}})
         if args.out:
             args.out.write_text(json.dumps(out, indent=1) + "\n")
 
