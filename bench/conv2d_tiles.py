@@ -11,7 +11,7 @@ not a use).
 
 With --clusters: the 3x3 and 7x7 layers, 128 x 64, 128 x 128 and 64 x 128 tiles in 1, 2 or 4 parts,
 each with CTAs paired in clusters that share the weight tile by multicast ("c") and alone ("u"),
-the measurements behind conv2d_kernels.clustered.
+the measurements behind conv2d_kernels.CLUSTER.
 """
 import argparse
 import datetime
@@ -40,11 +40,10 @@ LAYERS = [(32, 3, 224, 64, 7, 2, 3), (32, 512, 28, 128, 1, 1, 0), (32, 512, 28, 
 TILES = [(128, 64), (128, 128), (128, 256), (64, 64), (64, 128)]
 SPLITS = [1, 2, 4]
 CLUSTER_TILES = [(128, 64), (128, 128), (64, 128)]
-real_tile_of, real_by_gemm, real_clustered = L.tile_of, L.by_gemm, L.clustered
-choice = {"v": None, "gemm": False, "cluster": None}
+real_tile_of, real_by_gemm, real_cluster = L.tile_of, L.by_gemm, L.CLUSTER
+choice = {"v": None, "gemm": False}
 L.tile_of = lambda g, sms=132: choice["v"] or real_tile_of(g, sms)
 L.by_gemm = lambda *a: choice["gemm"] and real_by_gemm(*a)
-L.clustered = lambda *a: real_clustered(*a) if choice["cluster"] is None else choice["cluster"]
 
 def ok(k, tile, sp, steps):
     bm, bn = tile
@@ -67,7 +66,8 @@ def main() -> None:
     jobs = []
     for n, c, hw, k, r, s, p in layers:
         g = L.Geometry(n, c, hw, hw, k, r, r, (s, s), (p, p), (1, 1))
-        jobs += [(g, t, sp, cl is not False) for t in tiles for sp in (False, True) for cl in clusters if ok(k, t, 1, 99)]
+        jobs += [(g, t, sp, real_cluster if cl is None else cl) for t in tiles for sp in (False, True) for cl in clusters
+                 if ok(k, t, 1, 99)]
     t0 = time.time()
     with mp.get_context("fork").Pool(15) as pool:
         list(pool.imap_unordered(warm, jobs))
@@ -83,7 +83,8 @@ def main() -> None:
         steps = r * r * g.padded_c // g.channel_block
         def setting(tile, sp, by_gemm, cluster=None):
             def run(i=0):
-                choice["v"], choice["gemm"], choice["cluster"] = tile, by_gemm, cluster
+                choice["v"], choice["gemm"] = tile, by_gemm
+                L.CLUSTER = real_cluster if cluster is None else cluster
                 L.repeats.clear()          # a repeated call would launch the previous variant's kernel
                 return tmalang.conv2d(x, w, stride=s, padding=p, split=sp)
             return run

@@ -115,7 +115,7 @@ def test_the_split_rule_fills_idle_multiprocessors_only():
 
 def test_convolutions_run_unclustered():
     g = library.Geometry(32, 512, 7, 7, 512, 3, 3, (1, 1), (1, 1), (1, 1))
-    assert not library.clustered(g, library.tile_of(g, 132), 1, 132)
+    assert not library.CLUSTER
     assert "multicast" not in library.conv_kernel("bf16", False, False, False, library.constants(g), cluster=False).ptx
     assert "multicast" in library.conv_kernel("bf16", False, False, False, library.constants(g), cluster=True).ptx
 

@@ -33,6 +33,14 @@ ROW_ALIGN = 8                  # output channels per 16-byte row unit (2-byte el
 INTERPRETER_SMS = 132          # NumPy operands: choose as for an H100
 BIAS_ROWS = 32                 # conv2d_sum's block rows (its BR)
 SMEM_BYTES = 227 * 1024        # the opt-in shared memory of one CTA on sm_90a
+# No clusters: a pair of CTAs sharing the weight tile by multicast waits on each other's ring
+# slots more than the shared load saves. On the H200 (bench/results/conv2d-clusters-2026-11-29-
+# h200.json, same run, every 3x3 layer, each tile and split clustered and alone) the best
+# unclustered variant beat the best clustered one on every layer but the 7x7 stem (0.50x cuDNN
+# against 0.52x): 14² and stride-2 28² layers of 256 channels 1.04-1.07x against 0.76-0.77x, 512
+# channels at 7² and 14² 0.81-0.87x against 0.63-0.66x. The template keeps the clustered form for
+# that comparison (bench/conv2d_tiles.py --clusters sets this).
+CLUSTER = False
 
 
 @dataclass(frozen=True)
@@ -107,7 +115,7 @@ def run(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, relu: bool, 
     parts = split or split_of(g, tile, sms)
     bound = constants(g, tile, bias is not None and parts == 1)
     operands = [_activation(x, g, torch), _weights(w, g, torch)]
-    kernel = conv_kernel(dtype, bias is not None, relu, parts > 1, bound, cluster=clustered(g, tile, parts, sms))
+    kernel = conv_kernel(dtype, bias is not None, relu, parts > 1, bound, cluster=CLUSTER)
     total = conv_kernel(dtype, bias is not None, relu, True, (), "conv2d_sum") if parts > 1 else None
     if key is not None and g.padded_k == g.k and (operands[0].data_ptr(), operands[1].data_ptr()) == (
             x.data_ptr(), w.data_ptr()):          # read in place: later calls repeat the launches
@@ -164,18 +172,6 @@ def split_of(g: Geometry, tile: tuple[int, int], sms: int) -> int:
     return max(p for p in (1, 2, 4) if p == 1 or (tiles * p <= sms and steps // p >= 16))
 
 
-def clustered(g: Geometry, tile: tuple[int, int], parts: int, sms: int) -> bool:
-    """Whether CTAs pair in clusters of two that share the weight tile by multicast: never. Over
-    the K steps of a convolution the pair waits on each other's ring slots more than the shared
-    load saves; on the H200 (conv2d-clusters-2026-11-29-h200.json, same run, every 3x3 layer,
-    each tile and split clustered and alone) the best unclustered variant beat the best clustered
-    one on every layer but the 7x7 stem (0.50x cuDNN against 0.52x): 14² and stride-2 28² layers
-    of 256 channels 1.04-1.07x against 0.76-0.77x, 512 channels at 7² and 14² 0.81-0.87x against
-    0.63-0.66x. The template keeps the clustered form, and this hook its arguments, for that
-    comparison (bench/conv2d_tiles.py --clusters replaces it)."""
-    return False
-
-
 def tile_of(g: Geometry, sms: int = INTERPRETER_SMS) -> tuple[int, int]:
     """The tile, BM output pixels by BN output channels, for the unclustered kernel (H200, bench/
     results/conv2d-clusters-2026-11-29-h200.json, against cuDNN in the same run):
@@ -217,7 +213,7 @@ def constants(g: Geometry, tile: tuple[int, int] | None = None, bias_epilogue: b
 
 @functools.cache
 def conv_kernel(dtype: str, bias: bool, relu: bool, split: bool, bound: tuple, name: str = "conv2d",
-                cluster: bool = True):
+                cluster: bool = False):
     """Kernel `name` of the template rendered with or without bias, ReLU and a split of K, bound
     to the dtype and `bound`, compiled once per process (the cubin is cached on disk across
     processes). Split, conv2d writes f32 parts and conv2d_sum adds them (with bias and ReLU)."""
