@@ -5,8 +5,9 @@ cannot write), `Kernel.__call__`, a `launch_repeatable` launch, `as_torch_op`, `
 
 Each sample queues N calls behind a spin kernel (torch.cuda._sleep) that keeps the GPU busy for
 longer than the host needs to queue them, and times the loop alone with perf_counter: the GPU's
-time per call never enters, only what the host spends per call. The figure is the median over
-samples, after warm-up; every contender's output is checked against float64 first. Then each
+time per call never enters, only what the host spends per call. The contenders take turns within
+each sample (host-cost-*-v4.json and earlier timed each alone, one after another). The figure is the
+median over samples, after warm-up; every contender's output is checked against float64 first. Then each
 tmalang path runs under cProfile: the functions that take the most of its own time, per call
 (cProfile adds about a microsecond to every Python call, so these read high; their order is the
 point).
@@ -39,23 +40,29 @@ ROOT = Path(__file__).resolve().parents[1]
 CALLS = 400           # per sample: queued behind one spin, well inside the launch queue
 SPIN_CYCLES = 300_000_000
 METHOD = (f"host_us: median over samples of the wall time of {CALLS} back-to-back calls per call, queued "
-          "behind a spin kernel that keeps the GPU busy, so the loop times the host alone; outputs checked "
+          "behind a spin kernel that keeps the GPU busy, so the loop times the host alone; the contenders take "
+          "turns within each sample; outputs checked "
           "against float64 first; profile: cProfile's own time per call of the costliest functions")
 
 
-def host_us(fn, samples: int) -> dict:
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        torch.cuda._sleep(SPIN_CYCLES)
-        start = time.perf_counter()
-        for _ in range(CALLS):
+def host_us(contenders: dict, samples: int) -> dict[str, dict]:
+    """Per contender: the median, min and max over samples of the host's time per call. The
+    contenders take turns within each sample, so that drift in the host's speed (other processes,
+    clocks) falls on all of them alike instead of on whoever ran last."""
+    for fn in contenders.values():
+        for _ in range(50):
             fn()
-        times.append((time.perf_counter() - start) / CALLS * 1e6)
-        torch.cuda.synchronize()
-    return {"median_us": statistics.median(times), "min_us": min(times), "max_us": max(times)}
+    torch.cuda.synchronize()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(samples):
+        for name, fn in contenders.items():
+            torch.cuda._sleep(SPIN_CYCLES)
+            start = time.perf_counter()
+            for _ in range(CALLS):
+                fn()
+            times[name].append((time.perf_counter() - start) / CALLS * 1e6)
+            torch.cuda.synchronize()
+    return {name: {"median_us": statistics.median(t), "min_us": min(t), "max_us": max(t)} for name, t in times.items()}
 
 
 def profile(fn, calls: int = 2000) -> list[dict]:
@@ -124,8 +131,9 @@ def main() -> None:
             errors[name] = relative_error(got, expected)
     assert all(e < 1e-2 for e in errors.values()), errors
     rows = []
+    timed = host_us({name: fn for name, (fn, _) in contenders.items()}, args.samples)
     for name, (fn, _) in contenders.items():
-        row = {"call": name, "rel_err_vs_f64": errors[name], **host_us(fn, args.samples)}
+        row = {"call": name, "rel_err_vs_f64": errors[name], **timed[name]}
         if name.startswith(("tmalang", "Kernel", "launch", "as_torch_op")):
             row["profile"] = profile(fn)
         rows.append(row)
