@@ -365,7 +365,8 @@ def test_a_repeat_on_another_stream_is_another_launch(torch):
 @pytest.mark.gpu
 def test_an_out_tma_cannot_write_repeats_through_a_staged_c_and_sees_new_data(torch):
     """`out` of 1531 bf16 columns (rows of 3062 bytes): the kernel writes an aligned C that is
-    copied into `out`; a repeat of the call runs the plan again, checking and choosing nothing."""
+    copied into `out`; a repeat of the call runs the plan again, checking and choosing nothing,
+    and with alpha repeated too (-0.5 twice), the launch that wrote the allocator's C as it was."""
     a, b, _ = _torch_operands(torch, 77, 1531, 136, torch.bfloat16, "nk")
     out = torch.empty(77, 1531, device="cuda", dtype=torch.bfloat16)
     library._repeats.clear()
@@ -375,6 +376,7 @@ def test_an_out_tma_cannot_write_repeats_through_a_staged_c_and_sees_new_data(to
         assert tmalang.gemm(a, b, out, alpha=alpha) is out
         assert _frobenius(out, alpha * (a.double() @ b.double())) < 1e-2
     assert [type(r).__name__ for r in library._repeats.values()] == ["StagedRepeat"]
+    assert next(iter(library._repeats.values())).launches    # the staged C's launch, repeated as is
 
 
 @pytest.mark.gpu

@@ -226,7 +226,8 @@ def torch_workspace(device, split: int, m: int, n: int):
     torch's current stream: gemm allocates it with the call's stream made current (gemm._on), so
     the memory goes back to the stream whose kernels write it, whatever kind of stream that is."""
     torch = sys.modules["torch"]
-    return torch.empty(_workspace_shape(split, m, n), dtype=torch.float32, device=device)[:, :, :n]
+    _, _, row = _workspace_shape(split, m, n)
+    return torch.empty_strided((split, m, n), (m * row, row, 1), dtype=torch.float32, device=device)
 
 
 def used_by(tensor, stream):
