@@ -247,20 +247,35 @@ def unobserved_torch_call(args) -> bool:
     computes what the operator would, without the dispatcher's few microseconds of host time
     (torch.profiler then shows the kernel, not the operator's record). torch must already be
     imported."""
-    torch = sys.modules["torch"]
+    probes = _observers()
+    tensor = probes[0]
     seen = False
     for a in args:
         kind = type(a)
-        if kind is torch.Tensor:
+        if kind is tensor:
             if not a.is_cuda or a.requires_grad:
                 return False
             seen = True
-        elif isinstance(a, torch.Tensor):       # a subclass (a fake tensor, a parameter): the operator
+        elif isinstance(a, tensor):       # a subclass (a fake tensor, a parameter): the operator
             return False
-    C = torch._C
-    return seen and not torch.compiler.is_compiling() and C._len_torch_dispatch_stack() == 0 \
-        and not C._is_torch_function_mode_enabled() and C._get_tracing_state() is None \
-        and C._functorch.peek_interpreter_stack() is None
+    compiling, dispatch_modes, function_modes, tracing, transforms = probes[1:]
+    return seen and not compiling() and dispatch_modes() == 0 and not function_modes() \
+        and tracing() is None and transforms() is None
+
+
+_probes: tuple | None = None
+
+
+def _observers() -> tuple:
+    """torch.Tensor and the five functions that tell whether anything observes a call, looked up
+    once: the attribute chains cost a repeat call's host time otherwise."""
+    global _probes
+    if _probes is None:
+        torch = sys.modules["torch"]
+        C = torch._C
+        _probes = (torch.Tensor, torch.compiler.is_compiling, C._len_torch_dispatch_stack,
+                   C._is_torch_function_mode_enabled, C._get_tracing_state, C._functorch.peek_interpreter_stack)
+    return _probes
 
 
 def torch_host_array(tensor, dtype: str) -> np.ndarray:

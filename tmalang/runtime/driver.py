@@ -215,6 +215,24 @@ def launch(function, config, params_address: int) -> None:
     _checked("cuLaunchKernelEx", _hot().launch(config, function, params_address, 0))
 
 
+def bound_launch(device: int, function, config, params_address: int):
+    """A callable that makes `device`'s primary context current and launches `function` as
+    `launch` would: the context, the bound driver calls and the success code looked up once,
+    since a repeat launch's host time is all a small kernel's call costs beyond the driver's."""
+    hot, context = _hot(), _primary_context(device)
+    set_current, launch, success = hot.set_current, hot.launch, hot.success
+
+    def again() -> None:
+        result = set_current(context)
+        if result[0] != success:
+            _checked("cuCtxSetCurrent", result)
+        result = launch(config, function, params_address, 0)
+        if result[0] != success:
+            _checked("cuLaunchKernelEx", result)
+
+    return again
+
+
 class _HotCalls:
     """The driver calls of every launch, bound once: `call` looks the function and the success
     code up by name each time, which a repeat launch (a few microseconds in all) feels."""

@@ -20,7 +20,7 @@ import struct
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -63,12 +63,16 @@ class RepeatLaunch:
     config: object
     params: object      # KernelParams: the encoded tensor maps and scalars
     stream: int
+    launch: Callable[[], None] = field(default=None, compare=False, repr=False)   # driver.bound_launch
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "launch", driver.bound_launch(self.device, self.function, self.config,
+                                                                 self.params.address))
 
     def again(self) -> None:
         watchdog.check()
         self.launcher._last_device = self.device
-        driver.activate(self.device)
-        driver.launch(self.function, self.config, self.params.address)
+        self.launch()
         self.launcher._launched(self.device, self.stream)
 
 class Launcher:
