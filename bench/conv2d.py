@@ -14,8 +14,9 @@ where the example's 128 x 128 tile sits (the 64-channel layer wastes half of a 1
 
 `tmalang.conv2d` (the library call, issue 31) is timed the same way against cuDNN on every
 convolution of ResNet-50 v1.5 at N = 32 (the 7x7 stem, the 1x1 and 3x3 layers of each stage,
-stride 1 and 2, the strided 1x1 projections) and five 3x3 layers that are not ResNet-50's. The
-example and its variants run with --examples.
+stride 1 and 2, the strided 1x1 projections), five 3x3 layers that are not ResNet-50's, and the
+patch embeddings of ViT-B/16 (16x16, stride 16, to 768 channels) and Swin-T (4x4, stride 4, to 96).
+The example and its variants run with --examples.
 
     python bench/conv2d.py --out bench/results/conv2d-<date>-h100.json [--examples]
 """
@@ -95,6 +96,7 @@ LIBRARY_LAYERS = [  # (N, C, H = W, K, R = S, stride, padding)
     (32, 1024, 14, 2048, 1, 2, 0), (32, 2048, 7, 512, 1, 1, 0), (32, 512, 7, 512, 3, 1, 1),
     (64, 64, 56, 64, 3, 1, 1), (16, 128, 64, 128, 3, 1, 1), (8, 256, 32, 256, 3, 1, 1),        # issue 31's
     (128, 64, 28, 64, 3, 1, 1), (32, 192, 35, 192, 3, 1, 1),                                   # five
+    (32, 3, 224, 768, 16, 16, 0), (32, 3, 224, 96, 4, 4, 0),        # ViT-B/16's and Swin-T's patch embeddings
 ]
 
 

@@ -15,6 +15,7 @@ import tmalang
 from tmalang.contract.errors import LaunchError
 from tmalang.library import conv2d_kernels as library
 from tmalang.library import conv2d_repeat as repeats
+from tmalang.library.conv2d_fold import fold_of
 
 # (N, C, H, W, K, R, S, stride, padding, dilation, bias, relu)
 CASES = [
@@ -28,6 +29,9 @@ CASES = [
     (2, 16, 10, 9, 8, 3, 3, 1, 1, 1, True, False),         # 180 pixels: the second tile starts mid-image
     (2, 16, 9, 7, 8, 1, 1, 2, 0, 1, False, False),         # 1x1 stride 2 over two images
     (3, 40, 5, 7, 72, 1, 1, 1, 0, 1, False, False),        # 1x1 stride 1, no epilogue: tmalang.gemm's rows
+    (2, 3, 23, 21, 24, 7, 7, 2, 3, 1, True, False),        # a 7x7 stride-2 stem over 3 channels: folded 4x4 over 12
+    (1, 3, 13, 14, 16, 4, 4, 4, 0, 1, False, False),       # patchify, a row and two columns unread: folded 1x1
+    (1, 2, 9, 10, 8, 5, 5, (2, 3), (2, 1), 1, False, True),  # folded 3x2 over 12 channels
 ]
 IDS = [f"n{c[0]}c{c[1]}h{c[2]}w{c[3]}k{c[4]}-{c[5]}x{c[6]}-s{c[7]}p{c[8]}d{c[9]}{'-bias' if c[10] else ''}"
        f"{'-relu' if c[11] else ''}" for c in CASES]
@@ -150,6 +154,36 @@ def test_f16_on_the_interpreter():
     x, w, _ = inputs(case, np.float16, 2)
     y = tmalang.conv2d(x, w, padding=1)
     assert y.dtype == np.float16 and relative_error(y, reference(x, w, 1, 1, 1, None, False)) < 2e-3
+
+
+def test_strided_convolutions_over_few_channels_fold_where_that_halves_the_reduction():
+    def fold(c, r, stride, dilation=1):
+        return fold_of(library.Geometry(8, c, 224, 224, 64, r, r, (stride, stride), (r // 2, r // 2),
+                                        (dilation, dilation)))
+    stem = fold(3, 7, 2)                     # 49 taps of 16 channels: 784 terms
+    assert (stem.r2, stem.s2, stem.c2, stem.padded_c2) == (4, 4, 12, 16)      # 256 terms
+    assert (stem.h2, stem.w2) == (115, 115)
+    patches = fold(3, 16, 16)
+    assert (patches.r2, patches.c2, patches.padded_c2) == (1, 768, 768)      # a GEMM over 768 channels
+    assert fold(24, 7, 2) is None            # 1568 terms against 1536: not worth a copy of x
+    assert fold(64, 3, 2) is None            # 576 against 1024
+    assert fold(3, 7, 1) is None and fold(3, 7, 2, dilation=2) is None
+
+
+def test_the_fold_lays_torch_and_numpy_operands_out_alike():
+    """The operator's CUDA path folds with torch ops (F.pad, strided copies), the interpreter's with
+    NumPy: the same NHWC and KRSC bytes, from contiguous and channels_last tensors, with the image
+    padded and cropped."""
+    torch = pytest.importorskip("torch")
+    from tmalang.library.conv2d_fold import folded_input, folded_weights
+    for case in (CASES[10], CASES[11], CASES[12]):
+        x, w, _ = inputs(case, np.float16, 7)
+        g = library.checked(x, w, case[7], case[8], case[9], None, None)
+        f = fold_of(g)
+        for memory_format in (torch.contiguous_format, torch.channels_last):
+            xt, wt = (torch.from_numpy(a).contiguous(memory_format=memory_format) for a in (x, w))
+            assert np.array_equal(folded_input(xt, g, f, True).numpy(), folded_input(x, g, f, False))
+            assert np.array_equal(folded_weights(wt, g, f, True).numpy(), folded_weights(w, g, f, False))
 
 
 def test_padded_weights_are_zero_beyond_c_and_k():

@@ -6,7 +6,8 @@ The kernel reads the activation as NHWC and the weights as KRSC: a channels_last
 where it lies, any other is copied into that layout first. The kernel takes the channels CB at a
 time (64, 32 or 16), so C that is not a multiple of 16 is padded with zeros, in a copy; the
 output's rows are whole 16-byte units, so K that is not a multiple of 8 is computed into a
-padded buffer and copied out. A channels_last weight that needs no padding is read as it lies;
+padded buffer and copied out. A strided convolution over so few channels that padding them would
+at least double the reduction runs folded, as a stride-1 one over more channels (conv2d_fold.py). A channels_last weight that needs no padding is read as it lies;
 others are copied into that layout on every call.
 """
 
@@ -23,6 +24,7 @@ import numpy as np
 from ..api import compile as compile_source
 from ..contract.errors import LAUNCH_OPTION, LaunchError
 from . import conv2d_repeat as repeats
+from .conv2d_fold import fold_of, folded_input, folded_weights
 from .gemm import gemm
 from .operands import is_torch_type
 
@@ -105,6 +107,10 @@ def run(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, relu: bool, 
     torch = is_torch_type(type(x))
     if g.n == 0 or g.k == 0:
         return _empty_result(x, g, torch)
+    fold = fold_of(g)
+    if fold is not None:          # few channels, strided: as a stride-1 convolution over more (conv2d_fold.py)
+        return run(folded_input(x, g, fold, torch), folded_weights(w, g, fold, torch), bias, (1, 1), (0, 0), (1, 1),
+                   relu, split)
     if by_gemm(g, bias, relu, split):
         if torch:      # plain CUDA tensors without a bias: `key` is set
             return repeats.remember(key, repeats.PointwiseRepeat(g))(x, w)
