@@ -12,6 +12,12 @@ not a use).
 With --clusters: the 3x3 and 7x7 layers, 128 x 64, 128 x 128 and 64 x 128 tiles in 1, 2 or 4 parts,
 each with CTAs paired in clusters that share the weight tile by multicast ("c") and alone ("u"),
 the measurements behind conv2d_kernels.CLUSTER.
+
+With --stages: the layers still below 0.95x cuDNN, 128 x 64, 64 x 128 and 128 x 128 tiles in 1 or
+2 parts, each with rings of 4, 6, 8 and as many stages as fit (conv2d_kernels.stages_of caps
+128-pixel tiles at six).
+
+    python bench/conv2d_tiles.py --stages --out bench/results/conv2d-stages-<date>-h200.json
 """
 import argparse
 import datetime
@@ -40,17 +46,32 @@ LAYERS = [(32, 3, 224, 64, 7, 2, 3), (32, 512, 28, 128, 1, 1, 0), (32, 512, 28, 
 TILES = [(128, 64), (128, 128), (128, 256), (64, 64), (64, 128)]
 SPLITS = [1, 2, 4]
 CLUSTER_TILES = [(128, 64), (128, 128), (64, 128)]
-real_tile_of, real_by_gemm, real_cluster = L.tile_of, L.by_gemm, L.CLUSTER
-choice = {"v": None, "gemm": False}
+STAGE_LAYERS = [(32, 512, 7, 512, 3, 1, 1), (32, 512, 14, 512, 3, 2, 1), (32, 192, 35, 192, 3, 1, 1),
+                (64, 64, 56, 64, 3, 1, 1)]
+STAGE_TILES = [(128, 64), (64, 128), (128, 128)]
+STAGES = [4, 6, 8, 99]       # 99: as many as fit
+real_tile_of, real_by_gemm, real_cluster, real_stages_of = L.tile_of, L.by_gemm, L.CLUSTER, L.stages_of
+choice = {"v": None, "gemm": False, "stages": None}
 L.tile_of = lambda g, sms=132: choice["v"] or real_tile_of(g, sms)
 L.by_gemm = lambda *a: choice["gemm"] and real_by_gemm(*a)
+
+
+def stages_of(bm, bn, block, whole_tile=False):
+    if choice["stages"] is None:
+        return real_stages_of(bm, bn, block, whole_tile)
+    staging = bm * bn * 2 if whole_tile else 2 * bm * 128
+    return max(2, min(choice["stages"], 12, (L.SMEM_BYTES - staging - 2048) // ((bm + bn) * block * 2)))
+
+
+L.stages_of = stages_of
 
 def ok(k, tile, sp, steps):
     bm, bn = tile
     return not (bn > 64 and k <= 64 or (bn == 256 and k < 256) or (sp > 1 and steps // sp < 4))
 
 def warm(job):
-    g, tile, split, cluster = job
+    g, tile, split, cluster, *stages = job
+    choice["stages"] = stages[0] if stages else None
     L.conv_kernel("bf16", False, False, split, L.constants(g, tile), cluster=cluster)
     return job
 
@@ -59,15 +80,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path)
     parser.add_argument("--clusters", action="store_true", help="each tile and split clustered and alone")
+    parser.add_argument("--stages", action="store_true", help="ring depths of the layers below 0.95x")
     args = parser.parse_args()
-    layers = [x for x in LAYERS if x[4] > 1] if args.clusters else LAYERS
-    tiles = CLUSTER_TILES if args.clusters else TILES
+    layers = [x for x in LAYERS if x[4] > 1] if args.clusters else STAGE_LAYERS if args.stages else LAYERS
+    tiles = CLUSTER_TILES if args.clusters else STAGE_TILES if args.stages else TILES
     clusters = (True, False) if args.clusters else (None,)
+    depths = STAGES if args.stages else (None,)
     jobs = []
     for n, c, hw, k, r, s, p in layers:
         g = L.Geometry(n, c, hw, hw, k, r, r, (s, s), (p, p), (1, 1))
-        jobs += [(g, t, sp, real_cluster if cl is None else cl) for t in tiles for sp in (False, True) for cl in clusters
-                 if ok(k, t, 1, 99)]
+        jobs += [(g, t, sp, real_cluster if cl is None else cl, d) for t in tiles for sp in (False, True)
+                 for cl in clusters for d in depths if ok(k, t, 1, 99)]
     t0 = time.time()
     with mp.get_context("fork").Pool(15) as pool:
         list(pool.imap_unordered(warm, jobs))
@@ -81,16 +104,18 @@ def main() -> None:
         runs = {"cudnn": lambda i: F.conv2d(x, w, stride=s, padding=p)}
         g = L.checked(x, w, s, p, 1, None, None)
         steps = r * r * g.padded_c // g.channel_block
-        def setting(tile, sp, by_gemm, cluster=None):
+        def setting(tile, sp, by_gemm, cluster=None, stages=None):
             def run(i=0):
-                choice["v"], choice["gemm"] = tile, by_gemm
+                choice["v"], choice["gemm"], choice["stages"] = tile, by_gemm, stages
                 L.CLUSTER = real_cluster if cluster is None else cluster
                 L.repeats.clear()          # a repeated call would launch the previous variant's kernel
                 return tmalang.conv2d(x, w, stride=s, padding=p, split=sp)
             return run
-        variants = {f"{t[0]}x{t[1]} split{sp}" + {None: "", True: " c", False: " u"}[cl]: setting(t, sp, False, cl)
-                    for t in tiles for sp in SPLITS for cl in clusters if ok(k, t, sp, steps)}
-        if args.clusters:
+        variants = {f"{t[0]}x{t[1]} split{sp}" + {None: "", True: " c", False: " u"}[cl]
+                    + ("" if d is None else f" stages {'max' if d == 99 else d}"): setting(t, sp, False, cl, d)
+                    for t in tiles for sp in (SPLITS[:2] if args.stages else SPLITS) for cl in clusters for d in depths
+                    if ok(k, t, sp, steps)}
+        if args.clusters or args.stages:
             variants["rule"] = setting(None, None, False)
         if r == 1 and s == 1 and not args.clusters:
             variants["gemm"] = setting(None, None, True)
