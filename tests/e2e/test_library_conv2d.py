@@ -184,6 +184,9 @@ def test_the_fold_lays_torch_and_numpy_operands_out_alike():
             xt, wt = (torch.from_numpy(a).contiguous(memory_format=memory_format) for a in (x, w))
             assert np.array_equal(folded_input(xt, g, f, True).numpy(), folded_input(x, g, f, False))
             assert np.array_equal(folded_weights(wt, g, f, True).numpy(), folded_weights(w, g, f, False))
+    g = library.checked(*inputs(CASES[11], np.float16, 7)[:2], 4, 0, 1, None, None)
+    w = torch.randn(16, 3, 4, 4, dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+    assert folded_weights(w, g, fold_of(g), True).data_ptr() == w.data_ptr()    # patchify: a view, no copy
 
 
 def test_padded_weights_are_zero_beyond_c_and_k():
@@ -319,6 +322,25 @@ def test_h100_repeated_calls_follow_the_data_the_outputs_and_the_stream(r, split
         y = tmalang.conv2d(x, w, padding=padding, split=split)
     side.synchronize()
     check(y)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("c, r, stride, padding", [(3, 7, 2, 3), (3, 4, 4, 0)], ids=["stem", "patchify"])
+def test_h100_repeated_folded_calls_fold_each_calls_activation_and_weights(c, r, stride, padding):
+    """A folded call repeated (same addresses and layouts) skips the checks but folds x and w
+    afresh: new values written in place into either are what the next call computes with."""
+    torch = pytest.importorskip("torch")
+    x = torch.randn(3, c, 23, 26, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    w = (torch.randn(72, c, r, r, device="cuda") / 8).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    repeats.clear()
+    for _ in range(4):
+        y = tmalang.conv2d(x, w, stride=stride, padding=padding)
+        expected = torch.nn.functional.conv2d(x.double(), w.double(), stride=stride, padding=padding)
+        assert y.is_contiguous(memory_format=torch.channels_last) and y.shape == expected.shape
+        assert ((y.double() - expected).norm() / expected.norm()).item() < 1e-2
+        x.copy_(torch.randn_like(x))
+        w.copy_(torch.randn_like(w) / 8)
+    assert len(repeats._repeats) >= 1
 
 
 @pytest.mark.gpu

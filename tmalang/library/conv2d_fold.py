@@ -9,9 +9,10 @@ stride 1 with a ceil(R/sh) x ceil(S/sw) filter over those channels: the stem bec
 becomes a 1x1 one, a GEMM.
 
 With x padded by the convolution's padding (and zeros, or cropped, to sh·H2 rows, H2 = P + R2 − 1),
-folded pixel (i, j) holds padded pixels (sh·i + a, sw·j + b) for a < sh, b < sw, as channel
-(c·sh + a)·sw + b; the folded filter's tap (i, j) holds the filter's tap (sh·i + a, sw·j + b) in
-the same channel, zero past the filter's R x S. Output pixel (p, q) then sums exactly the padded
+folded pixel (i, j) holds padded pixels (sh·i + a, sw·j + b) for a < sh, b < sw, as channels
+(a·sw + b)·C + c (each pixel's channels together, as channels_last memory holds them); the folded
+filter's tap (i, j) holds the filter's tap (sh·i + a, sw·j + b) in the same channel, zero past
+the filter's R x S. Output pixel (p, q) then sums exactly the padded
 pixels the strided filter reads, each times the same weight: the same terms, summed in another
 order, in f32 as before.
 """
@@ -54,34 +55,46 @@ def fold_of(g) -> Fold | None:
 
 
 def folded_input(x, g, f: Fold, torch: bool):
-    """x [N, C, H, W] folded: [N, C2', H2, W2] (a view of NHWC memory, channels past C·sh·sw zero)."""
+    """x [N, C, H, W] folded: [N, C2', H2, W2], a view of NHWC memory (channels past C·sh·sw zero).
+    Channel (a·sw + b)·C + c of folded pixel (i, j) is channel c of padded pixel (sh·i + a, sw·j + b):
+    each pixel's C channels stay together, as channels_last memory holds them."""
     padded = _padded_image(x, g, f, torch)                      # [N, C, sh·H2, sw·W2]
-    blocks = padded.reshape(g.n, g.c, f.h2, f.sh, f.w2, f.sw)
-    order = (0, 2, 4, 1, 3, 5)                                  # N, i, j, C, a, b
-    nhwc = _buffer(x, (g.n, f.h2, f.w2, f.padded_c2), f.padded_c2 > f.c2, torch)
-    if torch:
-        nhwc[..., :f.c2].view(g.n, f.h2, f.w2, g.c, f.sh, f.sw).copy_(blocks.permute(*order))
-        return nhwc.permute(0, 3, 1, 2)
-    nhwc[..., :f.c2] = np.transpose(blocks, order).reshape(g.n, f.h2, f.w2, f.c2)
-    return np.transpose(nhwc, (0, 3, 1, 2))
+    nhwc = padded.permute(0, 2, 3, 1) if torch else np.transpose(padded, (0, 2, 3, 1))
+    return _folded(nhwc, (g.n, f.h2, f.w2), g.c, f, x, torch)
 
 
 def folded_weights(w, g, f: Fold, torch: bool):
-    """w [K, C, R, S] folded: [K, C2', R2, S2] (a view of KRSC memory, zero past the filter and C·sh·sw)."""
+    """w [K, C, R, S] folded: [K, C2', R2, S2], a view of KRSC memory (zero past the filter and
+    C·sh·sw), in folded_input's channel order. A patchify filter (R = sh, S = sw) of channels_last
+    memory folds into a view of itself: its KRSC rows are the folded channels already."""
     rows, cols = f.sh * f.r2, f.sw * f.s2
     if torch:
         padded = _pad(w.detach(), (0, cols - g.s, 0, rows - g.r))
+        krsc = padded.permute(0, 2, 3, 1)
     else:
         padded = np.zeros((g.k, g.c, rows, cols), dtype=w.dtype)
         padded[:, :, :g.r, :g.s] = w
-    taps = padded.reshape(g.k, g.c, f.r2, f.sh, f.s2, f.sw)
-    order = (0, 2, 4, 1, 3, 5)                                  # K, i, j, C, a, b
-    krsc = _buffer(w, (g.k, f.r2, f.s2, f.padded_c2), f.padded_c2 > f.c2, torch)
+        krsc = np.transpose(padded, (0, 2, 3, 1))
+    return _folded(krsc, (g.k, f.r2, f.s2), g.c, f, w, torch)
+
+
+def _folded(nhwc, outer: tuple, c: int, f: Fold, like, torch: bool):
+    """[A, sh·I, sw·J, C] (NHWC memory order) as [A, C2', I, J] over memory [A, I, J, C2']: element
+    (a, i, j, (p·sw + q)·C + k) is (a, sh·i + p, sw·j + q, k). One copy where the blocks are not in
+    place already, none where they are (a patchify filter)."""
+    n, i, j = outer
+    blocks = nhwc.reshape(n, i, f.sh, j, f.sw, c)
+    order = (0, 1, 3, 2, 4, 5)                                  # A, I, J, sh, sw, C
     if torch:
-        krsc[..., :f.c2].view(g.k, f.r2, f.s2, g.c, f.sh, f.sw).copy_(taps.permute(*order))
-        return krsc.permute(0, 3, 1, 2)
-    krsc[..., :f.c2] = np.transpose(taps, order).reshape(g.k, f.r2, f.s2, f.c2)
-    return np.transpose(krsc, (0, 3, 1, 2))
+        moved = blocks.permute(*order)
+        if f.padded_c2 == f.c2:
+            return moved.reshape(n, i, j, f.c2).permute(0, 3, 1, 2)      # a view where it can be, else one copy
+        folded = sys.modules["torch"].zeros((n, i, j, f.padded_c2), dtype=like.dtype, device=like.device)
+        folded[..., :f.c2].view(n, i, j, f.sh, f.sw, c).copy_(moved)
+        return folded.permute(0, 3, 1, 2)
+    folded = np.zeros((n, i, j, f.padded_c2), dtype=like.dtype)
+    folded[..., :f.c2] = np.transpose(blocks, order).reshape(n, i, j, f.c2)
+    return np.transpose(folded, (0, 3, 1, 2))
 
 
 def _padded_image(x, g, f: Fold, torch: bool):
@@ -100,15 +113,6 @@ def _pad(t, amounts: tuple):
     """torch's F.pad (negative amounts crop), or t itself where there is nothing to pad: one kernel
     launch fewer (a patchify convolution pads nothing)."""
     return sys.modules["torch"].nn.functional.pad(t, amounts) if any(amounts) else t
-
-
-def _buffer(like, shape: tuple, zeroed: bool, torch: bool):
-    """Memory for a folded operand: zeroed where channels past C·sh·sw pad it (each kernel launch
-    is host time a repeat call feels, so only then)."""
-    if torch:
-        make = sys.modules["torch"].zeros if zeroed else sys.modules["torch"].empty
-        return make(shape, dtype=like.dtype, device=like.device)
-    return np.zeros(shape, dtype=like.dtype)
 
 
 __all__ = ["Fold", "fold_of", "folded_input", "folded_weights"]

@@ -109,8 +109,10 @@ def run(x, w, bias, stride: tuple, padding: tuple, dilation: tuple, relu: bool, 
         return _empty_result(x, g, torch)
     fold = fold_of(g)
     if fold is not None:          # few channels, strided: as a stride-1 convolution over more (conv2d_fold.py)
-        return run(folded_input(x, g, fold, torch), folded_weights(w, g, fold, torch), bias, (1, 1), (0, 0), (1, 1),
-                   relu, split)
+        def folded(x, w):         # x and w folded afresh on every call (their data may have changed)
+            return run(folded_input(x, g, fold, torch), folded_weights(w, g, fold, torch), bias, (1, 1), (0, 0),
+                       (1, 1), relu, split)
+        return (repeats.remember(key, folded) if key is not None else folded)(x, w)   # a repeat skips the checks
     if by_gemm(g, bias, relu, split):
         if torch:      # plain CUDA tensors without a bias: `key` is set
             return repeats.remember(key, repeats.PointwiseRepeat(g))(x, w)
