@@ -25,6 +25,7 @@ from .contract.errors import LAUNCH_OPTION, LaunchError
 from .contract.manifest import Manifest, ScalarArg, TensorArg
 
 NAMESPACE = "tmalang"
+_NUMBERS = (int, float)
 _SCALAR_TYPES = {"f32": "float", "f64": "float", "i32": "int", "u32": "int", "i64": "int", "u64": "int"}
 _made: dict[str, tuple[str, "TorchOp"]] = {}   # op name -> (the kernel's identity, its operator)
 _libraries: list = []                           # torch.library.Library objects must stay alive
@@ -56,19 +57,20 @@ class TorchOp:
         self.qualname = f"{NAMESPACE}::{name}"
         self.manifest = manifest
         self._launch, self._interpret, self._dims = launch, interpret, dims
+        # where the schema takes scalars, found once: a direct call checks only those (host time)
+        self._arity = len(manifest.args)
+        self._scalars = tuple(i for i, spec in enumerate(manifest.args) if not isinstance(spec, TensorArg))
         self._register(sys.modules.get("torch") or _import_torch())
 
     def __call__(self, *args) -> None:
         if self._direct(args):      # nothing but the CUDA implementation would see the call
-            return self._on_cuda(*args)
+            return self._launch(*args, dims=self._dims)     # as _on_cuda, one call less
         return self._op(*args)
 
     def _direct(self, args: tuple) -> bool:
         """A plain eager call (`unobserved_torch_call`) whose scalars are Python numbers, as the
         schema would pass them (a 0-dim tensor for a scalar is the dispatcher's to convert)."""
-        specs = self.manifest.args
-        return len(args) == len(specs) and all(
-            isinstance(spec, TensorArg) or type(a) in (int, float) for a, spec in zip(args, specs)) \
+        return len(args) == self._arity and all(type(args[i]) in _NUMBERS for i in self._scalars) \
             and unobserved_torch_call(args)
 
     @property
