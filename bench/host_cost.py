@@ -83,15 +83,22 @@ def relative_error(got, expected) -> float:
     return ((got.double() - expected).norm() / expected.norm()).item()
 
 
-def main() -> None:
-    args = arguments(samples=9)
+def small_calls():
+    """The operands of the small calls both host benchmarks time (here and bench/host_parts.py):
+    a 128³ bf16 GEMM's a, b and c, a 256² saxpy's x, y and o, the saxpy kernel and its repeatable
+    launch."""
     a = torch.randn(128, 128, device="cuda").to(torch.bfloat16)
     b = torch.randn(128, 128, device="cuda").to(torch.bfloat16)
     c = torch.empty(128, 128, device="cuda", dtype=torch.bfloat16)
     x, y = torch.randn(256, 256, device="cuda"), torch.randn(256, 256, device="cuda")
     o = torch.empty_like(x)
     saxpy = tmalang.compile_file(ROOT / "examples" / "saxpy.tma")
-    again = saxpy.launch_repeatable(1.5, x, y, o)
+    return a, b, c, x, y, o, saxpy, saxpy.launch_repeatable(1.5, x, y, o)
+
+
+def main() -> None:
+    args = arguments(samples=9)
+    a, b, c, x, y, o, saxpy, again = small_calls()
     op = saxpy.as_torch_op("saxpy_host_cost")
     xs = torch.randn(2, 64, 8, 8, device="cuda").to(torch.bfloat16).contiguous(memory_format=torch.channels_last)
     ws = (torch.randn(64, 64, 3, 3, device="cuda") / 24).to(torch.bfloat16).contiguous(memory_format=torch.channels_last)

@@ -15,12 +15,11 @@ from pathlib import Path
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import ctypes  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
 
 import torch  # noqa: E402
 
 sys.path.append(str(Path(__file__).resolve().parent))
+from host_cost import host_us, small_calls  # noqa: E402
 from timing import arguments, write_report  # noqa: E402
 
 import tmalang  # noqa: E402
@@ -28,26 +27,9 @@ from tmalang.library import gemm as gemm_module  # noqa: E402
 from tmalang.runtime import driver  # noqa: E402
 from tmalang.runtime.launch import torch_current_stream  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-CALLS = 400
-SPIN_CYCLES = 300_000_000
-METHOD = (f"median over samples of the wall time of {CALLS} back-to-back calls of one part, per call, "
-          "queued behind a spin kernel so that the host alone is timed")
-
-
-def host_us(fn, samples: int) -> float:
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(samples):
-        torch.cuda._sleep(SPIN_CYCLES)
-        start = time.perf_counter()
-        for _ in range(CALLS):
-            fn()
-        times.append((time.perf_counter() - start) / CALLS * 1e6)
-        torch.cuda.synchronize()
-    return statistics.median(times)
+METHOD = ("median over samples of the wall time of 400 back-to-back calls of one part, per call, "
+          "queued behind a spin kernel so that the host alone is timed (host_cost.host_us: the parts take "
+          "turns within each sample; host-parts-2026-11-29-h200.json timed each part alone)")
 
 
 def ctypes_driver():
@@ -66,13 +48,7 @@ def ctypes_driver():
 
 def main() -> None:
     args = arguments(samples=15)
-    a = torch.randn(128, 128, device="cuda").to(torch.bfloat16)
-    b = torch.randn(128, 128, device="cuda").to(torch.bfloat16)
-    c = torch.empty(128, 128, device="cuda", dtype=torch.bfloat16)
-    x, y = torch.randn(256, 256, device="cuda"), torch.randn(256, 256, device="cuda")
-    o = torch.empty_like(x)
-    saxpy = tmalang.compile_file(ROOT / "examples" / "saxpy.tma")
-    again = saxpy.launch_repeatable(1.5, x, y, o)
+    a, b, c, *_, again = small_calls()
     repeat = again.__self__                         # the RepeatLaunch: function, config, params
     tmalang.gemm(a, b, out=c)
     hot = driver._hot()
@@ -105,10 +81,9 @@ def main() -> None:
         "torch.matmul(a, b, out=c)": lambda: torch.matmul(a, b, out=c),
     }
     rows = []
-    for name, fn in parts.items():
-        us = host_us(fn, args.samples)
-        rows.append({"part": name, "host_us": us})
-        print(f"{name:40s} {us:6.2f} us", flush=True)
+    for name, timed in host_us(parts, args.samples).items():
+        rows.append({"part": name, "host_us": timed["median_us"]})
+        print(f"{name:40s} {timed['median_us']:6.2f} us", flush=True)
     write_report(args.out, "host cost of a repeat call, part by part", METHOD, rows)
 
 
