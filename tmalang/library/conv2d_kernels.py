@@ -7,8 +7,9 @@ where it lies, any other is copied into that layout first. The kernel takes the 
 time (64, 32 or 16), so C that is not a multiple of 16 is padded with zeros, in a copy; the
 output's rows are whole 16-byte units, so K that is not a multiple of 8 is computed into a
 padded buffer and copied out. A strided convolution over so few channels that padding them would
-at least double the reduction runs folded, as a stride-1 one over more channels (conv2d_fold.py). A channels_last weight that needs no padding is read as it lies;
-others are copied into that layout on every call.
+at least double the reduction runs folded, as a stride-1 one over more channels (conv2d_fold.py).
+A channels_last weight that needs no padding is read as it lies; others are copied into that
+layout on every call.
 """
 
 from __future__ import annotations

@@ -165,9 +165,8 @@ class FreshRepeat:
 
     def allocate(self, stream):
         # empty_strided parses its arguments faster than empty (about half a microsecond a call)
-        m, n = self.shape
-        return used_by(sys.modules["torch"].empty_strided(self.shape, (n, 1), dtype=self.dtype, device=self.device),
-                       stream)
+        return used_by(sys.modules["torch"].empty_strided(self.shape, (self.shape[1], 1), dtype=self.dtype,
+                                                          device=self.device), stream)
 
 
 _fresh: OrderedDict[tuple, FreshRepeat] = OrderedDict()
