@@ -9,12 +9,14 @@ cluster row sharing A by multicast) was measured on ragged and decode tiles at c
 With --cluster: the cluster kernel at widths besides 256. With --slim: an unsplit 128 x 64 tile against
 the split of K the rule took before it (configs.SLIM), and where it lost. With --row: gemm_row (a
 pair of CTAs sharing A by multicast) where rows of A are off 32-byte sectors, against what the rule
-took before it, and on sectors.
+took before it, and on sectors. With --pointwise: the GEMMs of the 1x1 convolutions that run on
+tmalang.gemm below cuDNN (bench/conv2d.py), other tiles, a split and the cluster kernel.
 
     python bench/gemm_tiles.py --out bench/results/gemm-tiles-<date>-h200.json
     python bench/gemm_tiles.py --cluster --out bench/results/gemm-cluster-widths-<date>-h200.json
     python bench/gemm_tiles.py --slim --out bench/results/gemm-slim-<date>-h200.json
     python bench/gemm_tiles.py --row --out bench/results/gemm-row-<date>-h200-sectors.json
+    python bench/gemm_tiles.py --pointwise --out bench/results/gemm-pointwise-<date>-h200.json
 """
 
 from __future__ import annotations
@@ -77,6 +79,13 @@ ROW_PLAN = {   # --row: rows of A off 32-byte sectors (K * 2 bytes not a multipl
     (1024, 1024, 1024): [(R, 128, 64), (T, 64, 128)],
 }
 
+POINTWISE_PLAN = {   # --pointwise: the GEMMs of ResNet-50's 1x1 layers below 0.95x cuDNN (N = 32, rows = pixels)
+    (6272, 512, 1024): [(T, 128, 256), (T, 128, 128), (T, 128, 192), (T, 128, 64), (P, 128, 256, 2)],
+    (25088, 512, 128): [(T, 128, 128), (T, 128, 256), (T, 128, 64), (CL, 128, 256)],
+    (6272, 1024, 256): [(T, 128, 128), (T, 128, 256), (T, 128, 192)],
+    (1568, 2048, 512): [(T, 128, 256), (T, 128, 128), (T, 128, 192)],
+}
+
 
 def main() -> None:
     parser = argparse.ArgumentParser()
@@ -84,12 +93,14 @@ def main() -> None:
     parser.add_argument("--cluster", action="store_true", help="the cluster kernel at tile widths besides 256")
     parser.add_argument("--slim", action="store_true", help="an unsplit 128 x 64 tile against a split of K")
     parser.add_argument("--row", action="store_true", help="gemm_row where rows of A are off sectors")
+    parser.add_argument("--pointwise", action="store_true", help="the GEMMs of 1x1 convolutions below cuDNN")
     args = parser.parse_args()
     out = {"benchmark": "gemm tile shapes beyond the rule's set", "gpu": torch.cuda.get_device_name(),
            "date": str(datetime.date.today()),
            "method": "cold: timed_flushed (5 rounds); graph: timed_graph_replays (5 rounds of 20); eager: "
                      "timed_eager (5 rounds of 20, host-inclusive); ratios cuBLAS / candidate", "gemm": []}
-    plan_of = ROW_PLAN if args.row else SLIM_PLAN if args.slim else CLUSTER_PLAN if args.cluster else PLAN
+    plan_of = ROW_PLAN if args.row else SLIM_PLAN if args.slim else CLUSTER_PLAN if args.cluster else \
+        POINTWISE_PLAN if args.pointwise else PLAN
     for (m, n, k), plan in plan_of.items():
         a = torch.randn(m, k, device="cuda").to(torch.bfloat16)
         w = (torch.randn(n, k, device="cuda") / k ** 0.5).to(torch.bfloat16)

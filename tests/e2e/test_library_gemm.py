@@ -132,6 +132,8 @@ def test_split_k_sums_its_parts_in_a_fixed_order():
     ((1280, 640, 5120), "gemm_tile", (128, 64), 1),
     ((1536, 512, 16384), "gemm_parts", (64, 128), 8),    # past 128 K slices a split still
     ((25088, 256, 512), "gemm_tile", (128, 128), 1),     # 128 x 64 tiles: more than a wave
+    ((25088, 512, 128), "gemm_tile", (128, 256), 1),     # 392 tiles: 2.97 waves, the last all but full
+    ((6272, 256, 1024), "gemm_tile", (128, 128), 1),     # (not for 64-row tiles: 128 x 128, not 64 x 64)
 ])
 def test_the_rule_picks_by_how_the_ctas_fill_the_gpu(shape, kernel, tile, split):
     sectors = shape[2] * 2 % 32 == 0       # K = 1000 bf16 rows are 2000 bytes apart

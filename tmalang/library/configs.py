@@ -9,7 +9,10 @@ block's width, so a tile shape and a split fix the whole binding.
 
 The rule (measured on the H100, bench/results/gemm-shapes-*.json) takes the first candidate
 whose CTAs fill the GPU: one wave at least FILL full, or more than WAVES waves (where the last
-one's idle SMs matter little). Candidates go largest tile first: the 128 x 256 cluster kernel
+one's idle SMs matter little), or, for the wide unsplit tiles, waves whose last is LAST_FILL full
+(H200, bench/results/gemm-pointwise-2026-11-29-h200.json, cuBLAS cold/graph: 25088 x 512 x 128,
+the GEMM of a 1x1 convolution, 392 tiles of 128 x 256 in 2.97 waves 0.98x/1.09x against 0.92x/0.98x
+for 784 of 128 x 128). Candidates go largest tile first: the 128 x 256 cluster kernel
 (B K-major), then 128 x 128; then, for M up to NARROW_M, the 64-row tiles (one consumer
 warpgroup, so half the MMA rate, but a decode-shaped M = 1..64 with N = 8192 runs 128 CTAs of
 64 x 64 tiles and streams B at the HBM's rate, where one 128 x 256 tile per 32 SMs would leave
@@ -49,6 +52,7 @@ SMEM_RESERVED = 2 * 1024         # barriers and alignment
 MAX_STAGES = 12
 FILL = 0.75                      # a wave this full counts as filling the GPU
 WAVES = 3                        # past this many waves, the last one's idle SMs matter little
+LAST_FILL = 0.9                  # or, for a wide tile, fewer waves, the last this full (see `choose`)
 NARROW_M = 128                   # 64-row tiles (one consumer warpgroup) only up to this M
 MIN_PART_STEPS = 16              # a split part streams at least this many K slices
 TILES = ((128, 256), (128, 128), (128, 192), (128, 160), (64, 128), (64, 64), (128, 64))   # 192, 160: one wave where 128 is not
@@ -170,8 +174,9 @@ def ranked(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_major:
 
 def choose(options: list[Config], m: int, n: int, k: int, sms: int) -> Config:
     """The rule of the module docstring."""
-    def fills(c: Config) -> bool:      # one wave nearly full, or enough waves that the last matters little
-        return FILL * sms <= ctas(c, m, n) <= sms or ctas(c, m, n) > WAVES * sms
+    def fills(c: Config) -> bool:      # one wave nearly full, or enough waves that the last matters
+        count = ctas(c, m, n)           # little, or (a wide tile, unsplit) waves whose last is all but full
+        return FILL * sms <= count <= sms or count > WAVES * sms or c in wide and count % sms >= LAST_FILL * sms
 
     steps = -(-k // options[0].bindings()["BK"])
     wide = [c for c in options if c.split == 1 and c.bindings()["BM"] == 128 and _tile(c) != SLIM]
