@@ -174,12 +174,13 @@ def ranked(m: int, n: int, k: int, itemsize: int, out_itemsize: int, *, n_major:
 
 def choose(options: list[Config], m: int, n: int, k: int, sms: int) -> Config:
     """The rule of the module docstring."""
+    steps = -(-k // options[0].bindings()["BK"])
+    wide = [c for c in options if c.split == 1 and c.bindings()["BM"] == 128 and _tile(c) != SLIM]
+
     def fills(c: Config) -> bool:      # one wave nearly full, or enough waves that the last matters
         count = ctas(c, m, n)           # little, or (a wide tile, unsplit) waves whose last is all but full
         return FILL * sms <= count <= sms or count > WAVES * sms or c in wide and count % sms >= LAST_FILL * sms
 
-    steps = -(-k // options[0].bindings()["BK"])
-    wide = [c for c in options if c.split == 1 and c.bindings()["BM"] == 128 and _tile(c) != SLIM]
     narrow = [c for c in options if c.split == 1 and c.bindings()["BM"] < 128]
     slim = [c for c in options if c.split == 1 and _tile(c) == SLIM and ctas(c, m, n) <= sms
             and SLIM_STEPS[0] <= steps <= SLIM_STEPS[1]]

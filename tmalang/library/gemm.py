@@ -45,7 +45,7 @@ TUNE_CANDIDATES = 4
 TUNE_MARGIN = 0.05           # how much faster than the rule's pick a tuned choice must be
 INTERPRETER_SMS = 132          # NumPy operands: choose as for an H100
 REPEAT_ENTRIES = 16          # recent calls whose plan is reused without checks (as runtime/launch.py)
-WORKSPACES = 4               # a split call's workspace addresses whose launches are repeated as they are
+WORKSPACES = 4               # per Repeat, the (alpha, C, workspace) whose launches are repeated as they are
 _kernels: dict[tuple, object] = {}
 _repeats: OrderedDict[tuple, tuple] = OrderedDict()
 _tuned: dict[str, tuple] = {}
@@ -125,31 +125,24 @@ def _on(stream, a):
 @dataclass(frozen=True)
 class StagedRepeat:
     """A checked call whose `out` TMA cannot write (its rows are not whole 16-byte units), run
-    again: the plan on a fresh C of aligned rows (torch's caching allocator), then C copied into
-    `out`, on the call's stream. The allocator hands the same block back call after call, so per
-    (alpha's bits, C's address) the one launch that wrote it is repeated as it is."""
+    again: the plan on a fresh C of aligned rows (torch's caching allocator, which hands the same
+    block back call after call, so the plan's launches repeat as they are), then C copied into
+    `out`, on the call's stream."""
 
     inner: Repeat
     row: int                 # C's row stride, in elements
     exact: ClassVar[None] = None     # no launch is repeated for the call as a whole: C's address is the allocator's
-    launches: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def launches(self) -> dict:
+        return self.inner.parts
 
     def __call__(self, a, b, out, alpha: float, stream) -> None:
         torch = sys.modules["torch"]
         m, n = out.shape
         with _on(stream, a):     # C from the pool of the stream that writes it, and copied there
             c = torch.empty_strided((m, n), (self.row, 1), dtype=out.dtype, device=out.device)   # no slice: ~2 µs
-            key = (_bits(alpha), c.data_ptr())
-            launch = self.launches.get(key)
-            if launch is not None:      # the signature holds every other address, layout and the stream
-                launch()
-            elif self.inner.split == 1:
-                launch = self.inner.main.launch_repeatable(alpha, a, b if self.inner.n_major else b.t(), c,
-                                                           stream=stream)
-                if launch is not None and len(self.launches) < WORKSPACES:
-                    self.launches[key] = launch
-            else:
-                self.inner(a, b, c, alpha, stream)
+            self.inner(a, b, c, alpha, stream)
             out.copy_(c)
 
 
@@ -225,8 +218,8 @@ class Repeat:
     n_major: bool
     split: int
     exact: tuple | None = None   # (alpha's bits, its launch repeated as is: Kernel.launch_repeatable)
-    # a split's two launches repeated as they are, per (alpha's bits, workspace address): torch's
-    # caching allocator hands a call's workspace back to the next call on the stream
+    # the launches repeated as they are, per (alpha's bits, C's address, the workspace's address):
+    # torch's caching allocator hands a call's workspace (and a staged C) back to the next call
     parts: dict = field(default_factory=dict, compare=False)
 
     @staticmethod
@@ -240,23 +233,27 @@ class Repeat:
         if self.exact is not None and self.exact[0] == _bits(alpha):
             self.exact[1]()      # the signature holds every address, layout and the stream: as launched
             return
-        b = b if self.n_major else b.t()
-        if self.split == 1:   # stream None: the runtime launches on torch's current stream
-            self.main(alpha, a, b, out, stream=stream)
-            return
-        m, n = out.shape
-        with _on(stream, a):      # from the pool of the stream that writes it, whatever its kind
-            workspace = torch_workspace(out.device, self.split, m, n)
-        key = (_bits(alpha), workspace.data_ptr())
+        workspace = None
+        if self.split > 1:
+            m, n = out.shape
+            with _on(stream, a):      # from the pool of the stream that writes it, whatever its kind
+                workspace = torch_workspace(out.device, self.split, m, n)
+        key = (_bits(alpha), out.data_ptr(), workspace.data_ptr() if workspace is not None else None)
         launches = self.parts.get(key)
         if launches is not None:       # the signature holds every other address, layout and the stream
-            launches[0]()
-            launches[1]()
+            for launch in launches:
+                launch()
             return
-        launches = (self.main.launch_repeatable(self.split, a, b, workspace, out, stream=stream),
-                    self.total.launch_repeatable(self.split, alpha, workspace, out, stream=stream))
+        launches = self._launched(a, b if self.n_major else b.t(), out, workspace, alpha, stream)
         if None not in launches and len(self.parts) < WORKSPACES:
             self.parts[key] = launches
+
+    def _launched(self, a, b, out, workspace, alpha: float, stream) -> tuple:
+        """Launch the plan (stream None: torch's current stream); its launches' repeats."""
+        if workspace is None:
+            return (self.main.launch_repeatable(alpha, a, b, out, stream=stream),)
+        return (self.main.launch_repeatable(self.split, a, b, workspace, out, stream=stream),
+                self.total.launch_repeatable(self.split, alpha, workspace, out, stream=stream))
 
 
 def _signature(a, b, out, alpha, out_dtype, tune, config, stream) -> tuple | None:
