@@ -315,10 +315,7 @@ def torch_current_stream(args: tuple):
     captures. A launch given no stream goes there, as torch's own operations do."""
     for a in args:
         if _is_torch_tensor(type(a)) and a.is_cuda:
-            raw = _raw_stream_getter()
-            if raw is not None:
-                return raw(a.get_device())
-            return sys.modules["torch"].cuda.current_stream(a.device)
+            return torch_stream_of(a.get_device())
     return None
 
 
