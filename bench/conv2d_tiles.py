@@ -56,14 +56,8 @@ L.tile_of = lambda g, sms=132: choice["v"] or real_tile_of(g, sms)
 L.by_gemm = lambda *a: choice["gemm"] and real_by_gemm(*a)
 
 
-def stages_of(bm, bn, block, whole_tile=False):
-    if choice["stages"] is None:
-        return real_stages_of(bm, bn, block, whole_tile)
-    staging = bm * bn * 2 if whole_tile else 2 * bm * 128
-    return max(2, min(choice["stages"], 12, (L.SMEM_BYTES - staging - 2048) // ((bm + bn) * block * 2)))
-
-
-L.stages_of = stages_of
+L.stages_of = lambda bm, bn, block, whole_tile=False: real_stages_of(bm, bn, block, whole_tile,
+                                                                    choice["stages"] and min(choice["stages"], 12))
 
 def ok(k, tile, sp, steps):
     bm, bn = tile

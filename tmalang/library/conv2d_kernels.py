@@ -195,13 +195,14 @@ def tile_of(g: Geometry, sms: int = INTERPRETER_SMS) -> tuple[int, int]:
     return (128, 128) if tiles >= sms / 2 else (64, 128)
 
 
-def stages_of(bm: int, bn: int, block: int, whole_tile: bool = False) -> int:
+def stages_of(bm: int, bn: int, block: int, whole_tile: bool = False, most: int | None = None) -> int:
     """The ring's depth: six stages for 128-pixel tiles (0.98x cuDNN against 0.94x with four,
-    same run as `tile_of`), eight for 64, fewer where they do not fit beside the staging tiles (two
-    64-column blocks, or `whole_tile`: the bias epilogue's one BM x BN tile)."""
+    same run as `tile_of`; more gained at most 0.01x, bench/conv2d_tiles.py --stages), eight for
+    64, or `most`; fewer where they do not fit beside the staging tiles (two 64-column blocks, or
+    `whole_tile`: the bias epilogue's one BM x BN tile)."""
     stage = (bm + bn) * block * 2
     staging = bm * bn * 2 if whole_tile else 2 * bm * 128
-    return max(2, min(8 if bm == 64 else 6, (SMEM_BYTES - staging - 2048) // stage))
+    return max(2, min(most or (8 if bm == 64 else 6), (SMEM_BYTES - staging - 2048) // stage))
 
 
 def constants(g: Geometry, tile: tuple[int, int] | None = None, bias_epilogue: bool = False) -> tuple:
